@@ -1,0 +1,379 @@
+"""The public Python API: a Catalog over one warehouse, and light Table handles.
+
+Layer: engine (top of the engine: uses the log, the state store, operations, and the
+projector). ``Catalog`` owns the one log connection, the state cache and the projector;
+``Table`` holds only the catalog and the table's identity, and reads state fresh from the
+log on every call.
+
+::
+
+    from engine import Catalog
+    cat = Catalog.open("warehouse")
+    cat.create_namespace("db")
+    t = cat.create_table("db.events", schema=pa_schema, partition_by=["day(ts)", "bucket(16, id)"])
+    t.append(arrow_table)
+    t.scan(where="id > 10").to_arrow()
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, Iterable, Mapping, Sequence
+
+import pyarrow as pa
+
+from engine.errors import (
+    AlreadyExists,
+    CommitConflict,
+    CorruptFileError,
+    IcelogError,
+    IntegrityError,
+    NamespaceNotFound,
+    TableNotFound,
+    ValidationError,
+)
+from engine.events import CATALOG_STREAM, NamespaceCreated, TableCreated, TableRegistered
+from engine.model.arrow_schema import schema_from_arrow
+from engine.model.data_file import DataFile
+from engine.model.partitioning import PartitionSpec, build_spec, UNPARTITIONED_SPEC
+from engine.model.schema import Schema
+from engine.model.sort_order import UNSORTED_ORDER
+from engine.data_writer import write_data_files
+from engine.operations.append import append_events, new_snapshot_id
+from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams
+from engine.parquet_files import read_data_file
+from engine.scan import Scan
+from engine.state import LogPosition, Snapshot, TableState, fold
+from engine.state_store import StateStore
+from projections import layout
+from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
+from storage import Log, LogError
+from storage.files import FileIO
+
+CATALOG_DB = "catalog.db"
+
+
+def parse_identifier(identifier: str | Sequence[str]) -> tuple[tuple[str, ...], str]:
+    """``"db.events"`` or ``("db", "events")`` -> ``(("db",), "events")``."""
+    parts = tuple(identifier.split(".")) if isinstance(identifier, str) else tuple(identifier)
+    if len(parts) < 2 or any(not p for p in parts):
+        raise ValidationError(f"Cannot parse table identifier {identifier!r}: expected 'namespace.table'")
+    return parts[:-1], parts[-1]
+
+
+def parse_namespace(namespace: str | Sequence[str]) -> tuple[str, ...]:
+    parts = tuple(namespace.split(".")) if isinstance(namespace, str) else tuple(namespace)
+    if not parts or any(not p for p in parts):
+        raise ValidationError(f"Cannot parse namespace {namespace!r}")
+    return parts
+
+
+class Catalog:
+    """A warehouse folder and its catalog log (``<warehouse>/catalog.db``).
+
+    ::
+
+        cat = Catalog.open("warehouse")
+        cat.create_namespace("db")
+        t = cat.create_table("db.events", schema=pa_schema, partition_by=["day(ts)"])
+
+    :param warehouse: the warehouse folder (created when absent)
+    :param name: the catalog name written to the ``iceberg_tables`` pointer rows
+    :param synchronous: SQLite's ``synchronous`` setting for the log ("FULL" unless you opt out)
+    :param project: publish projections right after each commit (True), or leave them to ``publish()``
+    """
+
+    def __init__(self, warehouse: str, log: Log, *, name: str, project: bool) -> None:
+        self.warehouse = warehouse
+        self.log = log
+        self.name = name
+        self.project = project
+        self.io = FileIO()
+        self.store = StateStore(log)
+        self.projector = Projector(log, self.io, name)
+
+    @classmethod
+    def open(cls, warehouse: str | os.PathLike, *, name: str = DEFAULT_CATALOG_NAME, synchronous: str = "FULL",
+             project: bool = True) -> Catalog:
+        path = os.path.abspath(os.fspath(warehouse))
+        os.makedirs(path, exist_ok=True)
+        try:
+            log = Log.open(os.path.join(path, CATALOG_DB), synchronous=synchronous)
+        except LogError as e:
+            raise IcelogError(f"Cannot open catalog at {path}: {e}") from e
+        return cls(path, log, name=name, project=project)
+
+    def close(self) -> None:
+        self.log.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ namespaces
+    def create_namespace(self, namespace: str | Sequence[str], properties: Mapping[str, str] | None = None) -> None:
+        ns = parse_namespace(namespace)
+
+        def build(ctx: CommitContext) -> list:
+            state = self.store.catalog()
+            if state.has_namespace(ns):
+                raise AlreadyExists(f"Cannot create namespace {'.'.join(ns)}: it already exists")
+            return [(CATALOG_STREAM, state.version, [NamespaceCreated(namespace=ns, properties=properties or {})])]
+
+        commit_streams(self.store, build, policy=RetryPolicy())
+        if self.project:
+            self.projector.publish_namespace(ns, properties or {})
+
+    def list_namespaces(self) -> list[tuple[str, ...]]:
+        return [ns for ns, _ in self.store.catalog().namespaces]
+
+    # ------------------------------------------------------------ tables
+    def create_table(self, identifier: str | Sequence[str], schema: pa.Schema | Schema,
+                     partition_by: Sequence[str] | PartitionSpec | None = None,
+                     properties: Mapping[str, str] | None = None, format_version: int = 2,
+                     location: str | None = None) -> Table:
+        """Create a table and publish its first metadata version.
+
+        :param identifier: ``"namespace.table"``
+        :param schema: a pyarrow schema (field ids assigned, or taken from ``PARQUET:field_id``) or an engine Schema
+        :param partition_by: partition terms such as ``"day(ts)"``, ``"bucket(16, id)"``, ``"truncate(4, name)"``,
+            ``"category"``, or a PartitionSpec
+        :param properties: table properties
+        :param format_version: 1 or 2
+        :param location: the table folder; default ``<warehouse>/<namespace>/<table>``
+        """
+        ns, name = parse_identifier(identifier)
+        if format_version not in (1, 2):
+            raise ValidationError(f"Cannot create table {'.'.join(ns + (name,))}: format version {format_version} "
+                                  f"is not supported (1 or 2)")
+        if isinstance(schema, pa.Schema):
+            schema = schema_from_arrow(schema)
+        elif not isinstance(schema, Schema):
+            raise ValidationError(f"Cannot create table {name}: schema must be a pyarrow.Schema or an engine Schema, "
+                                  f"got {type(schema).__name__}")
+        if isinstance(partition_by, PartitionSpec):
+            spec = partition_by
+        elif partition_by:
+            if isinstance(partition_by, str):
+                partition_by = [partition_by]
+            spec = build_spec(schema, list(partition_by))
+        else:
+            spec = UNPARTITIONED_SPEC
+        props = {str(k): str(v) for k, v in (properties or {}).items()}
+        table_uuid = str(uuid.uuid4())
+        table_location = (location.rstrip("/") if location else
+                          os.path.join(self.warehouse, *ns, name))
+
+        def build(ctx: CommitContext) -> list:
+            state = self.store.catalog()
+            if not state.has_namespace(ns):
+                raise NamespaceNotFound(f"Cannot create table {'.'.join(ns + (name,))}: namespace "
+                                        f"{'.'.join(ns)} does not exist")
+            if state.table(ns, name) is not None:
+                raise AlreadyExists(f"Cannot create table {'.'.join(ns + (name,))}: it already exists")
+            created = TableCreated(table_uuid=table_uuid, location=table_location, format_version=format_version,
+                                   schema=schema, spec=spec, sort_order=UNSORTED_ORDER, properties=props)
+            return [(CATALOG_STREAM, state.version, [TableRegistered(namespace=ns, name=name, table_uuid=table_uuid)]),
+                    (table_uuid, 0, [created])]
+
+        landed = commit_streams(self.store, build, policy=RetryPolicy())
+        table = Table(self, ns, name, table_uuid)
+        table._after_commit(landed)
+        return table
+
+    def load_table(self, identifier: str | Sequence[str]) -> Table:
+        ns, name = parse_identifier(identifier)
+        entry = self.store.catalog().table(ns, name)
+        if entry is None:
+            raise TableNotFound(f"Cannot load table {'.'.join(ns + (name,))}: it does not exist")
+        return Table(self, ns, name, entry.table_uuid)
+
+    def table_exists(self, identifier: str | Sequence[str]) -> bool:
+        ns, name = parse_identifier(identifier)
+        return self.store.catalog().table(ns, name) is not None
+
+    def list_tables(self, namespace: str | Sequence[str]) -> list[tuple[str, ...]]:
+        ns = parse_namespace(namespace)
+        state = self.store.catalog()
+        if not state.has_namespace(ns):
+            raise NamespaceNotFound(f"Cannot list tables: namespace {'.'.join(ns)} does not exist")
+        return [t.namespace + (t.name,) for t in state.tables if t.namespace == ns]
+
+    def publish(self) -> None:
+        """Bring every table's projection up to its log head."""
+        for entry in self.store.catalog().tables:
+            Table(self, entry.namespace, entry.name, entry.table_uuid).publish()
+
+    def verify(self, identifier: str | Sequence[str]) -> list[str]:
+        """Problems found: the log's hash chain, and published files that differ from a fresh rendering."""
+        problems = list(self.log.verify())
+        problems += self.load_table(identifier).verify_projection()
+        return problems
+
+
+class Table:
+    """A handle on one table: the catalog and the table's identity, nothing cached.
+
+    :param catalog: the owning catalog
+    :param namespace: the namespace
+    :param name: the table name
+    :param table_uuid: the table's stream id
+    """
+
+    def __init__(self, catalog: Catalog, namespace: tuple[str, ...], name: str, table_uuid: str) -> None:
+        self.catalog = catalog
+        self.namespace = namespace
+        self.name = name
+        self.uuid = table_uuid
+
+    def __repr__(self) -> str:
+        return f"Table({'.'.join(self.identifier)!r})"
+
+    @property
+    def identifier(self) -> tuple[str, ...]:
+        return self.namespace + (self.name,)
+
+    # ------------------------------------------------------------ state
+    @property
+    def state(self) -> TableState:
+        return self.catalog.store.table(self.uuid)
+
+    def schema(self) -> Schema:
+        return self.state.schema
+
+    def spec(self) -> PartitionSpec:
+        return self.state.spec
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.state.properties)
+
+    @property
+    def location(self) -> str:
+        return self.state.location
+
+    @property
+    def metadata_location(self) -> str:
+        state = self.state
+        return layout.metadata_file(state.location, self.catalog.projector.published_version(self.uuid)
+                                    or state.version)
+
+    def snapshots(self) -> list[Snapshot]:
+        return list(self.state.snapshots)
+
+    def current_snapshot(self) -> Snapshot | None:
+        return self.state.current_snapshot
+
+    # ------------------------------------------------------------ writes
+    def append(self, data: pa.Table) -> Snapshot | None:
+        """Write ``data`` as Parquet data files (one or more per partition) and commit them as one snapshot."""
+        files = write_data_files(self.state, data)
+        return self._commit_append(files)
+
+    def append_files(self, paths: Iterable[str]) -> Snapshot | None:
+        """Register existing Parquet files (unpartitioned tables, or files whose partition is given by their
+        values) as one append; metrics come from their footers."""
+        state = self.state
+        files: list[DataFile] = []
+        for p in paths:
+            path = os.path.abspath(os.fspath(p))
+            if not os.path.exists(path):
+                raise CorruptFileError(f"Cannot append file: {path} does not exist", path=path)
+            files.append(self._describe_file(state, path))
+        return self._commit_append(files)
+
+    def _describe_file(self, state: TableState, path: str) -> DataFile:
+        from engine.data_writer import partition_of_file
+
+        spec = state.spec
+        partition = partition_of_file(path, state.schema, spec) if not spec.is_unpartitioned else ()
+        return read_data_file(path, state.schema, spec_id=spec.spec_id, partition=partition,
+                              properties=dict(state.properties))
+
+    def _commit_append(self, files: list[DataFile]) -> Snapshot | None:
+        if not files:
+            return None
+        snapshot_id = new_snapshot_id()
+
+        def build(ctx: CommitContext) -> list:
+            base = self.catalog.store.table(self.uuid)
+            return [(self.uuid, base.version, append_events(base, files, ctx, snapshot_id=snapshot_id))]
+
+        landed = commit_streams(self.catalog.store, build, policy=RetryPolicy.of(self.state))
+        state = self._after_commit(landed)
+        return state.snapshot_by_id(snapshot_id)
+
+    def _after_commit(self, landed: Landed | None) -> TableState:
+        store = self.catalog.store
+        if landed is None:
+            return store.table(self.uuid)
+        state = store.table(self.uuid)
+        if self.catalog.project:
+            self.publish()
+        return state
+
+    # ------------------------------------------------------------ projections
+    def publish(self) -> str | None:
+        """Publish every commit since the last published version (manifests, lists, metadata, hint, pointer)."""
+        store = self.catalog.store
+        projector = self.catalog.projector
+        published = projector.published_version(self.uuid)
+        head = store.log.head(self.uuid)
+        if published >= head:
+            return None
+        states = store.commits_between(self.uuid, published, head)
+        try:
+            return projector.publish(self.namespace, self.name, states, store.file_changes_of)
+        except IntegrityError:
+            # the derived index lost a parent: re-project from the first commit (same bytes)
+            states = store.commits_between(self.uuid, 0, head)
+            return projector.publish(self.namespace, self.name, states, store.file_changes_of)
+
+    def render(self) -> dict[str, bytes]:
+        """Every projected file of this table, rendered from the log alone (path -> bytes)."""
+        store = self.catalog.store
+        states = store.commits_between(self.uuid, 0, store.log.head(self.uuid))
+        return render_all(states, store.file_changes_of)
+
+    def rebuild(self, into: str) -> list[str]:
+        """Render the projection from the log into another folder (same relative layout); returns the paths."""
+        location = self.state.location.rstrip("/")
+        out = []
+        for path, data in sorted(self.render().items()):
+            rel = os.path.relpath(path, location)
+            target = os.path.join(into, rel)
+            self.catalog.io.write_bytes(target, data)
+            out.append(target)
+        return out
+
+    def verify_projection(self) -> list[str]:
+        """Published files that differ from a fresh rendering, are missing, or were not written by icelog."""
+        problems = []
+        rendered = self.render()
+        published = self.catalog.projector.published_version(self.uuid)
+        io = self.catalog.io
+        for path, data in sorted(rendered.items()):
+            if path.endswith(layout.VERSION_HINT):
+                continue
+            if path.endswith(".metadata.json"):
+                version = int(os.path.basename(path)[1:].split(".")[0])
+                if version > published:
+                    continue
+            if not io.exists(path):
+                problems.append(f"{path}: missing")
+            elif io.read_bytes(path) != data:
+                problems.append(f"{path}: differs from the log's rendering")
+        metadata_dir = layout.metadata_dir(self.state.location)
+        if io.exists(metadata_dir):
+            for path in io.list_dir(metadata_dir):
+                if path not in rendered and not path.endswith(layout.VERSION_HINT) and ".tmp" not in path:
+                    problems.append(f"{path}: not written by icelog (a foreign writer?)")
+        return problems
+
+    # ------------------------------------------------------------ reads
+    def scan(self, where: str | None = None, columns: Sequence[str] | None = None,
+             snapshot_id: int | None = None) -> Scan:
+        return Scan(self.catalog.store, self.state, where=where, columns=columns, snapshot_id=snapshot_id)

@@ -1,0 +1,140 @@
+"""Write Arrow data as Iceberg data files: check it against the table schema, split it by partition, write Parquet.
+
+Layer: engine (I/O at the edge: writes data files under the table's data folder). The
+files it writes are staged, not committed: the caller commits them in one snapshot, and a
+failure before that leaves only orphans (no metadata points at them).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import ValidationError
+from engine.model import types as T
+from engine.model.arrow_schema import arrow_type_for, schema_to_arrow
+from engine.model.data_file import DataFile
+from engine.model.partitioning import PartitionSpec, partition_path
+from engine.model.schema import Schema
+from engine.model.values import value_from_python
+from engine.parquet_files import iter_row_chunks, nan_counts, read_data_file, write_parquet
+from engine.state import TableState
+from projections import layout
+
+DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
+
+
+def conform(data: pa.Table, schema: Schema) -> pa.Table:
+    """``data`` cast to the table schema's Arrow form (with field ids), or a ValidationError naming the column."""
+    if not isinstance(data, pa.Table):
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        else:
+            raise ValidationError(f"Cannot append: expected a pyarrow.Table, got {type(data).__name__}")
+    target = schema_to_arrow(schema)
+    known = {f.name for f in schema.columns}
+    extra = [name for name in data.column_names if name not in known]
+    if extra:
+        raise ValidationError(f"Cannot append: column(s) {', '.join(map(repr, extra))} are not in the table schema "
+                              f"({', '.join(sorted(known))})")
+    columns = []
+    for field, arrow_field in zip(schema.columns, target):
+        if field.name not in data.column_names:
+            if field.required:
+                raise ValidationError(f"Cannot append: required column {field.name!r} is missing")
+            columns.append(pa.nulls(data.num_rows, type=arrow_field.type))
+            continue
+        col = data.column(field.name)
+        try:
+            col = col.cast(arrow_field.type, safe=True) if col.type != arrow_field.type else col
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            raise ValidationError(f"Cannot append: column {field.name!r} of type {col.type} does not fit "
+                                  f"{field.field_type} ({e})") from e
+        if field.required and col.null_count:
+            raise ValidationError(f"Cannot append: required column {field.name!r} has {col.null_count} null(s)")
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+def _column(table: pa.Table, schema: Schema, source_id: int) -> tuple[Any, T.IcebergType]:
+    name = schema.find_column_name(source_id)
+    parts = name.split(".")
+    arr: Any = table.column(parts[0]).combine_chunks()
+    for p in parts[1:]:
+        arr = pc.struct_field(arr, [p])
+    return arr, schema.find_field(source_id).field_type
+
+
+def partition_keys(table: pa.Table, schema: Schema, spec: PartitionSpec) -> list[pa.Array]:
+    """One array per partition field: the transform of its source column, row by row."""
+    out = []
+    for pf in spec.fields:
+        arr, source_type = _column(table, schema, pf.source_id)
+        try:
+            out.append(pf.transform.bind_arrow(source_type)(arr))
+        except (pa.ArrowInvalid, ValueError, OverflowError, TypeError) as e:
+            raise ValidationError(f"Cannot partition column {schema.find_column_name(pf.source_id)!r} by "
+                                  f"{pf.transform}: {e}") from e
+    return out
+
+
+def split_by_partition(table: pa.Table, schema: Schema, spec: PartitionSpec) -> list[tuple[tuple[Any, ...], pa.Table]]:
+    """The rows of ``table`` grouped by partition tuple (canonical values), in order of first appearance."""
+    if spec.is_unpartitioned or table.num_rows == 0:
+        return [((), table)] if table.num_rows else []
+    keys = partition_keys(table, schema, spec)
+    ptype = spec.partition_type(schema)
+    names = [f"k{i}" for i in range(len(keys))]
+    index = pa.table(keys + [pa.array(range(table.num_rows), type=pa.int64())], names=names + ["row"])
+    grouped = index.group_by(names, use_threads=False).aggregate([("row", "list"), ("row", "min")])
+    grouped = grouped.sort_by([("row_min", "ascending")])
+    out = []
+    for i in range(grouped.num_rows):
+        values = tuple(
+            None if (v := grouped.column(n)[i].as_py()) is None else value_from_python(f.field_type, v)
+            for n, f in zip(names, ptype.fields))
+        rows = grouped.column("row_list")[i].values
+        out.append((values, table.take(rows)))
+    return out
+
+
+def write_data_files(state: TableState, data: pa.Table) -> list[DataFile]:
+    """Write ``data`` as Parquet data files of the table (one or more per partition) and describe them."""
+    schema, spec = state.schema, state.spec
+    table = conform(data, schema)
+    props = dict(state.properties)
+    target = state.int_property("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
+    write_id = uuid.uuid4()
+    files: list[DataFile] = []
+    for part_index, (values, rows) in enumerate(split_by_partition(table, schema, spec)):
+        folder = layout.data_dir(state.location)
+        if not spec.is_unpartitioned:
+            folder = f"{folder}/{partition_path(spec, schema, values)}"
+        for chunk_index, chunk in enumerate(iter_row_chunks(rows, target)):
+            path = f"{folder}/{part_index:05d}-{chunk_index}-{write_id}-00001.parquet"
+            footer, size = write_parquet(chunk, path, properties=props)
+            files.append(read_data_file(path, schema, spec_id=spec.spec_id, partition=values, properties=props,
+                                        nan_counts=nan_counts(chunk, schema), sort_order_id=state.default_sort_order_id,
+                                        metadata=footer, file_size=size))
+    return files
+
+
+def partition_of_file(path: str, schema: Schema, spec: PartitionSpec) -> tuple[Any, ...]:
+    """The one partition tuple of an existing data file, computed from its rows (ValidationError when its rows span
+    several partitions)."""
+    import pyarrow.parquet as pq
+
+    from engine.errors import CorruptFileError
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptFileError(f"Cannot read data file: {path} is not a readable Parquet file ({e})", path=path) from e
+    groups = split_by_partition(conform(table, schema), schema, spec)
+    if len(groups) > 1:
+        raise ValidationError(f"Cannot append file {path}: its rows span {len(groups)} partitions of spec "
+                              f"{spec.spec_id}")
+    return groups[0][0] if groups else tuple(None for _ in spec.fields)

@@ -1,0 +1,67 @@
+"""The icelog exception hierarchy: one root, a small tree, every error names its culprit.
+
+Layer: engine (imported by every engine module; imports nothing of ours).
+"""
+
+from __future__ import annotations
+
+
+class IcelogError(Exception):
+    """Root of every error icelog raises on purpose."""
+
+
+class ValidationError(IcelogError):
+    """Bad input: a wrong type, an invalid schema or spec, a value that cannot be used. Nothing was committed."""
+
+
+class NotFound(IcelogError):
+    """A namespace, table, snapshot or ref that does not exist."""
+
+
+class NamespaceNotFound(NotFound):
+    pass
+
+
+class TableNotFound(NotFound):
+    pass
+
+
+class AlreadyExists(IcelogError):
+    """A namespace or table that already exists."""
+
+
+class CommitConflict(IcelogError):
+    """A commit was built on a stale base; another commit won. Retryable.
+
+    :param stream: the stream (table uuid or catalog stream) that moved on
+    :param expected_version: the version the commit was built on
+    :param actual_version: the version found at commit time
+    :param winner: the commit id of the first commit that landed after the expected version, when known
+    """
+
+    def __init__(self, message: str, *, stream: str, expected_version: int, actual_version: int,
+                 winner: str | None = None) -> None:
+        super().__init__(message)
+        self.stream = stream
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+        self.winner = winner
+
+
+class CommitStateUnknown(IcelogError):
+    """The outcome of a commit could not be determined (re-send it with the same commit id to learn it)."""
+
+
+class CorruptFileError(IcelogError):
+    """A file that is missing, unreadable, or not what it claims to be.
+
+    :param path: the file
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class IntegrityError(IcelogError):
+    """The log or its projections do not match what they should be (tampering, foreign writers)."""

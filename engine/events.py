@@ -1,0 +1,238 @@
+"""Typed, versioned events: the facts the log records, and their canonical encoding.
+
+Layer: engine.events (pure values; imports engine.model only). Every event is a frozen
+attrs class with a stable wire name (``TYPE``, Iceberg's metadata-update action name
+where Iceberg has one) and a type version (``VERSION``). ``encode`` turns an event into
+canonical JSON (sorted keys, no whitespace) plus its bulk parts (one JSON text per data
+or delete file a snapshot adds or removes); ``decode`` reads them back, upcasting
+older type versions. Python class paths never reach the log.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, Mapping
+
+import attrs
+
+from engine.errors import ValidationError
+from engine.model.data_file import DataFile, data_file_from_json, data_file_to_json
+from engine.model.partitioning import PartitionSpec
+from engine.model.schema import Schema
+from engine.model.sort_order import SortOrder
+from engine.model.types import StructType
+from engine.model.values import value_from_json, value_to_json
+
+CATALOG_STREAM = "catalog"
+
+
+def canonical_json(obj: Any) -> str:
+    """The one JSON spelling of a value: sorted keys, no whitespace, UTF-8 kept as is."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _frozen_pairs(value: Mapping[str, str] | tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    items = value.items() if isinstance(value, Mapping) else value
+    return tuple(sorted((str(k), str(v)) for k, v in items))
+
+
+@attrs.frozen(kw_only=True)
+class Event:
+    """Base of all events."""
+
+    TYPE: ClassVar[str] = ""
+    VERSION: ClassVar[int] = 1
+
+    def payload(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def parts(self) -> tuple[str, ...]:
+        return ()
+
+
+# ---------------------------------------------------------------- catalog stream
+
+
+@attrs.frozen(kw_only=True)
+class NamespaceCreated(Event):
+    TYPE: ClassVar[str] = "create-namespace"
+    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    properties: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_frozen_pairs)
+
+    def payload(self) -> dict[str, Any]:
+        return {"namespace": list(self.namespace), "properties": dict(self.properties)}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> NamespaceCreated:
+        return cls(namespace=p["namespace"], properties=p["properties"])
+
+
+@attrs.frozen(kw_only=True)
+class TableRegistered(Event):
+    """A table name now points at a table stream (the catalog's half of creating a table)."""
+
+    TYPE: ClassVar[str] = "register-table"
+    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    name: str
+    table_uuid: str
+
+    def payload(self) -> dict[str, Any]:
+        return {"namespace": list(self.namespace), "name": self.name, "table-uuid": self.table_uuid}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> TableRegistered:
+        return cls(namespace=p["namespace"], name=p["name"], table_uuid=p["table-uuid"])
+
+
+# ---------------------------------------------------------------- table streams
+
+
+@attrs.frozen(kw_only=True)
+class TableCreated(Event):
+    """A new table with its first schema, partition spec, sort order and properties."""
+
+    TYPE: ClassVar[str] = "create-table"
+    table_uuid: str
+    location: str
+    format_version: int
+    schema: Schema
+    spec: PartitionSpec
+    sort_order: SortOrder
+    properties: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_frozen_pairs)
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "table-uuid": self.table_uuid,
+            "location": self.location,
+            "format-version": self.format_version,
+            "schema": self.schema.to_json(),
+            "partition-spec": self.spec.to_json(),
+            "sort-order": self.sort_order.to_json(),
+            "properties": dict(self.properties),
+        }
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> TableCreated:
+        return cls(table_uuid=p["table-uuid"], location=p["location"], format_version=p["format-version"],
+                   schema=Schema.from_json(p["schema"]), spec=PartitionSpec.from_json(p["partition-spec"]),
+                   sort_order=SortOrder.from_json(p["sort-order"]), properties=p["properties"])
+
+
+@attrs.frozen(kw_only=True)
+class PropertiesSet(Event):
+    TYPE: ClassVar[str] = "set-properties"
+    updates: tuple[tuple[str, str], ...] = attrs.field(converter=_frozen_pairs)
+
+    def payload(self) -> dict[str, Any]:
+        return {"updates": dict(self.updates)}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> PropertiesSet:
+        return cls(updates=p["updates"])
+
+
+@attrs.frozen(kw_only=True)
+class PropertiesRemoved(Event):
+    TYPE: ClassVar[str] = "remove-properties"
+    removals: tuple[str, ...] = attrs.field(converter=lambda v: tuple(sorted(v)))
+
+    def payload(self) -> dict[str, Any]:
+        return {"removals": list(self.removals)}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> PropertiesRemoved:
+        return cls(removals=p["removals"])
+
+
+@attrs.frozen(kw_only=True)
+class FileChange:
+    """One bulk part of a snapshot event: a data or delete file added or removed.
+
+    :param partition_type: the partition struct of the file's spec, needed to encode its partition tuple
+    """
+
+    added: bool
+    file: DataFile
+
+    def encode(self, partition_type: StructType) -> str:
+        values = [value_to_json(f.field_type, v) if v is not None else None
+                  for f, v in zip(partition_type.fields, self.file.partition)]
+        return canonical_json({"change": "add" if self.added else "remove",
+                               "file": data_file_to_json(self.file, values)})
+
+
+def decode_file_change(text: str, partition_types: Mapping[int, StructType]) -> FileChange:
+    """Read one bulk part back; ``partition_types`` maps spec id to its partition struct."""
+    obj = json.loads(text)
+    f = obj["file"]
+    ptype = partition_types[f["spec-id"]]
+    values = tuple(value_from_json(field.field_type, v) if v is not None else None
+                   for field, v in zip(ptype.fields, f["partition"]))
+    return FileChange(added=obj["change"] == "add", file=data_file_from_json(f, values))
+
+
+@attrs.frozen(kw_only=True)
+class SnapshotAdded(Event):
+    """A snapshot committed to a branch: Iceberg's add-snapshot plus set-snapshot-ref, with its file changes.
+
+    The files themselves travel as bulk parts (``changes``), so the payload stays small and
+    a commit costs O(files it changes).
+    """
+
+    TYPE: ClassVar[str] = "add-snapshot"
+    snapshot_id: int
+    parent_snapshot_id: int | None
+    sequence_number: int
+    timestamp_ms: int
+    operation: str
+    summary: tuple[tuple[str, str], ...] = attrs.field(converter=lambda v: tuple(
+        (str(k), str(x)) for k, x in (v.items() if isinstance(v, Mapping) else v)))
+    schema_id: int
+    branch: str = "main"
+    changes: tuple[FileChange, ...] = attrs.field(default=(), converter=tuple)
+    partition_types: Mapping[int, StructType] | None = attrs.field(default=None, eq=False, repr=False)
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "snapshot-id": self.snapshot_id,
+            "parent-snapshot-id": self.parent_snapshot_id,
+            "sequence-number": self.sequence_number,
+            "timestamp-ms": self.timestamp_ms,
+            "operation": self.operation,
+            "summary": [[k, v] for k, v in self.summary],
+            "schema-id": self.schema_id,
+            "branch": self.branch,
+        }
+
+    def parts(self) -> tuple[str, ...]:
+        if self.changes and self.partition_types is None:
+            raise ValidationError("Cannot encode snapshot: partition types are needed to encode its files")
+        return tuple(c.encode(self.partition_types[c.file.spec_id]) for c in self.changes)  # type: ignore[index]
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> SnapshotAdded:
+        # Files are decoded lazily by the reader that needs them (it knows the partition types).
+        return cls(snapshot_id=p["snapshot-id"], parent_snapshot_id=p["parent-snapshot-id"],
+                   sequence_number=p["sequence-number"], timestamp_ms=p["timestamp-ms"], operation=p["operation"],
+                   summary=p["summary"], schema_id=p["schema-id"], branch=p["branch"])
+
+
+_EVENT_TYPES: dict[str, type[Event]] = {
+    cls.TYPE: cls
+    for cls in (NamespaceCreated, TableRegistered, TableCreated, PropertiesSet, PropertiesRemoved, SnapshotAdded)
+}
+
+
+def encode(event: Event) -> tuple[str, int, str, tuple[str, ...]]:
+    """``(type, type_version, payload_json, parts)`` for the log."""
+    return event.TYPE, event.VERSION, canonical_json(event.payload()), event.parts()
+
+
+def decode(type_name: str, type_version: int, payload: str, parts: list[str] | None = None) -> Event:
+    """Rebuild an event from the log. Older type versions are upcast here, never rewritten in the log."""
+    cls = _EVENT_TYPES.get(type_name)
+    if cls is None:
+        raise ValidationError(f"Cannot decode event: unknown event type {type_name!r}")
+    if type_version > cls.VERSION:
+        raise ValidationError(f"Cannot decode event: {type_name} version {type_version} is newer than this icelog")
+    return cls.from_payload(json.loads(payload), parts or [])  # type: ignore[attr-defined]

@@ -1,0 +1,281 @@
+"""Iceberg data types: the spec's primitive and nested types as frozen values.
+
+Layer: engine.model (pure values; imports only the standard library and attrs).
+Each type prints its spec string (``str(t)``) and parses back from it
+(:func:`parse_type`); :func:`type_to_json` / :func:`type_from_json` give the
+JSON form of the spec's Appendix C.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+from engine.errors import ValidationError
+
+
+@attrs.frozen
+class IcebergType:
+    """Base of every Iceberg type."""
+
+    @property
+    def is_primitive(self) -> bool:
+        return isinstance(self, PrimitiveType)
+
+    @property
+    def is_nested(self) -> bool:
+        return not self.is_primitive
+
+
+@attrs.frozen
+class PrimitiveType(IcebergType):
+    """A type with no children; its identity is its spec string."""
+
+    def __str__(self) -> str:
+        return _PRIMITIVE_NAMES[type(self)]
+
+
+@attrs.frozen
+class BooleanType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class IntegerType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class LongType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class FloatType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class DoubleType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class DateType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class TimeType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class TimestampType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class TimestamptzType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class StringType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class UUIDType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class BinaryType(PrimitiveType):
+    pass
+
+
+@attrs.frozen
+class DecimalType(PrimitiveType):
+    precision: int
+    scale: int
+
+    def __attrs_post_init__(self) -> None:
+        if not 1 <= self.precision <= 38:
+            raise ValidationError(f"Cannot create decimal type: precision {self.precision} is not in 1..38")
+        if not 0 <= self.scale <= self.precision:
+            raise ValidationError(f"Cannot create decimal type: scale {self.scale} is not in 0..{self.precision}")
+
+    def __str__(self) -> str:
+        return f"decimal({self.precision}, {self.scale})"
+
+
+@attrs.frozen
+class FixedType(PrimitiveType):
+    length: int
+
+    def __attrs_post_init__(self) -> None:
+        if self.length < 1:
+            raise ValidationError(f"Cannot create fixed type: length {self.length} must be positive")
+
+    def __str__(self) -> str:
+        return f"fixed[{self.length}]"
+
+
+@attrs.frozen(kw_only=True)
+class NestedField:
+    """A named, id-carrying field of a struct (or of a schema)."""
+
+    field_id: int
+    name: str
+    field_type: IcebergType
+    required: bool = False
+    doc: str | None = None
+
+    @property
+    def optional(self) -> bool:
+        return not self.required
+
+
+@attrs.frozen
+class StructType(IcebergType):
+    fields: tuple[NestedField, ...] = attrs.field(converter=tuple)
+
+    def field_by_id(self, field_id: int) -> NestedField | None:
+        for f in self.fields:
+            if f.field_id == field_id:
+                return f
+        return None
+
+    def field_by_name(self, name: str) -> NestedField | None:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        return None
+
+    def __str__(self) -> str:
+        return "struct<" + ", ".join(f"{f.name}: {f.field_type}" for f in self.fields) + ">"
+
+
+@attrs.frozen(kw_only=True)
+class ListType(IcebergType):
+    element_id: int
+    element_type: IcebergType
+    element_required: bool = False
+
+    @property
+    def element_field(self) -> NestedField:
+        return NestedField(field_id=self.element_id, name="element", field_type=self.element_type,
+                           required=self.element_required)
+
+    def __str__(self) -> str:
+        return f"list<{self.element_type}>"
+
+
+@attrs.frozen(kw_only=True)
+class MapType(IcebergType):
+    key_id: int
+    key_type: IcebergType
+    value_id: int
+    value_type: IcebergType
+    value_required: bool = False
+
+    @property
+    def key_field(self) -> NestedField:
+        return NestedField(field_id=self.key_id, name="key", field_type=self.key_type, required=True)
+
+    @property
+    def value_field(self) -> NestedField:
+        return NestedField(field_id=self.value_id, name="value", field_type=self.value_type,
+                           required=self.value_required)
+
+    def __str__(self) -> str:
+        return f"map<{self.key_type}, {self.value_type}>"
+
+
+_PRIMITIVE_NAMES: dict[type, str] = {
+    BooleanType: "boolean",
+    IntegerType: "int",
+    LongType: "long",
+    FloatType: "float",
+    DoubleType: "double",
+    DateType: "date",
+    TimeType: "time",
+    TimestampType: "timestamp",
+    TimestamptzType: "timestamptz",
+    StringType: "string",
+    UUIDType: "uuid",
+    BinaryType: "binary",
+}
+_PRIMITIVES_BY_NAME: dict[str, PrimitiveType] = {name: cls() for cls, name in _PRIMITIVE_NAMES.items()}
+_PRIMITIVES_BY_NAME["integer"] = IntegerType()
+_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+_FIXED = re.compile(r"^fixed\[\s*(\d+)\s*\]$")
+
+
+def parse_type(text: str) -> PrimitiveType:
+    """Parse a primitive type from its spec string (``"long"``, ``"decimal(10,2)"``, ``"fixed[16]"``)."""
+    if not isinstance(text, str):
+        raise ValidationError(f"Cannot parse type: expected a string, got {type(text).__name__} {text!r}")
+    key = text.strip().lower()
+    if key in _PRIMITIVES_BY_NAME:
+        return _PRIMITIVES_BY_NAME[key]
+    if m := _DECIMAL.match(key):
+        return DecimalType(int(m.group(1)), int(m.group(2)))
+    if m := _FIXED.match(key):
+        return FixedType(int(m.group(1)))
+    raise ValidationError(f"Cannot parse type: unknown type {text!r}")
+
+
+def type_to_json(t: IcebergType) -> Any:
+    """The JSON form of a type (Appendix C): a string for primitives, an object for nested types."""
+    if isinstance(t, PrimitiveType):
+        return str(t)
+    if isinstance(t, StructType):
+        return {"type": "struct", "fields": [field_to_json(f) for f in t.fields]}
+    if isinstance(t, ListType):
+        return {"type": "list", "element-id": t.element_id, "element": type_to_json(t.element_type),
+                "element-required": t.element_required}
+    if isinstance(t, MapType):
+        return {"type": "map", "key-id": t.key_id, "key": type_to_json(t.key_type), "value-id": t.value_id,
+                "value": type_to_json(t.value_type), "value-required": t.value_required}
+    raise ValidationError(f"Cannot serialize type: {t!r}")
+
+
+def field_to_json(f: NestedField) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": f.field_id, "name": f.name, "required": f.required, "type": type_to_json(f.field_type)}
+    if f.doc is not None:
+        out["doc"] = f.doc
+    return out
+
+
+def field_from_json(obj: dict[str, Any]) -> NestedField:
+    try:
+        return NestedField(field_id=int(obj["id"]), name=str(obj["name"]), field_type=type_from_json(obj["type"]),
+                           required=bool(obj["required"]), doc=obj.get("doc"))
+    except KeyError as e:
+        raise ValidationError(f"Cannot parse field: missing key {e.args[0]!r} in {obj!r}") from e
+
+
+def type_from_json(obj: Any) -> IcebergType:
+    """Parse a type from its Appendix C JSON form."""
+    if isinstance(obj, str):
+        return parse_type(obj)
+    if not isinstance(obj, dict):
+        raise ValidationError(f"Cannot parse type: {obj!r}")
+    kind = obj.get("type")
+    try:
+        if kind == "struct":
+            return StructType(tuple(field_from_json(f) for f in obj["fields"]))
+        if kind == "list":
+            return ListType(element_id=int(obj["element-id"]), element_type=type_from_json(obj["element"]),
+                            element_required=bool(obj["element-required"]))
+        if kind == "map":
+            return MapType(key_id=int(obj["key-id"]), key_type=type_from_json(obj["key"]),
+                           value_id=int(obj["value-id"]), value_type=type_from_json(obj["value"]),
+                           value_required=bool(obj["value-required"]))
+    except KeyError as e:
+        raise ValidationError(f"Cannot parse {kind} type: missing key {e.args[0]!r}") from e
+    raise ValidationError(f"Cannot parse type: unknown nested type {kind!r}")

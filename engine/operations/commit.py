@@ -1,0 +1,128 @@
+"""The commit loop: build events on a base state, compare-and-swap them into the log, retry on conflict.
+
+Layer: engine.operations (uses storage's log, engine.state_store, engine.events). An
+operation is a function ``build(base, ctx) -> events``; it must be pure (no I/O), so a
+retry simply rebuilds it on the new base. Nothing half-done reaches the log: either all of
+a commit's events land in one transaction, or none does.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from typing import Callable, Sequence
+
+import attrs
+
+from engine.errors import CommitConflict, CommitStateUnknown, ValidationError
+from engine.events import Event, encode
+from engine.state import TableState
+from engine.state_store import StateStore
+from storage import CommitResult, LogBusy, NewEvent, StreamVersionConflict, StreamWrite
+
+DEFAULT_RETRIES = 4
+DEFAULT_MIN_WAIT_MS = 100
+DEFAULT_MAX_WAIT_MS = 60_000
+DEFAULT_TOTAL_TIMEOUT_MS = 30 * 60 * 1000
+
+
+@attrs.frozen(kw_only=True)
+class CommitContext:
+    """What an operation may stamp into its events: taken once per attempt, stored in the events."""
+
+    commit_id: str
+    time_ms: int
+    actor: str | None = None
+    message: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    num_retries: int = DEFAULT_RETRIES
+    min_wait_ms: int = DEFAULT_MIN_WAIT_MS
+    max_wait_ms: int = DEFAULT_MAX_WAIT_MS
+    total_timeout_ms: int = DEFAULT_TOTAL_TIMEOUT_MS
+
+    @classmethod
+    def of(cls, state: TableState | None) -> RetryPolicy:
+        if state is None:
+            return cls()
+        return cls(num_retries=state.int_property("commit.retry.num-retries", DEFAULT_RETRIES),
+                   min_wait_ms=state.int_property("commit.retry.min-wait-ms", DEFAULT_MIN_WAIT_MS),
+                   max_wait_ms=state.int_property("commit.retry.max-wait-ms", DEFAULT_MAX_WAIT_MS),
+                   total_timeout_ms=state.int_property("commit.retry.total-timeout-ms", DEFAULT_TOTAL_TIMEOUT_MS))
+
+    def wait_ms(self, attempt: int) -> float:
+        """Backoff before retry ``attempt`` (1-based): the first retry is immediate, since rebuilding is cheap."""
+        if attempt <= 1:
+            return 0.0
+        base = min(self.max_wait_ms, self.min_wait_ms * 2 ** (attempt - 2))
+        return base * (0.5 + random.random() / 2)
+
+
+def to_new_events(stream: str, events: Sequence[Event]) -> tuple[NewEvent, ...]:
+    out = []
+    for e in events:
+        type_name, type_version, payload, parts = encode(e)
+        out.append(NewEvent(stream=stream, type=type_name, type_version=type_version, payload=payload, parts=parts))
+    return tuple(out)
+
+
+def new_commit_id() -> str:
+    return str(uuid.uuid4())
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@attrs.frozen(kw_only=True)
+class Landed:
+    """A commit that reached the log: its result and the events it recorded per stream."""
+
+    result: CommitResult
+    events: tuple[tuple[str, tuple[Event, ...]], ...]
+
+
+def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[tuple[str, int, Sequence[Event]]]],
+                   *, policy: RetryPolicy, commit_id: str | None = None, actor: str | None = None,
+                   message: str | None = None, min_time_ms: Callable[[], int] = lambda: 0) -> Landed | None:
+    """Build and CAS a commit over one or more streams, retrying per ``policy``.
+
+    ``build(ctx)`` reads whatever base state it needs from ``store`` and returns
+    ``[(stream, expected_version, events), ...]``; no events at all means nothing to commit
+    (returns None).
+    """
+    commit_id = commit_id or new_commit_id()
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        ctx = CommitContext(commit_id=commit_id, time_ms=max(now_ms(), min_time_ms()), actor=actor, message=message)
+        writes_spec = [(s, v, tuple(evs)) for s, v, evs in build(ctx) if evs]
+        if not writes_spec:
+            return None
+        writes = tuple(StreamWrite(stream=s, expected_version=v, events=to_new_events(s, evs))
+                       for s, v, evs in writes_spec)
+        try:
+            result = store.log.commit(commit_id, writes, time_ms=ctx.time_ms, actor=actor, message=message)
+        except StreamVersionConflict as e:
+            attempt += 1
+            elapsed_ms = (time.monotonic() - started) * 1000
+            if attempt > policy.num_retries or elapsed_ms > policy.total_timeout_ms:
+                raise CommitConflict(
+                    f"Cannot commit {commit_id}: {e.stream} is at version {e.actual_version}, not "
+                    f"{e.expected_version}; commit {e.winner_commit_id} landed first",
+                    stream=e.stream, expected_version=e.expected_version, actual_version=e.actual_version,
+                    winner=e.winner_commit_id) from e
+            time.sleep(policy.wait_ms(attempt) / 1000)
+            continue
+        except LogBusy as e:
+            raise CommitStateUnknown(f"Cannot commit {commit_id}: the log stayed locked ({e}); "
+                                     f"re-send with the same commit id to learn its outcome") from e
+        return Landed(result=result, events=tuple((s, evs) for s, _, evs in writes_spec))
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValidationError(message)

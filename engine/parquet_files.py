@@ -1,0 +1,288 @@
+"""Parquet data files: write Arrow data as Iceberg data files, and read a file's footer into a DataFile.
+
+Layer: engine (I/O at the edge: reads and writes Parquet through pyarrow). Metrics follow
+Iceberg Java: column sizes, value, null and NaN counts per leaf field id, lower and upper
+bounds in the spec's binary form for primitive fields outside lists and maps (strings
+and binary truncated to 16 characters or bytes by default, with a correct upper bound),
+and split offsets from the row groups.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Iterator
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from engine.errors import CorruptFileError, ValidationError
+from engine.model import types as T
+from engine.model.data_file import DataFile
+from engine.model.schema import Schema
+from engine.model.values import to_bytes, truncate_lower_bound, truncate_upper_bound, value_from_python
+
+DEFAULT_METRICS_MODE = "truncate(16)"
+
+
+@attrs.frozen(kw_only=True)
+class LeafField:
+    """A primitive field as Parquet stores it: one column chunk per row group."""
+
+    field_id: int
+    field_type: T.PrimitiveType
+    in_repeated: bool
+
+
+def _leaves(schema: Schema) -> dict[str, LeafField]:
+    """Leaf fields keyed by their Parquet column path (Arrow's compliant nested naming)."""
+    out: dict[str, LeafField] = {}
+
+    def visit(prefix: str, t: T.IcebergType, field_id: int, repeated: bool) -> None:
+        if isinstance(t, T.StructType):
+            for f in t.fields:
+                visit(f"{prefix}.{f.name}" if prefix else f.name, f.field_type, f.field_id, repeated)
+        elif isinstance(t, T.ListType):
+            visit(f"{prefix}.list.element", t.element_type, t.element_id, True)
+        elif isinstance(t, T.MapType):
+            visit(f"{prefix}.key_value.key", t.key_type, t.key_id, True)
+            visit(f"{prefix}.key_value.value", t.value_type, t.value_id, True)
+        else:
+            out[prefix] = LeafField(field_id=field_id, field_type=t, in_repeated=repeated)  # type: ignore[arg-type]
+
+    visit("", schema.as_struct(), 0, False)
+    return out
+
+
+def _ids_by_path(arrow_schema: pa.Schema) -> dict[str, int]:
+    """Parquet leaf paths to the field ids the file itself carries (empty when it carries none)."""
+    out: dict[str, int] = {}
+
+    def field_id(f: pa.Field) -> int | None:
+        raw = (f.metadata or {}).get(b"PARQUET:field_id")
+        return int(raw) if raw is not None else None
+
+    def visit(prefix: str, f: pa.Field) -> None:
+        path = f"{prefix}.{f.name}" if prefix else f.name
+        t = f.type
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                visit(path, t.field(i))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            visit(f"{path}.list", t.value_field)
+        elif pa.types.is_map(t):
+            visit(f"{path}.key_value", t.key_field)
+            visit(f"{path}.key_value", t.item_field)
+        else:
+            fid = field_id(f)
+            if fid is not None:
+                out[path] = fid
+
+    for f in arrow_schema:
+        visit("", f)
+    return out
+
+
+def _metrics_mode(properties: dict[str, str], column: str) -> str:
+    mode = properties.get(f"write.metadata.metrics.column.{column}")
+    if mode is None:
+        mode = properties.get("write.metadata.metrics.default", DEFAULT_METRICS_MODE)
+    return mode.strip().lower()
+
+
+def _truncate_width(mode: str) -> int | None:
+    if mode.startswith("truncate(") and mode.endswith(")"):
+        return int(mode[len("truncate("):-1])
+    return None
+
+
+def _time_unit(stats: Any) -> str:
+    """The time unit of a Parquet TIME or TIMESTAMP column ("microseconds" when not annotated)."""
+    logical = stats.logical_type
+    if logical is None or logical.type not in ("TIMESTAMP", "TIME"):
+        return "microseconds"
+    return str(json.loads(logical.to_json()).get("timeUnit", "microseconds"))
+
+
+def _stat_value(stats: Any, raw: Any, col: Any, t: T.PrimitiveType) -> Any:
+    """A Parquet statistics value converted to icelog's canonical Python value for ``t``."""
+    if isinstance(t, (T.TimestampType, T.TimestamptzType, T.TimeType)):
+        unit = _time_unit(stats)
+        if unit == "milliseconds":
+            return int(raw) * 1000
+        if unit == "nanoseconds":
+            return None  # not exact in micros; leave the column unbounded
+        return int(raw)
+    if isinstance(t, T.DateType):
+        return int(raw)
+    if isinstance(t, T.UUIDType):
+        import uuid as _uuid
+        return _uuid.UUID(bytes=bytes(raw))
+    if isinstance(t, T.StringType):
+        return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+    if isinstance(t, T.DecimalType):
+        value = stats.min if raw is stats.min_raw else stats.max
+        return value_from_python(t, value)
+    if isinstance(t, (T.BinaryType, T.FixedType)):
+        return bytes(raw)
+    return value_from_python(t, raw)
+
+
+def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[Any, ...],
+                   properties: dict[str, str] | None = None, nan_counts: dict[int, int] | None = None,
+                   sort_order_id: int | None = None, metadata: pq.FileMetaData | None = None,
+                   file_size: int | None = None) -> DataFile:
+    """Build a DataFile for a Parquet file from its footer.
+
+    :param path: the Parquet file
+    :param schema: the table schema the file's columns map to (by field id, else by name)
+    :param spec_id: the partition spec the file is written for
+    :param partition: the file's partition tuple (canonical values)
+    :param properties: table properties (metrics modes)
+    :param nan_counts: NaN counts per field id when the writer knows them (footers do not carry them)
+    :param metadata: the footer when already at hand (just written)
+    """
+    properties = properties or {}
+    try:
+        if file_size is None:
+            file_size = os.path.getsize(path)
+        if metadata is None:
+            pf = pq.ParquetFile(path)
+            metadata = pf.metadata
+            arrow_schema = pf.schema_arrow
+        else:
+            arrow_schema = metadata.schema.to_arrow_schema()
+    except FileNotFoundError as e:
+        raise CorruptFileError(f"Cannot read data file: {path} does not exist", path=path) from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptFileError(f"Cannot read data file: {path} is not a readable Parquet file ({e})",
+                               path=path) from e
+
+    leaves = _leaves(schema)
+    by_id = {leaf.field_id: leaf for leaf in leaves.values()}
+    file_ids = _ids_by_path(arrow_schema)
+    names = {leaf.field_id: name for name, leaf in leaves.items()}
+
+    column_sizes: dict[int, int] = {}
+    value_counts: dict[int, int] = {}
+    null_counts: dict[int, int] = {}
+    lowers: dict[int, Any] = {}
+    uppers: dict[int, Any] = {}
+    no_bounds: set[int] = set()
+    split_offsets: list[int] = []
+
+    for rg_index in range(metadata.num_row_groups):
+        rg = metadata.row_group(rg_index)
+        first = rg.column(0) if rg.num_columns else None
+        if first is not None:
+            start = first.data_page_offset
+            if first.has_dictionary_page and first.dictionary_page_offset:
+                start = min(start, first.dictionary_page_offset)
+            split_offsets.append(start)
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            path_in_schema = col.path_in_schema
+            fid = file_ids.get(path_in_schema) if file_ids else (
+                leaves[path_in_schema].field_id if path_in_schema in leaves else None)
+            if fid is None or fid not in by_id:
+                continue
+            leaf = by_id[fid]
+            column_sizes[fid] = column_sizes.get(fid, 0) + col.total_compressed_size
+            value_counts[fid] = value_counts.get(fid, 0) + col.num_values
+            stats = col.statistics if col.is_stats_set else None
+            if stats is not None and stats.has_null_count:
+                null_counts[fid] = null_counts.get(fid, 0) + stats.null_count
+            if leaf.in_repeated or fid in no_bounds:
+                continue
+            if stats is None or not stats.has_min_max:
+                if stats is not None and stats.has_null_count and stats.null_count == col.num_values:
+                    continue  # an all-null row group bounds nothing
+                no_bounds.add(fid)
+                continue
+            try:
+                lo = _stat_value(stats, stats.min_raw, col, leaf.field_type)
+                hi = _stat_value(stats, stats.max_raw, col, leaf.field_type)
+            except (ValueError, TypeError, ValidationError):
+                no_bounds.add(fid)
+                continue
+            if lo is None or hi is None:
+                no_bounds.add(fid)
+                continue
+            if isinstance(lo, float) and (math.isnan(lo) or math.isnan(hi)):
+                no_bounds.add(fid)
+                continue
+            lowers[fid] = lo if fid not in lowers else min(lowers[fid], lo)
+            uppers[fid] = hi if fid not in uppers else max(uppers[fid], hi)
+
+    lower_bounds: dict[int, bytes] = {}
+    upper_bounds: dict[int, bytes] = {}
+    for fid in sorted(set(lowers) - no_bounds):
+        leaf = by_id[fid]
+        mode = _metrics_mode(properties, names[fid])
+        if mode in ("none", "counts"):
+            continue
+        width = _truncate_width(mode)
+        lo, hi = lowers[fid], uppers[fid]
+        if width is not None and isinstance(leaf.field_type, (T.StringType, T.BinaryType)):
+            lo = truncate_lower_bound(leaf.field_type, lo, width)
+            hi = truncate_upper_bound(leaf.field_type, hi, width)
+        if lo is not None:
+            lower_bounds[fid] = to_bytes(leaf.field_type, lo)
+        if hi is not None:
+            upper_bounds[fid] = to_bytes(leaf.field_type, hi)
+
+    def keep(counts: dict[int, int], with_counts: bool = True) -> dict[int, int]:
+        return {fid: n for fid, n in counts.items() if _metrics_mode(properties, names[fid]) != "none"}
+
+    return DataFile(
+        file_path=path, file_format="PARQUET", spec_id=spec_id, partition=partition,
+        record_count=metadata.num_rows, file_size_in_bytes=file_size,
+        column_sizes=keep(column_sizes), value_counts=keep(value_counts), null_value_counts=keep(null_counts),
+        nan_value_counts=keep(nan_counts or {}), lower_bounds=lower_bounds, upper_bounds=upper_bounds,
+        split_offsets=tuple(split_offsets) or None, sort_order_id=sort_order_id,
+    )
+
+
+def nan_counts(table: pa.Table, schema: Schema) -> dict[int, int]:
+    """NaN counts of the float and double fields outside lists and maps (footers do not record them)."""
+    out: dict[int, int] = {}
+
+    def visit(arr: pa.Array, t: T.IcebergType, fid: int) -> None:
+        if isinstance(t, T.StructType):
+            for f in t.fields:
+                visit(pc.struct_field(arr, [f.name]), f.field_type, f.field_id)
+        elif isinstance(t, (T.FloatType, T.DoubleType)):
+            out[fid] = int(pc.sum(pc.is_nan(arr)).as_py() or 0)
+
+    for f in schema.columns:
+        visit(table.column(f.name).combine_chunks(), f.field_type, f.field_id)
+    return out
+
+
+def iter_row_chunks(table: pa.Table, target_bytes: int) -> Iterator[pa.Table]:
+    """Split a table into consecutive slices whose in-memory size stays near ``target_bytes``."""
+    total = max(table.nbytes, 1)
+    if total <= target_bytes or table.num_rows <= 1:
+        yield table
+        return
+    parts = math.ceil(total / target_bytes)
+    step = math.ceil(table.num_rows / parts)
+    for start in range(0, table.num_rows, step):
+        yield table.slice(start, step)
+
+
+def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str]) -> tuple[pq.FileMetaData, int]:
+    """Write one Parquet data file; returns its footer and size."""
+    codec = properties.get("write.parquet.compression-codec", "zstd").lower()
+    codec = {"uncompressed": "none"}.get(codec, codec)
+    row_group_bytes = int(properties.get("write.parquet.row-group-size-bytes", str(128 * 1024 * 1024)))
+    rows_per_group = max(1, int(table.num_rows * row_group_bytes / max(table.nbytes, 1))) if table.num_rows else 1
+    collector: list[pq.FileMetaData] = []
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(table, path, compression=codec, row_group_size=rows_per_group, version="2.6",
+                   coerce_timestamps="us", allow_truncated_timestamps=False, write_statistics=True,
+                   use_compliant_nested_type=True, metadata_collector=collector, store_schema=False)
+    return collector[0], os.path.getsize(path)

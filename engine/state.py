@@ -1,0 +1,326 @@
+"""Table and catalog state as immutable values: ``TableState = fold(events)``.
+
+Layer: engine.state (pure; imports engine.model and engine.events only). One ``apply``
+per event type folds a logged event into a new state. States serialize to JSON so that
+checkpoints (derived, disposable) make loading a table cheap without replaying its whole
+history.
+"""
+
+from __future__ import annotations
+
+from functools import singledispatch
+from typing import Any, Iterable, Mapping
+
+import attrs
+
+from engine.errors import ValidationError
+from engine.events import (
+    Event,
+    NamespaceCreated,
+    PropertiesRemoved,
+    PropertiesSet,
+    SnapshotAdded,
+    TableCreated,
+    TableRegistered,
+)
+from engine.model.partitioning import PartitionSpec
+from engine.model.schema import Schema
+from engine.model.sort_order import SortOrder
+
+MAIN_BRANCH = "main"
+
+
+@attrs.frozen(kw_only=True)
+class LogPosition:
+    """Where an event sits in the log: the values a fold needs besides the event itself."""
+
+    position: int
+    version: int
+    commit_id: str
+    time_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class Snapshot:
+    """A snapshot as table metadata lists it, plus where the log recorded it."""
+
+    snapshot_id: int
+    parent_snapshot_id: int | None
+    sequence_number: int
+    timestamp_ms: int
+    operation: str
+    summary: tuple[tuple[str, str], ...]
+    schema_id: int
+    commit_id: str
+    log_position: int
+    log_version: int
+
+    def summary_value(self, key: str, default: str | None = None) -> str | None:
+        for k, v in self.summary:
+            if k == key:
+                return v
+        return default
+
+
+@attrs.frozen(kw_only=True)
+class SnapshotRef:
+    snapshot_id: int
+    type: str = "branch"
+    min_snapshots_to_keep: int | None = None
+    max_snapshot_age_ms: int | None = None
+    max_ref_age_ms: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TableState:
+    """Everything table metadata says about one table at one stream version."""
+
+    table_uuid: str
+    location: str
+    format_version: int
+    schemas: tuple[Schema, ...]
+    current_schema_id: int
+    last_column_id: int
+    specs: tuple[PartitionSpec, ...]
+    default_spec_id: int
+    last_partition_id: int
+    sort_orders: tuple[SortOrder, ...]
+    default_sort_order_id: int
+    properties: tuple[tuple[str, str], ...] = ()
+    snapshots: tuple[Snapshot, ...] = ()
+    refs: tuple[tuple[str, SnapshotRef], ...] = ()
+    snapshot_log: tuple[tuple[int, int], ...] = ()
+    metadata_log: tuple[tuple[int, int], ...] = ()
+    last_sequence_number: int = 0
+    last_updated_ms: int = 0
+    version: int = 0
+    commit_id: str = ""
+
+    # ------------------------------------------------------------ lookups
+    @property
+    def schema(self) -> Schema:
+        return self.schema_by_id(self.current_schema_id)
+
+    def schema_by_id(self, schema_id: int) -> Schema:
+        for s in self.schemas:
+            if s.schema_id == schema_id:
+                return s
+        raise ValidationError(f"Cannot find schema: no schema with id {schema_id}")
+
+    @property
+    def spec(self) -> PartitionSpec:
+        return self.spec_by_id(self.default_spec_id)
+
+    def spec_by_id(self, spec_id: int) -> PartitionSpec:
+        for s in self.specs:
+            if s.spec_id == spec_id:
+                return s
+        raise ValidationError(f"Cannot find partition spec: no spec with id {spec_id}")
+
+    @property
+    def sort_order(self) -> SortOrder:
+        for o in self.sort_orders:
+            if o.order_id == self.default_sort_order_id:
+                return o
+        raise ValidationError(f"Cannot find sort order: no order with id {self.default_sort_order_id}")
+
+    def prop(self, key: str, default: str | None = None) -> str | None:
+        for k, v in self.properties:
+            if k == key:
+                return v
+        return default
+
+    def int_property(self, key: str, default: int) -> int:
+        value = self.prop(key)
+        if value is None:
+            return default
+        try:
+            return int(value)
+        except ValueError as e:
+            raise ValidationError(f"Cannot read table property {key}: {value!r} is not an integer") from e
+
+    def bool_property(self, key: str, default: bool) -> bool:
+        value = self.prop(key)
+        return default if value is None else value.strip().lower() == "true"
+
+    def ref(self, name: str) -> SnapshotRef | None:
+        for k, r in self.refs:
+            if k == name:
+                return r
+        return None
+
+    def snapshot_by_id(self, snapshot_id: int) -> Snapshot | None:
+        for s in reversed(self.snapshots):
+            if s.snapshot_id == snapshot_id:
+                return s
+        return None
+
+    @property
+    def current_snapshot(self) -> Snapshot | None:
+        main = self.ref(MAIN_BRANCH)
+        return None if main is None else self.snapshot_by_id(main.snapshot_id)
+
+    def ancestors(self, snapshot_id: int | None) -> list[Snapshot]:
+        """The snapshot and its ancestors, newest first (stops where expired history ends)."""
+        by_id = {s.snapshot_id: s for s in self.snapshots}
+        out: list[Snapshot] = []
+        while snapshot_id is not None and snapshot_id in by_id:
+            snap = by_id[snapshot_id]
+            out.append(snap)
+            snapshot_id = snap.parent_snapshot_id
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class TableEntry:
+    namespace: tuple[str, ...]
+    name: str
+    table_uuid: str
+
+
+@attrs.frozen(kw_only=True)
+class CatalogState:
+    """Namespaces and the table names that point at table streams."""
+
+    namespaces: tuple[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], ...] = ()
+    tables: tuple[TableEntry, ...] = ()
+    version: int = 0
+
+    def has_namespace(self, namespace: tuple[str, ...]) -> bool:
+        return any(ns == namespace for ns, _ in self.namespaces)
+
+    def table(self, namespace: tuple[str, ...], name: str) -> TableEntry | None:
+        for t in self.tables:
+            if t.namespace == namespace and t.name == name:
+                return t
+        return None
+
+
+# ---------------------------------------------------------------- folding table events
+
+
+@singledispatch
+def apply(event: Event, state: Any, at: LogPosition) -> Any:
+    raise ValidationError(f"Cannot apply event: no rule for {type(event).__name__} on {type(state).__name__}")
+
+
+def _next_commit(state: TableState, at: LogPosition) -> TableState:
+    """Start of a new commit: the previous metadata version goes to the metadata log."""
+    if state.commit_id == at.commit_id or state.version == 0:
+        return attrs.evolve(state, version=at.version, commit_id=at.commit_id, last_updated_ms=at.time_ms)
+    keep = max(0, int(state.prop("write.metadata.previous-versions-max", "100") or 100))
+    log = (state.metadata_log + ((state.last_updated_ms, state.version),))[-keep:] if keep else ()
+    return attrs.evolve(state, metadata_log=log, version=at.version, commit_id=at.commit_id,
+                        last_updated_ms=at.time_ms)
+
+
+@apply.register
+def _(event: TableCreated, state: None, at: LogPosition) -> TableState:
+    if state is not None:
+        raise ValidationError(f"Cannot create table {event.table_uuid}: the stream already holds a table")
+    return TableState(
+        table_uuid=event.table_uuid, location=event.location, format_version=event.format_version,
+        schemas=(event.schema,), current_schema_id=event.schema.schema_id,
+        last_column_id=event.schema.highest_field_id, specs=(event.spec,), default_spec_id=event.spec.spec_id,
+        last_partition_id=max([f.field_id for f in event.spec.fields], default=999),
+        sort_orders=(event.sort_order,), default_sort_order_id=event.sort_order.order_id,
+        properties=event.properties, version=at.version, commit_id=at.commit_id, last_updated_ms=at.time_ms,
+    )
+
+
+@apply.register
+def _(event: PropertiesSet, state: TableState, at: LogPosition) -> TableState:
+    props = dict(state.properties)
+    props.update(event.updates)
+    return attrs.evolve(_next_commit(state, at), properties=tuple(sorted(props.items())))
+
+
+@apply.register
+def _(event: PropertiesRemoved, state: TableState, at: LogPosition) -> TableState:
+    removed = set(event.removals)
+    return attrs.evolve(_next_commit(state, at),
+                        properties=tuple((k, v) for k, v in state.properties if k not in removed))
+
+
+@apply.register
+def _(event: SnapshotAdded, state: TableState, at: LogPosition) -> TableState:
+    snap = Snapshot(snapshot_id=event.snapshot_id, parent_snapshot_id=event.parent_snapshot_id,
+                    sequence_number=event.sequence_number, timestamp_ms=event.timestamp_ms,
+                    operation=event.operation, summary=event.summary, schema_id=event.schema_id,
+                    commit_id=at.commit_id, log_position=at.position, log_version=at.version)
+    refs = dict(state.refs)
+    old = refs.get(event.branch)
+    refs[event.branch] = attrs.evolve(old, snapshot_id=event.snapshot_id) if old else SnapshotRef(
+        snapshot_id=event.snapshot_id)
+    state = _next_commit(state, at)
+    snapshot_log = state.snapshot_log
+    if event.branch == MAIN_BRANCH:
+        snapshot_log = snapshot_log + ((event.timestamp_ms, event.snapshot_id),)
+    return attrs.evolve(state, snapshots=state.snapshots + (snap,), refs=tuple(sorted(refs.items())),
+                        snapshot_log=snapshot_log,
+                        last_sequence_number=max(state.last_sequence_number, event.sequence_number))
+
+
+def fold(events: Iterable[tuple[Event, LogPosition]], state: TableState | None = None) -> TableState | None:
+    """Fold table events, oldest first, onto ``state`` (None for a new stream)."""
+    for event, at in events:
+        state = apply(event, state, at)
+    return state
+
+
+# ---------------------------------------------------------------- folding catalog events
+
+
+@apply.register
+def _(event: NamespaceCreated, state: CatalogState, at: LogPosition) -> CatalogState:
+    return attrs.evolve(state, namespaces=state.namespaces + ((event.namespace, event.properties),),
+                        version=at.version)
+
+
+@apply.register
+def _(event: TableRegistered, state: CatalogState, at: LogPosition) -> CatalogState:
+    entry = TableEntry(namespace=event.namespace, name=event.name, table_uuid=event.table_uuid)
+    return attrs.evolve(state, tables=state.tables + (entry,), version=at.version)
+
+
+# ---------------------------------------------------------------- checkpoint codec
+
+
+def state_to_json(state: TableState) -> dict[str, Any]:
+    """A lossless JSON form of a table state, for checkpoints."""
+    return {
+        "table-uuid": state.table_uuid, "location": state.location, "format-version": state.format_version,
+        "schemas": [s.to_json() for s in state.schemas], "current-schema-id": state.current_schema_id,
+        "last-column-id": state.last_column_id, "specs": [s.to_json() for s in state.specs],
+        "default-spec-id": state.default_spec_id, "last-partition-id": state.last_partition_id,
+        "sort-orders": [o.to_json() for o in state.sort_orders], "default-sort-order-id": state.default_sort_order_id,
+        "properties": [list(p) for p in state.properties],
+        "snapshots": [[s.snapshot_id, s.parent_snapshot_id, s.sequence_number, s.timestamp_ms, s.operation,
+                       [list(p) for p in s.summary], s.schema_id, s.commit_id, s.log_position, s.log_version]
+                      for s in state.snapshots],
+        "refs": [[name, attrs.asdict(r)] for name, r in state.refs],
+        "snapshot-log": [list(e) for e in state.snapshot_log],
+        "metadata-log": [list(e) for e in state.metadata_log],
+        "last-sequence-number": state.last_sequence_number, "last-updated-ms": state.last_updated_ms,
+        "version": state.version, "commit-id": state.commit_id,
+    }
+
+
+def state_from_json(obj: Mapping[str, Any]) -> TableState:
+    return TableState(
+        table_uuid=obj["table-uuid"], location=obj["location"], format_version=obj["format-version"],
+        schemas=tuple(Schema.from_json(s) for s in obj["schemas"]), current_schema_id=obj["current-schema-id"],
+        last_column_id=obj["last-column-id"], specs=tuple(PartitionSpec.from_json(s) for s in obj["specs"]),
+        default_spec_id=obj["default-spec-id"], last_partition_id=obj["last-partition-id"],
+        sort_orders=tuple(SortOrder.from_json(o) for o in obj["sort-orders"]),
+        default_sort_order_id=obj["default-sort-order-id"],
+        properties=tuple((k, v) for k, v in obj["properties"]),
+        snapshots=tuple(Snapshot(snapshot_id=s[0], parent_snapshot_id=s[1], sequence_number=s[2], timestamp_ms=s[3],
+                                 operation=s[4], summary=tuple((k, v) for k, v in s[5]), schema_id=s[6],
+                                 commit_id=s[7], log_position=s[8], log_version=s[9]) for s in obj["snapshots"]),
+        refs=tuple((name, SnapshotRef(**r)) for name, r in obj["refs"]),
+        snapshot_log=tuple((a, b) for a, b in obj["snapshot-log"]),
+        metadata_log=tuple((a, b) for a, b in obj["metadata-log"]),
+        last_sequence_number=obj["last-sequence-number"], last_updated_ms=obj["last-updated-ms"],
+        version=obj["version"], commit_id=obj["commit-id"],
+    )

@@ -1,0 +1,142 @@
+"""Loads table and catalog state from the log cheaply: a cache the catalog owns, checkpoints, then a catch-up.
+
+Layer: engine (reads the storage log; folds with engine.state). A table's state at its head
+comes from the cached state when the head has not moved, else from the cached state (or the
+newest checkpoint) plus the events since, so loading never replays a table's whole history.
+Checkpoints are derived and disposable; deleting them only makes the next load slower.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Iterable
+
+from engine.errors import TableNotFound
+from engine.events import CATALOG_STREAM, Event, FileChange, SnapshotAdded, decode, decode_file_change
+from engine.model.types import StructType
+from engine.state import CatalogState, Snapshot, LogPosition, TableState, apply, fold, state_from_json, state_to_json
+from storage import Log, StoredEvent
+
+CHECKPOINT_EVERY = 100
+
+
+def position_of(e: StoredEvent) -> LogPosition:
+    return LogPosition(position=e.position, version=e.version, commit_id=e.commit_id, time_ms=e.time_ms)
+
+
+def decoded(events: Iterable[StoredEvent]) -> Iterable[tuple[Event, LogPosition]]:
+    for e in events:
+        yield decode(e.type, e.type_version, e.payload), position_of(e)
+
+
+class StateStore:
+    """The catalog's view of state, kept fresh from the log.
+
+    ::
+
+        store = StateStore(log)
+        state = store.table(table_uuid)            # at the stream head
+        old = store.table(table_uuid, version=3)   # right after stream version 3
+
+    :param log: the event log
+    """
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self._tables: dict[str, TableState] = {}
+        self._catalog = CatalogState()
+
+    # ------------------------------------------------------------ catalog
+    def catalog(self) -> CatalogState:
+        head = self.log.head(CATALOG_STREAM)
+        state = self._catalog
+        if head != state.version:
+            for event, at in decoded(self.log.read_stream(CATALOG_STREAM, after_version=state.version)):
+                state = apply(event, state, at)
+            self._catalog = state
+        return state
+
+    # ------------------------------------------------------------ tables
+    def table(self, table_uuid: str, version: int | None = None) -> TableState:
+        """The state of a table at ``version`` (default: its head)."""
+        head = self.log.head(table_uuid) if version is None else version
+        if head == 0:
+            raise TableNotFound(f"Cannot load table: no table stream {table_uuid}")
+        cached = self._tables.get(table_uuid)
+        if cached is not None and cached.version == head:
+            return cached
+        base: TableState | None = None
+        if cached is not None and cached.version < head:
+            base = cached
+        else:
+            found = self.log.checkpoint_at_or_before(table_uuid, head)
+            if found is not None:
+                base = state_from_json(json.loads(zlib.decompress(found[1])))
+        after = base.version if base is not None else 0
+        events = self.log.read_stream(table_uuid, after_version=after, up_to_version=head)
+        state = fold(decoded(events), base)
+        assert state is not None
+        if version is None:
+            self._tables[table_uuid] = state
+        if not events or events[-1].version // CHECKPOINT_EVERY > after // CHECKPOINT_EVERY:
+            self._checkpoint(state)
+        return state
+
+    def remember(self, state: TableState) -> None:
+        """Keep a state the caller folded itself (right after its own commit)."""
+        cached = self._tables.get(state.table_uuid)
+        if cached is None or cached.version < state.version:
+            self._tables[state.table_uuid] = state
+
+    def _checkpoint(self, state: TableState) -> None:
+        if state.version // CHECKPOINT_EVERY == 0:
+            return
+        blob = zlib.compress(json.dumps(state_to_json(state), separators=(",", ":")).encode("utf-8"))
+        self.log.put_checkpoint(state.table_uuid, state.version, blob)
+
+    def commits_between(self, table_uuid: str, after_version: int, up_to_version: int) -> list[TableState]:
+        """States at every commit boundary in ``(after_version, up_to_version]``, oldest first."""
+        base = self.table(table_uuid, after_version) if after_version else None
+        out: list[TableState] = []
+        events = self.log.read_stream(table_uuid, after_version=after_version, up_to_version=up_to_version)
+        state = base
+        for i, (event, at) in enumerate(decoded(events)):
+            state = apply(event, state, at)
+            last_of_commit = i + 1 == len(events) or events[i + 1].commit_id != events[i].commit_id
+            if last_of_commit:
+                out.append(state)  # type: ignore[arg-type]
+        return out
+
+    # ------------------------------------------------------------ files
+    def file_changes(self, state: TableState, snapshot_log_position: int) -> list[FileChange]:
+        """The files a snapshot event added and removed."""
+        types: dict[int, StructType] = {s.spec_id: s.partition_type(state.schema) for s in state.specs}
+        return [decode_file_change(p, types) for p in self.log.read_parts(snapshot_log_position)]
+
+    def file_changes_of(self, state: TableState, snap: "Snapshot") -> list[FileChange]:
+        return self.file_changes(state, snap.log_position)
+
+    def live_files(self, state: TableState, snapshot_id: int | None) -> list:
+        """Data and delete files live in a snapshot, from the log (files added by its ancestry minus removals)."""
+        if snapshot_id is None:
+            return []
+        ancestry = state.ancestors(snapshot_id)
+        types: dict[int, StructType] = {s.spec_id: s.partition_type(state.schema) for s in state.specs}
+        parts = self.log.read_parts_many([s.log_position for s in ancestry])
+        live: dict[str, object] = {}
+        removed: set[str] = set()
+        for snap in ancestry:  # newest first: a removal hides every older add of the path
+            for text in parts.get(snap.log_position, []):
+                change = decode_file_change(text, types)
+                path = change.file.file_path
+                if change.added:
+                    if path not in removed and path not in live:
+                        live[path] = change.file
+                else:
+                    removed.add(path)
+        return list(reversed(list(live.values())))
+
+
+def is_snapshot(event: Event) -> bool:
+    return isinstance(event, SnapshotAdded)

@@ -1,0 +1,648 @@
+"""Render and parse Avro manifests and manifest lists: pure functions, bytes in and bytes out.
+
+Layer: projections (pure; imports engine.model, engine.errors and projections.avro_schemas; no I/O).
+Rendering is deterministic: the caller passes the Avro sync marker (derived from the file's
+path, see projections.layout), the schemas come from :mod:`projections.avro_schemas`, the
+key-value metadata is written in a fixed order, and the codec is ``deflate`` (zlib output is
+stable for a given zlib build) or ``null``. Parsing accepts files written by Iceberg Java and
+PyIceberg as well as ours: fields are looked up by field id, not by name, and corrupt bytes
+raise :class:`CorruptFileError` naming the file.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import math
+import struct
+import uuid
+import zlib
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import fastavro
+from fastavro.read import SchemaResolutionError
+from fastavro.schema import SchemaParseException
+
+from engine.errors import CorruptFileError, ValidationError
+from engine.model.data_file import (
+    DataFile,
+    DataFileContent,
+    EntryStatus,
+    FieldSummary,
+    ManifestContent,
+    ManifestEntry,
+    ManifestFile,
+)
+from engine.model.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+    UUIDType,
+)
+from engine.model.values import to_bytes
+from projections.avro_schemas import (
+    DATA_FILE_IDS,
+    FIELD_ID_PROP,
+    FIELD_SUMMARY_IDS,
+    MANIFEST_ENTRY_IDS,
+    MANIFEST_FILE_IDS,
+    FORMAT_VERSIONS,
+    V1_BLOCK_SIZE_IN_BYTES,
+    decimal_required_bytes,
+    manifest_entry_schema,
+    manifest_file_schema,
+    partition_avro_schema,
+)
+
+PartitionFields = Sequence[tuple[int, str, IcebergType]]
+
+CODECS = ("deflate", "null")
+DEFAULT_CODEC = "deflate"
+SYNC_MARKER_SIZE = 16
+MANIFEST_CONTENT_NAMES = {ManifestContent.DATA: "data", ManifestContent.DELETES: "deletes"}
+
+_INT_RANGE = (-(2**31), 2**31 - 1)
+_LONG_RANGE = (-(2**63), 2**63 - 1)
+_EPOCH_DATE = datetime.date(1970, 1, 1)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_ONE_MICRO = datetime.timedelta(microseconds=1)
+
+# What a damaged Avro file makes fastavro (or our own decoding of its records) raise.
+_DECODE_ERRORS = (ValueError, EOFError, OverflowError, IndexError, KeyError, TypeError, AttributeError,
+                  struct.error, zlib.error, SchemaParseException, SchemaResolutionError)
+
+
+# ---------------------------------------------------------------------------------------------
+# Partition values: canonical Python values (engine.model.values) <-> what fastavro reads/writes
+# ---------------------------------------------------------------------------------------------
+
+def _check_int(v: Any, bounds: tuple[int, int]) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"expected an integer, got {type(v).__name__}")
+    if not bounds[0] <= v <= bounds[1]:
+        raise ValueError(f"{v} is out of range")
+    return v
+
+
+def _check_float(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"expected a float, got {type(v).__name__}")
+    return float(v)
+
+
+def _check_bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"expected a boolean, got {type(v).__name__}")
+    return v
+
+
+def _check_str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"expected a string, got {type(v).__name__}")
+    return v
+
+
+def _check_bytes(v: Any) -> bytes:
+    if not isinstance(v, (bytes, bytearray, memoryview)):
+        raise TypeError(f"expected bytes, got {type(v).__name__}")
+    return bytes(v)
+
+
+def _uuid_bytes(v: Any) -> bytes:
+    if isinstance(v, uuid.UUID):
+        return v.bytes
+    raise TypeError(f"expected a uuid.UUID, got {type(v).__name__}")
+
+
+def _decimal_fixed(t: DecimalType) -> Callable[[Any], bytes]:
+    size = decimal_required_bytes(t.precision)
+    limit = 10**t.precision
+
+    def encode(v: Any) -> bytes:
+        if isinstance(v, bool) or not isinstance(v, (Decimal, int)):
+            raise TypeError(f"expected a Decimal, got {type(v).__name__}")
+        d = Decimal(v)
+        if not d.is_finite():
+            raise ValueError(f"{d} is not finite")
+        sign, digits, exponent = d.as_tuple()
+        shift = int(exponent) + t.scale
+        unscaled = int("".join(map(str, digits)) or "0")
+        if shift >= 0:
+            unscaled *= 10**shift
+        else:
+            unscaled, rest = divmod(unscaled, 10**-shift)
+            if rest:
+                raise ValueError(f"{d} has more than {t.scale} digits after the point")
+        if unscaled >= limit:
+            raise ValueError(f"{d} does not fit in {t}")
+        return (-unscaled if sign else unscaled).to_bytes(size, "big", signed=True)
+
+    return encode
+
+
+def _fixed_encoder(length: int) -> Callable[[Any], bytes]:
+    def encode(v: Any) -> bytes:
+        b = _check_bytes(v)
+        if len(b) != length:
+            raise ValueError(f"expected {length} bytes, got {len(b)}")
+        return b
+
+    return encode
+
+
+def _partition_encoder(t: IcebergType) -> Callable[[Any], Any]:
+    """A function from one canonical value (not None) to the value fastavro writes for ``t``."""
+    if isinstance(t, BooleanType):
+        return _check_bool
+    if isinstance(t, (IntegerType, DateType)):
+        return lambda v: _check_int(v, _INT_RANGE)
+    if isinstance(t, (LongType, TimeType, TimestampType, TimestamptzType)):
+        return lambda v: _check_int(v, _LONG_RANGE)
+    if isinstance(t, (FloatType, DoubleType)):
+        return _check_float
+    if isinstance(t, DecimalType):
+        return _decimal_fixed(t)
+    if isinstance(t, StringType):
+        return _check_str
+    if isinstance(t, UUIDType):
+        return _uuid_bytes
+    if isinstance(t, FixedType):
+        return _fixed_encoder(t.length)
+    if isinstance(t, BinaryType):
+        return _check_bytes
+    raise ValidationError(f"Cannot store partition value: type {t} is not a primitive type")
+
+
+def _partition_writer(partition_fields: PartitionFields,
+                      avro_names: Sequence[str]) -> Callable[[tuple[Any, ...]], dict[str, Any]]:
+    encoders = [(_partition_encoder(t), name, avro_name, t)
+                for (_, name, t), avro_name in zip(partition_fields, avro_names)]
+    count = len(encoders)
+
+    def write(values: tuple[Any, ...]) -> dict[str, Any]:
+        if len(values) != count:
+            raise ValidationError(f"Cannot render manifest: partition tuple {values!r} has {len(values)} values, "
+                                  f"the spec has {count} fields")
+        out: dict[str, Any] = {}
+        for (encode, name, avro_name, t), v in zip(encoders, values):
+            if v is None:
+                out[avro_name] = None
+                continue
+            try:
+                out[avro_name] = encode(v)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise ValidationError(f"Cannot render manifest: partition value {v!r} for field {name!r} "
+                                      f"({t}): {e}") from e
+        return out
+
+    return write
+
+
+def _avro_type_to_iceberg(avro_type: Any, named: dict[str, Any]) -> IcebergType:
+    """The Iceberg type of a partition field from its Avro type (as Java, PyIceberg or icelog wrote it)."""
+    if isinstance(avro_type, list):
+        branches = [b for b in avro_type if b != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"unsupported union {avro_type!r}")
+        return _avro_type_to_iceberg(branches[0], named)
+    if isinstance(avro_type, str):
+        simple: dict[str, IcebergType] = {
+            "boolean": BooleanType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
+            "double": DoubleType(), "string": StringType(), "bytes": BinaryType(),
+        }
+        if avro_type in simple:
+            return simple[avro_type]
+        if avro_type in named:
+            return _avro_type_to_iceberg(named[avro_type], named)
+        raise ValueError(f"unknown Avro type {avro_type!r}")
+    if not isinstance(avro_type, dict):
+        raise ValueError(f"unknown Avro type {avro_type!r}")
+    kind = avro_type.get("type")
+    logical = avro_type.get("logicalType")
+    if kind == "fixed" and "name" in avro_type:
+        named.setdefault(avro_type["name"], avro_type)
+    if logical == "date" and kind == "int":
+        return DateType()
+    if logical == "time-micros" and kind == "long":
+        return TimeType()
+    if logical == "timestamp-micros" and kind == "long":
+        return TimestamptzType() if avro_type.get("adjust-to-utc", True) in (True, "true") else TimestampType()
+    if logical == "local-timestamp-micros" and kind == "long":
+        return TimestampType()
+    if logical == "decimal":
+        return DecimalType(int(avro_type["precision"]), int(avro_type.get("scale", 0)))
+    if logical == "uuid":
+        return UUIDType()
+    if kind == "fixed":
+        return FixedType(int(avro_type["size"]))
+    if isinstance(kind, (str, dict, list)):
+        return _avro_type_to_iceberg(kind, named)
+    raise ValueError(f"unknown Avro type {avro_type!r}")
+
+
+def _canonical(t: IcebergType, v: Any) -> Any:
+    """fastavro's reading of a partition value (dates, datetimes, ...) back to the canonical value."""
+    if v is None:
+        return None
+    if isinstance(t, DateType) and isinstance(v, datetime.date):
+        return (v - _EPOCH_DATE).days
+    if isinstance(t, TimeType) and isinstance(v, datetime.time):
+        return ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
+    if isinstance(t, (TimestampType, TimestamptzType)) and isinstance(v, datetime.datetime):
+        aware = v if v.tzinfo is not None else v.replace(tzinfo=datetime.timezone.utc)
+        return (aware - _EPOCH) // _ONE_MICRO
+    if isinstance(t, UUIDType):
+        if isinstance(v, uuid.UUID):
+            return v
+        return uuid.UUID(bytes=bytes(v)) if isinstance(v, (bytes, bytearray)) else uuid.UUID(str(v))
+    if isinstance(t, (FixedType, BinaryType)):
+        return bytes(v)
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------------------------
+
+def _check_common(format_version: int, sync_marker: bytes, codec: str, what: str) -> None:
+    if format_version not in FORMAT_VERSIONS:
+        raise ValidationError(f"Cannot render {what}: unsupported format version {format_version!r}")
+    if not isinstance(sync_marker, bytes) or len(sync_marker) != SYNC_MARKER_SIZE:
+        raise ValidationError(f"Cannot render {what}: the sync marker must be {SYNC_MARKER_SIZE} bytes, "
+                              f"got {sync_marker!r}")
+    if codec not in CODECS:
+        raise ValidationError(f"Cannot render {what}: unsupported codec {codec!r} (use one of {CODECS})")
+
+
+def _write_avro(schema: dict[str, Any], records: list[dict[str, Any]], metadata: dict[str, str],
+                sync_marker: bytes, codec: str, what: str) -> bytes:
+    buf = io.BytesIO()
+    try:
+        fastavro.writer(buf, schema, records, codec=codec, metadata=metadata, sync_marker=sync_marker)
+    except (TypeError, ValueError, OverflowError, struct.error) as e:
+        raise ValidationError(f"Cannot render {what}: {e}") from e
+    return buf.getvalue()
+
+
+def _pairs_json(pairs: tuple[tuple[int, Any], ...] | None) -> list[dict[str, Any]] | None:
+    if pairs is None:
+        return None
+    return [{"key": k, "value": v} for k, v in pairs]
+
+
+def _data_file_record(f: DataFile, format_version: int, partition: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if format_version >= 2:
+        out["content"] = int(f.content)
+    out["file_path"] = f.file_path
+    out["file_format"] = f.file_format
+    out["partition"] = partition
+    out["record_count"] = f.record_count
+    out["file_size_in_bytes"] = f.file_size_in_bytes
+    if format_version == 1:
+        out["block_size_in_bytes"] = V1_BLOCK_SIZE_IN_BYTES
+    out["column_sizes"] = _pairs_json(f.column_sizes)
+    out["value_counts"] = _pairs_json(f.value_counts)
+    out["null_value_counts"] = _pairs_json(f.null_value_counts)
+    out["nan_value_counts"] = _pairs_json(f.nan_value_counts)
+    out["lower_bounds"] = _pairs_json(f.lower_bounds)
+    out["upper_bounds"] = _pairs_json(f.upper_bounds)
+    out["key_metadata"] = f.key_metadata
+    out["split_offsets"] = None if f.split_offsets is None else list(f.split_offsets)
+    if format_version >= 2:
+        out["equality_ids"] = None if f.equality_ids is None else list(f.equality_ids)
+    out["sort_order_id"] = f.sort_order_id
+    return out
+
+
+def _entry_record(e: ManifestEntry, format_version: int, content: ManifestContent,
+                  partition: dict[str, Any], snapshot_id_for_v1: int | None) -> dict[str, Any]:
+    f = e.data_file
+    is_data = f.content == DataFileContent.DATA
+    if is_data != (content == ManifestContent.DATA):
+        raise ValidationError(f"Cannot render manifest: {f.content.name} file {f.file_path} does not belong "
+                              f"in a {MANIFEST_CONTENT_NAMES[content]} manifest")
+    if format_version == 1:
+        snapshot_id = e.snapshot_id if e.snapshot_id is not None else snapshot_id_for_v1
+        if snapshot_id is None:
+            raise ValidationError(f"Cannot render v1 manifest: entry for {f.file_path} has no snapshot id "
+                                  "and no snapshot_id_for_v1 was given")
+        return {"status": int(e.status), "snapshot_id": snapshot_id,
+                "data_file": _data_file_record(f, format_version, partition)}
+    if e.status != EntryStatus.ADDED and (e.snapshot_id is None or e.data_sequence_number is None):
+        raise ValidationError(f"Cannot render manifest: {e.status.name} entry for {f.file_path} needs an explicit "
+                              "snapshot id and data sequence number (only ADDED entries inherit them)")
+    return {"status": int(e.status), "snapshot_id": e.snapshot_id, "sequence_number": e.data_sequence_number,
+            "file_sequence_number": e.file_sequence_number,
+            "data_file": _data_file_record(f, format_version, partition)}
+
+
+def manifest_metadata(*, format_version: int, content: ManifestContent, schema_json: str, schema_id: int,
+                      spec_id: int, spec_fields_json: str) -> dict[str, str]:
+    """The manifest's Avro key-value metadata, in the order icelog writes it (``content`` only in v2+)."""
+    meta = {
+        "schema": schema_json,
+        "schema-id": str(schema_id),
+        "partition-spec": spec_fields_json,
+        "partition-spec-id": str(spec_id),
+        "format-version": str(format_version),
+    }
+    if format_version >= 2:
+        meta["content"] = MANIFEST_CONTENT_NAMES[ManifestContent(content)]
+    return meta
+
+
+def render_manifest(entries: Sequence[ManifestEntry], *, format_version: int, content: ManifestContent,
+                    schema_json: str, schema_id: int, spec_id: int, spec_fields_json: str,
+                    partition_fields: PartitionFields, sync_marker: bytes,
+                    snapshot_id_for_v1: int | None = None, codec: str = DEFAULT_CODEC) -> bytes:
+    """Render one manifest (an Avro file of ``manifest_entry`` records) to bytes.
+
+    :param entries: the entries, written in this order
+    :param format_version: 1 or 2
+    :param content: DATA or DELETES (DELETES needs v2); every entry's file must match it
+    :param schema_json: the table schema as JSON text (metadata key ``schema``)
+    :param schema_id: the id of that schema
+    :param spec_id: the partition spec id
+    :param spec_fields_json: the spec's fields as JSON text (metadata key ``partition-spec``)
+    :param partition_fields: ``(partition field id, name, result type)`` in spec order
+    :param sync_marker: the 16-byte Avro sync marker (derive it from the path)
+    :param snapshot_id_for_v1: v1 only: the snapshot id written for entries whose snapshot id is None
+    :param codec: ``"deflate"`` (default) or ``"null"``
+    """
+    _check_common(format_version, sync_marker, codec, "manifest")
+    content = ManifestContent(content)
+    if format_version == 1 and content != ManifestContent.DATA:
+        raise ValidationError("Cannot render v1 manifest: format version 1 has no delete manifests")
+    partition_fields = tuple(partition_fields)
+    partition_schema = partition_avro_schema(partition_fields)
+    write_partition = _partition_writer(partition_fields, [f["name"] for f in partition_schema["fields"]])
+    records = [_entry_record(e, format_version, content, write_partition(e.data_file.partition),
+                             snapshot_id_for_v1) for e in entries]
+    metadata = manifest_metadata(format_version=format_version, content=content, schema_json=schema_json,
+                                 schema_id=schema_id, spec_id=spec_id, spec_fields_json=spec_fields_json)
+    return _write_avro(manifest_entry_schema(format_version, partition_schema), records, metadata,
+                       sync_marker, codec, "manifest")
+
+
+def _manifest_file_record(m: ManifestFile, format_version: int) -> dict[str, Any]:
+    partitions = None if m.partitions is None else [
+        {"contains_null": s.contains_null, "contains_nan": s.contains_nan, "lower_bound": s.lower_bound,
+         "upper_bound": s.upper_bound} for s in m.partitions]
+    out: dict[str, Any] = {"manifest_path": m.manifest_path, "manifest_length": m.manifest_length,
+                           "partition_spec_id": m.partition_spec_id}
+    if format_version >= 2:
+        out["content"] = int(m.content)
+        out["sequence_number"] = m.sequence_number
+        out["min_sequence_number"] = m.min_sequence_number
+    elif m.content != ManifestContent.DATA:
+        raise ValidationError(f"Cannot render v1 manifest list: delete manifest {m.manifest_path} needs v2")
+    out.update({
+        "added_snapshot_id": m.added_snapshot_id,
+        "added_files_count": m.added_files_count, "existing_files_count": m.existing_files_count,
+        "deleted_files_count": m.deleted_files_count, "added_rows_count": m.added_rows_count,
+        "existing_rows_count": m.existing_rows_count, "deleted_rows_count": m.deleted_rows_count,
+        "partitions": partitions, "key_metadata": m.key_metadata,
+    })
+    return out
+
+
+def manifest_list_metadata(*, format_version: int, snapshot_id: int, parent_snapshot_id: int | None,
+                           sequence_number: int | None) -> dict[str, str]:
+    """The manifest list's key-value metadata as Java writes it (a missing parent is the text ``null``)."""
+    meta = {"snapshot-id": str(snapshot_id),
+            "parent-snapshot-id": "null" if parent_snapshot_id is None else str(parent_snapshot_id)}
+    if format_version >= 2:
+        if sequence_number is None:
+            raise ValidationError("Cannot render manifest list: format version 2 needs a sequence number")
+        meta["sequence-number"] = str(sequence_number)
+    meta["format-version"] = str(format_version)
+    return meta
+
+
+def render_manifest_list(manifests: Sequence[ManifestFile], *, format_version: int, snapshot_id: int,
+                         parent_snapshot_id: int | None, sequence_number: int | None, sync_marker: bytes,
+                         codec: str = DEFAULT_CODEC) -> bytes:
+    """Render a snapshot's manifest list (an Avro file of ``manifest_file`` records) to bytes.
+
+    :param manifests: the manifests, written in this order (their sequence numbers already assigned)
+    :param format_version: 1 or 2 (v1 writes no content or sequence numbers)
+    :param snapshot_id: the snapshot's id
+    :param parent_snapshot_id: its parent's id, or None
+    :param sequence_number: the snapshot's sequence number (ignored in v1)
+    :param sync_marker: the 16-byte Avro sync marker (derive it from the path)
+    :param codec: ``"deflate"`` (default) or ``"null"``
+    """
+    _check_common(format_version, sync_marker, codec, "manifest list")
+    records = [_manifest_file_record(m, format_version) for m in manifests]
+    metadata = manifest_list_metadata(format_version=format_version, snapshot_id=snapshot_id,
+                                      parent_snapshot_id=parent_snapshot_id, sequence_number=sequence_number)
+    return _write_avro(manifest_file_schema(format_version), records, metadata, sync_marker, codec,
+                       "manifest list")
+
+
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _order_key(t: IcebergType) -> Callable[[Any], Any]:
+    if isinstance(t, (FloatType, DoubleType)):
+        # -0.0 sorts before +0.0 (IEEE 754 totalOrder), as the spec asks of bounds.
+        return lambda v: (v, math.copysign(1.0, v))
+    return lambda v: v
+
+
+def partition_summaries(partition_fields: PartitionFields,
+                        entries: Sequence[ManifestEntry]) -> tuple[FieldSummary, ...]:
+    """One :class:`FieldSummary` per partition field over all entries (any status, as Java counts them).
+
+    Bounds are the smallest and largest non-null, non-NaN values, in Appendix D bytes.
+    """
+    summaries = []
+    for i, (_, name, t) in enumerate(tuple(partition_fields)):
+        values = []
+        for e in entries:
+            partition = e.data_file.partition
+            if len(partition) <= i:
+                raise ValidationError(f"Cannot summarize partitions: {e.data_file.file_path} has no value "
+                                      f"for partition field {name!r}")
+            values.append(partition[i])
+        contains_null = any(v is None for v in values)
+        contains_nan = isinstance(t, (FloatType, DoubleType)) and any(_is_nan(v) for v in values)
+        present = [v for v in values if v is not None and not _is_nan(v)]
+        lower = upper = None
+        if present:
+            key = _order_key(t)
+            lower = to_bytes(t, min(present, key=key))
+            upper = to_bytes(t, max(present, key=key))
+        summaries.append(FieldSummary(contains_null=contains_null, contains_nan=contains_nan,
+                                      lower_bound=lower, upper_bound=upper))
+    return tuple(summaries)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+# ---------------------------------------------------------------------------------------------
+
+def _names_by_id(record_schema: Any) -> dict[int, str]:
+    if not isinstance(record_schema, dict) or record_schema.get("type") != "record":
+        raise ValueError(f"expected a record schema, got {record_schema!r}")
+    return {int(f[FIELD_ID_PROP]): f["name"] for f in record_schema["fields"] if FIELD_ID_PROP in f}
+
+
+def _field_type(record_schema: dict[str, Any], field_id: int) -> Any:
+    for f in record_schema["fields"]:
+        if f.get(FIELD_ID_PROP) == field_id:
+            t = f["type"]
+            if isinstance(t, list):
+                t = next(b for b in t if b != "null")
+            return t
+    raise KeyError(f"field id {field_id}")
+
+
+def _read_avro(data: bytes) -> tuple[dict[str, str], dict[str, Any], list[dict[str, Any]]]:
+    reader = fastavro.reader(io.BytesIO(data))
+    metadata = {k: (v.decode("utf-8") if isinstance(v, bytes) else v) for k, v in reader.metadata.items()}
+    schema = json.loads(metadata["avro.schema"])
+    records = list(reader)
+    user_meta = {k: v for k, v in metadata.items() if not k.startswith("avro.")}
+    return user_meta, schema, records
+
+
+def _pairs(records: list[dict[str, Any]] | None) -> tuple[tuple[int, Any], ...] | None:
+    if records is None:
+        return None
+    return tuple((int(r["key"]), r["value"]) for r in records)
+
+
+def _get(record: dict[str, Any], names: dict[int, str], field_id: int, default: Any = None) -> Any:
+    name = names.get(field_id)
+    return default if name is None else record.get(name, default)
+
+
+def read_manifest(data: bytes, path: str) -> tuple[dict[str, str], list[ManifestEntry]]:
+    """Parse a manifest (v1 or v2, any writer) into its key-value metadata and entries.
+
+    Sequence numbers and snapshot ids are returned as written (None when inherited, or absent in v1);
+    the data files' spec id is the manifest's ``partition-spec-id`` (0 when missing); partition values
+    come back canonical. The metadata excludes the ``avro.*`` keys.
+
+    :param data: the file's bytes
+    :param path: the file's location, named in errors
+    """
+    try:
+        metadata, schema, records = _read_avro(data)
+        entry_names = _names_by_id(schema)
+        file_schema = _field_type(schema, MANIFEST_ENTRY_IDS["data_file"])
+        file_names = _names_by_id(file_schema)
+        partition_schema = _field_type(file_schema, DATA_FILE_IDS["partition"])
+        named: dict[str, Any] = {}
+        partition_layout = [
+            (f["name"], _avro_type_to_iceberg(f["type"], named)) for f in _names_and_fields(partition_schema)]
+        spec_id = int(metadata.get("partition-spec-id", "0"))
+        entries = [_entry_from_record(r, entry_names, file_names, partition_layout, spec_id) for r in records]
+    except _DECODE_ERRORS as e:
+        raise CorruptFileError(f"Cannot read manifest {path}: {type(e).__name__}: {e}", path=path) from e
+    return metadata, entries
+
+
+def _names_and_fields(record_schema: Any) -> list[dict[str, Any]]:
+    if not isinstance(record_schema, dict) or record_schema.get("type") != "record":
+        raise ValueError(f"expected the partition record, got {record_schema!r}")
+    return list(record_schema["fields"])
+
+
+def _entry_from_record(r: dict[str, Any], entry_names: dict[int, str], file_names: dict[int, str],
+                       partition_layout: list[tuple[str, IcebergType]], spec_id: int) -> ManifestEntry:
+    e, d = MANIFEST_ENTRY_IDS, DATA_FILE_IDS
+    f = r[entry_names[e["data_file"]]]
+    p = _get(f, file_names, d["partition"]) or {}
+    partition = tuple(_canonical(t, p.get(name)) for name, t in partition_layout)
+    split_offsets = _get(f, file_names, d["split_offsets"])
+    equality_ids = _get(f, file_names, d["equality_ids"])
+    data_file = DataFile(
+        content=_get(f, file_names, d["content"], DataFileContent.DATA),
+        file_path=f[file_names[d["file_path"]]],
+        file_format=f[file_names[d["file_format"]]],
+        spec_id=spec_id,
+        partition=partition,
+        record_count=f[file_names[d["record_count"]]],
+        file_size_in_bytes=f[file_names[d["file_size_in_bytes"]]],
+        column_sizes=_pairs(_get(f, file_names, d["column_sizes"])),
+        value_counts=_pairs(_get(f, file_names, d["value_counts"])),
+        null_value_counts=_pairs(_get(f, file_names, d["null_value_counts"])),
+        nan_value_counts=_pairs(_get(f, file_names, d["nan_value_counts"])),
+        lower_bounds=_pairs(_get(f, file_names, d["lower_bounds"])),
+        upper_bounds=_pairs(_get(f, file_names, d["upper_bounds"])),
+        key_metadata=_get(f, file_names, d["key_metadata"]),
+        split_offsets=None if split_offsets is None else tuple(split_offsets),
+        equality_ids=None if equality_ids is None else tuple(equality_ids),
+        sort_order_id=_get(f, file_names, d["sort_order_id"]),
+    )
+    return ManifestEntry(status=r[entry_names[e["status"]]], snapshot_id=_get(r, entry_names, e["snapshot_id"]),
+                         data_sequence_number=_get(r, entry_names, e["sequence_number"]),
+                         file_sequence_number=_get(r, entry_names, e["file_sequence_number"]),
+                         data_file=data_file)
+
+
+def read_manifest_list(data: bytes, path: str) -> list[ManifestFile]:
+    """Parse a manifest list (v1 or v2, any writer).
+
+    v1 lists read as DATA manifests with sequence numbers 0, as the spec says. A count that a v1
+    writer left null is returned as None (the spec reads it as "not known to be zero").
+
+    :param data: the file's bytes
+    :param path: the file's location, named in errors
+    """
+    try:
+        _, schema, records = _read_avro(data)
+        names = _names_by_id(schema)
+        summary_names: dict[int, str] = {}
+        if MANIFEST_FILE_IDS["partitions"] in names:
+            summary_names = _names_by_id(_field_type(schema, MANIFEST_FILE_IDS["partitions"])["items"])
+        return [_manifest_file_from_record(r, names, summary_names) for r in records]
+    except _DECODE_ERRORS as e:
+        raise CorruptFileError(f"Cannot read manifest list {path}: {type(e).__name__}: {e}", path=path) from e
+
+
+def _manifest_file_from_record(r: dict[str, Any], names: dict[int, str],
+                               summary_names: dict[int, str]) -> ManifestFile:
+    m, s = MANIFEST_FILE_IDS, FIELD_SUMMARY_IDS
+    summaries = _get(r, names, m["partitions"])
+    partitions = None if summaries is None else tuple(
+        FieldSummary(contains_null=x[summary_names[s["contains_null"]]],
+                     contains_nan=_get(x, summary_names, s["contains_nan"]),
+                     lower_bound=_get(x, summary_names, s["lower_bound"]),
+                     upper_bound=_get(x, summary_names, s["upper_bound"]))
+        for x in summaries)
+    return ManifestFile(
+        manifest_path=r[names[m["manifest_path"]]],
+        manifest_length=r[names[m["manifest_length"]]],
+        partition_spec_id=r[names[m["partition_spec_id"]]],
+        content=_get(r, names, m["content"], ManifestContent.DATA),
+        sequence_number=_get(r, names, m["sequence_number"], 0),
+        min_sequence_number=_get(r, names, m["min_sequence_number"], 0),
+        added_snapshot_id=r[names[m["added_snapshot_id"]]],
+        added_files_count=_get(r, names, m["added_files_count"]),
+        existing_files_count=_get(r, names, m["existing_files_count"]),
+        deleted_files_count=_get(r, names, m["deleted_files_count"]),
+        added_rows_count=_get(r, names, m["added_rows_count"]),
+        existing_rows_count=_get(r, names, m["existing_rows_count"]),
+        deleted_rows_count=_get(r, names, m["deleted_rows_count"]),
+        partitions=partitions,
+        key_metadata=_get(r, names, m["key_metadata"]),
+    )

@@ -1,0 +1,412 @@
+"""Publish a table's projections: manifests, manifest lists, vN.metadata.json, the version hint and the pointer row.
+
+Layer: projections (I/O at the edge: writes files through storage.files and derived rows into
+the catalog's SQLite file; renders with the pure renderers beside it). Order of writes for
+each commit: manifests, manifest list, metadata.json, then (once per publish) the version
+hint and the ``iceberg_tables`` pointer, so a crash leaves readers on the previous complete
+version. Every byte derives from the log, so two processes publishing the same version
+write the same files, and a rebuild into another folder yields identical bytes.
+
+The manifest list of each published snapshot is kept in a derived index table so the next
+snapshot reuses its parent's manifests without reading them back; merging reads the merged
+manifests' entries from the files it wrote.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
+
+import attrs
+
+from engine.errors import CorruptFileError, IntegrityError
+from engine.events import FileChange
+from engine.model.data_file import (
+    DataFile,
+    DataFileContent,
+    EntryStatus,
+    FieldSummary,
+    ManifestContent,
+    ManifestEntry,
+    ManifestFile,
+)
+from engine.state import Snapshot, TableState
+from projections import layout
+from projections.manifests import partition_summaries, read_manifest, render_manifest, render_manifest_list
+from projections.metadata_json import render_metadata
+from storage import Log
+from storage.errors import FileNotFound
+from storage.files import FileIO
+
+DEFAULT_CATALOG_NAME = "icelog"
+MERGE_ENABLED_DEFAULT = True
+MIN_COUNT_TO_MERGE_DEFAULT = 100
+TARGET_MANIFEST_SIZE_DEFAULT = 8 * 1024 * 1024
+
+ChangesOf = Callable[[TableState, Snapshot], Sequence[FileChange]]
+
+
+# ---------------------------------------------------------------- manifest-list index codec
+
+
+def manifest_file_to_json(m: ManifestFile) -> dict:
+    def b64(b: bytes | None) -> str | None:
+        return None if b is None else base64.b64encode(b).decode("ascii")
+
+    return {"path": m.manifest_path, "length": m.manifest_length, "spec": m.partition_spec_id,
+            "content": int(m.content), "seq": m.sequence_number, "min-seq": m.min_sequence_number,
+            "snap": m.added_snapshot_id, "counts": [m.added_files_count, m.existing_files_count,
+                                                   m.deleted_files_count, m.added_rows_count,
+                                                   m.existing_rows_count, m.deleted_rows_count],
+            "parts": None if m.partitions is None else [
+                [p.contains_null, p.contains_nan, b64(p.lower_bound), b64(p.upper_bound)] for p in m.partitions]}
+
+
+def manifest_file_from_json(o: Mapping) -> ManifestFile:
+    def unb64(s: str | None) -> bytes | None:
+        return None if s is None else base64.b64decode(s)
+
+    c = o["counts"]
+    parts = None if o["parts"] is None else tuple(
+        FieldSummary(contains_null=p[0], contains_nan=p[1], lower_bound=unb64(p[2]), upper_bound=unb64(p[3]))
+        for p in o["parts"])
+    return ManifestFile(manifest_path=o["path"], manifest_length=o["length"], partition_spec_id=o["spec"],
+                        content=o["content"], sequence_number=o["seq"], min_sequence_number=o["min-seq"],
+                        added_snapshot_id=o["snap"], added_files_count=c[0], existing_files_count=c[1],
+                        deleted_files_count=c[2], added_rows_count=c[3], existing_rows_count=c[4],
+                        deleted_rows_count=c[5], partitions=parts)
+
+
+class ManifestListIndex(Protocol):
+    def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None: ...
+
+    def put(self, table_uuid: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None: ...
+
+
+class MemoryIndex:
+    """An index held in memory (for rebuilds into another folder)."""
+
+    def __init__(self) -> None:
+        self._lists: dict[tuple[str, int], list[ManifestFile]] = {}
+
+    def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None:
+        return self._lists.get((table_uuid, snapshot_id))
+
+    def put(self, table_uuid: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None:
+        self._lists[(table_uuid, snapshot_id)] = list(manifests)
+
+
+class SqliteIndex:
+    """The manifest-list index as a derived table in the catalog's SQLite file."""
+
+    TABLE = "projection_manifest_lists"
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        log.db.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (table_uuid TEXT NOT NULL, snapshot_id INTEGER "
+                       f"NOT NULL, manifests TEXT NOT NULL, PRIMARY KEY (table_uuid, snapshot_id))")
+
+    def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None:
+        row = self.log.db.execute(f"SELECT manifests FROM {self.TABLE} WHERE table_uuid = ? AND snapshot_id = ?",
+                                  [table_uuid, snapshot_id]).fetchone()
+        return None if row is None else [manifest_file_from_json(m) for m in json.loads(row[0])]
+
+    def put(self, table_uuid: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None:
+        text = json.dumps([manifest_file_to_json(m) for m in manifests], separators=(",", ":"))
+        with self.log.transaction():
+            self.log.db.execute(f"INSERT OR IGNORE INTO {self.TABLE} VALUES (?, ?, ?)",
+                                [table_uuid, snapshot_id, text])
+
+
+# ---------------------------------------------------------------- planning a snapshot's manifests
+
+
+@attrs.frozen(kw_only=True)
+class ManifestWrite:
+    """A manifest to write: its path, bytes, and its manifest-list record."""
+
+    path: str
+    data: bytes
+    record: ManifestFile
+
+
+class Renderer:
+    """Renders one table's files for one commit; pure apart from reading manifests it merges.
+
+    :param read: reads a file this projection wrote before (for merging manifests)
+    """
+
+    def __init__(self, read: Callable[[str], bytes]) -> None:
+        self._read = read
+        self._pending: dict[str, bytes] = {}
+
+    def read(self, path: str) -> bytes:
+        """A manifest rendered in this commit (not yet written, perhaps never) or one published before."""
+        pending = self._pending.get(path)
+        return pending if pending is not None else self._read(path)
+
+    def manifest(self, state: TableState, snap: Snapshot, ordinal: int, spec_id: int, content: ManifestContent,
+                 entries: Sequence[ManifestEntry]) -> ManifestWrite:
+        schema = state.schema_by_id(snap.schema_id)
+        spec = state.spec_by_id(spec_id)
+        ptype = spec.partition_type(schema)
+        pfields = [(f.field_id, f.name, f.field_type) for f in ptype.fields]
+        path = layout.manifest_file(state.location, snap.commit_id, ordinal)
+        data = render_manifest(
+            entries, format_version=state.format_version, content=content,
+            schema_json=json.dumps(schema.to_json(), separators=(",", ":")), schema_id=schema.schema_id,
+            spec_id=spec_id, spec_fields_json=json.dumps(spec.to_json()["fields"], separators=(",", ":")),
+            partition_fields=pfields, sync_marker=layout.sync_marker(path))
+        status_counts = {s: [0, 0] for s in EntryStatus}
+        for e in entries:
+            status_counts[e.status][0] += 1
+            status_counts[e.status][1] += e.data_file.record_count
+        seqs = [e.data_sequence_number if e.data_sequence_number is not None else snap.sequence_number
+                for e in entries]
+        record = ManifestFile(
+            manifest_path=path, manifest_length=len(data), partition_spec_id=spec_id, content=content,
+            sequence_number=snap.sequence_number, min_sequence_number=min(seqs, default=snap.sequence_number),
+            added_snapshot_id=snap.snapshot_id,
+            added_files_count=status_counts[EntryStatus.ADDED][0],
+            existing_files_count=status_counts[EntryStatus.EXISTING][0],
+            deleted_files_count=status_counts[EntryStatus.DELETED][0],
+            added_rows_count=status_counts[EntryStatus.ADDED][1],
+            existing_rows_count=status_counts[EntryStatus.EXISTING][1],
+            deleted_rows_count=status_counts[EntryStatus.DELETED][1],
+            partitions=partition_summaries(pfields, entries))
+        self._pending[path] = data
+        return ManifestWrite(path=path, data=data, record=record)
+
+    def entries_of(self, m: ManifestFile) -> list[ManifestEntry]:
+        """The entries of a manifest this projection wrote, with inherited values made explicit."""
+        try:
+            _, entries = read_manifest(self.read(m.manifest_path), m.manifest_path)
+        except (FileNotFoundError, FileNotFound) as e:
+            raise CorruptFileError(f"Cannot merge manifests: {m.manifest_path} is missing",
+                                   path=m.manifest_path) from e
+        out = []
+        for e in entries:
+            inherit = e.status == EntryStatus.ADDED
+            out.append(attrs.evolve(
+                e,
+                snapshot_id=e.snapshot_id if e.snapshot_id is not None else m.added_snapshot_id,
+                data_sequence_number=e.data_sequence_number if e.data_sequence_number is not None or not inherit
+                else m.sequence_number,
+                file_sequence_number=e.file_sequence_number if e.file_sequence_number is not None or not inherit
+                else m.sequence_number))
+        return out
+
+    def snapshot_manifests(self, state: TableState, snap: Snapshot, parent: Sequence[ManifestFile],
+                           changes: Sequence[FileChange]) -> tuple[list[ManifestWrite], list[ManifestFile]]:
+        """Manifests to write for ``snap`` and its full manifest list (new manifests first, then the parent's)."""
+        v1 = state.format_version == 1
+        inherited = None if not v1 else snap.snapshot_id
+        groups: dict[tuple[int, ManifestContent], list[ManifestEntry]] = {}
+        for c in changes:
+            if not c.added:
+                continue  # removals rewrite manifests: later operations (issue 3)
+            content = ManifestContent.DATA if c.file.content == DataFileContent.DATA else ManifestContent.DELETES
+            groups.setdefault((c.file.spec_id, content), []).append(ManifestEntry(
+                status=EntryStatus.ADDED, snapshot_id=inherited,
+                data_sequence_number=None if not v1 else 0, file_sequence_number=None if not v1 else 0,
+                data_file=c.file))
+        self._pending.clear()
+        writes: list[ManifestWrite] = []
+        ordinal = 0
+        for (spec_id, content), entries in sorted(groups.items()):
+            writes.append(self.manifest(state, snap, ordinal, spec_id, content, entries))
+            ordinal += 1
+        manifests = [w.record for w in writes] + list(parent)
+        if state.bool_property("commit.manifest-merge.enabled", MERGE_ENABLED_DEFAULT):
+            merged_writes, manifests = self.merge(state, snap, manifests, [w.record for w in writes], ordinal)
+            kept = {m.manifest_path for m in manifests}
+            writes = [w for w in writes if w.record.manifest_path in kept] + merged_writes
+        return writes, manifests
+
+    def merge(self, state: TableState, snap: Snapshot, manifests: list[ManifestFile], new: list[ManifestFile],
+              ordinal: int) -> tuple[list[ManifestWrite], list[ManifestFile]]:
+        """Java's merge append: per (spec, content), pack manifests from the oldest into bins of the target
+        size; a bin holding the newest manifest merges only once it reaches the minimum count."""
+        min_count = state.int_property("commit.manifest.min-count-to-merge", MIN_COUNT_TO_MERGE_DEFAULT)
+        target = state.int_property("commit.manifest.target-size-bytes", TARGET_MANIFEST_SIZE_DEFAULT)
+        groups: dict[tuple[int, int], list[ManifestFile]] = {}
+        for m in manifests:
+            groups.setdefault((int(m.content), m.partition_spec_id), []).append(m)
+        writes: list[ManifestWrite] = []
+        out: list[ManifestFile] = []
+        for (content, spec_id), group in groups.items():
+            first = group[0]
+            for bin_ in pack_end(group, target):
+                if len(bin_) == 1 or (first in bin_ and len(bin_) < min_count):
+                    out.extend(bin_)
+                    continue
+                entries: list[ManifestEntry] = []
+                for m in bin_:
+                    for e in self.entries_of(m):
+                        if e.status == EntryStatus.DELETED:
+                            if e.snapshot_id == snap.snapshot_id:
+                                entries.append(e)
+                        elif e.status == EntryStatus.ADDED and e.snapshot_id == snap.snapshot_id:
+                            entries.append(attrs.evolve(e, snapshot_id=None if state.format_version > 1
+                                                        else snap.snapshot_id,
+                                                        data_sequence_number=None if state.format_version > 1
+                                                        else 0,
+                                                        file_sequence_number=None if state.format_version > 1
+                                                        else 0))
+                        else:
+                            entries.append(attrs.evolve(e, status=EntryStatus.EXISTING))
+                w = self.manifest(state, snap, ordinal, spec_id, ManifestContent(content), entries)
+                ordinal += 1
+                writes.append(w)
+                out.append(w.record)
+        return writes, out
+
+
+def pack_end(items: list[ManifestFile], target: int) -> list[list[ManifestFile]]:
+    """Greedy bins of at most ``target`` bytes filled from the end of ``items`` (oldest first), one open bin at a
+    time; bins and their contents come back in the original order."""
+    bins: list[list[ManifestFile]] = []
+    current: list[ManifestFile] = []
+    weight = 0
+    for m in reversed(items):
+        if current and weight + m.manifest_length > target:
+            bins.append(current)
+            current, weight = [], 0
+        current.append(m)
+        weight += m.manifest_length
+    if current:
+        bins.append(current)
+    return [list(reversed(b)) for b in reversed(bins)]
+
+
+# ---------------------------------------------------------------- publishing
+
+
+class Projector:
+    """Publishes the projections of tables, commit by commit.
+
+    ::
+
+        projector = Projector(log, io)
+        projector.publish(("db",), "events", states, changes_of)
+
+    :param log: the catalog's log (its SQLite file holds the derived index and pointer tables)
+    :param io: file IO for the warehouse
+    :param catalog_name: the ``catalog_name`` of the ``iceberg_tables`` rows
+    """
+
+    STATUS = "projection_status"
+
+    def __init__(self, log: Log, io: FileIO, catalog_name: str = DEFAULT_CATALOG_NAME) -> None:
+        self.log = log
+        self.io = io
+        self.catalog_name = catalog_name
+        self.index = SqliteIndex(log)
+        db = log.db
+        db.execute(f"CREATE TABLE IF NOT EXISTS {self.STATUS} (table_uuid TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+                   f"metadata_location TEXT NOT NULL)")
+        db.execute("CREATE TABLE IF NOT EXISTS iceberg_tables (catalog_name VARCHAR(255) NOT NULL, "
+                   "table_namespace VARCHAR(255) NOT NULL, table_name VARCHAR(255) NOT NULL, "
+                   "metadata_location VARCHAR(1000), previous_metadata_location VARCHAR(1000), "
+                   "PRIMARY KEY (catalog_name, table_namespace, table_name))")
+        db.execute("CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (catalog_name VARCHAR(255) NOT NULL, "
+                   "namespace VARCHAR(255) NOT NULL, property_key VARCHAR(255) NOT NULL, "
+                   "property_value VARCHAR(1000), PRIMARY KEY (catalog_name, namespace, property_key))")
+
+    def published_version(self, table_uuid: str) -> int:
+        row = self.log.db.execute(f"SELECT version FROM {self.STATUS} WHERE table_uuid = ?", [table_uuid]).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def publish(self, namespace: tuple[str, ...], name: str, states: Sequence[TableState],
+                changes_of: ChangesOf) -> str | None:
+        """Write the files of each commit state in ``states`` (oldest first), then move the hint and the pointer.
+
+        Returns the newest metadata location, or None when there was nothing to publish.
+        """
+        if not states:
+            return None
+        renderer = Renderer(self.io.read_bytes)
+        for state in states:
+            write_commit(state, renderer, self.index, changes_of, self.io.write_bytes)
+        newest = states[-1]
+        location = layout.metadata_file(newest.location, newest.version)
+        ns = ".".join(namespace)
+        with self.log.transaction():
+            if self.published_version(newest.table_uuid) >= newest.version:
+                return location  # another process got here first with the same (or a newer) version
+            self.io.write_bytes(layout.version_hint_file(newest.location), str(newest.version).encode("ascii"))
+            row = self.log.db.execute(
+                "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
+                "AND table_name = ?", [self.catalog_name, ns, name]).fetchone()
+            previous = row[0] if row else None
+            self.log.db.execute(
+                "INSERT OR REPLACE INTO iceberg_tables VALUES (?, ?, ?, ?, ?)",
+                [self.catalog_name, ns, name, location, previous])
+            self.log.db.execute(f"INSERT OR REPLACE INTO {self.STATUS} VALUES (?, ?, ?)",
+                                [newest.table_uuid, newest.version, location])
+        return location
+
+    def publish_namespace(self, namespace: tuple[str, ...], properties: Mapping[str, str]) -> None:
+        ns = ".".join(namespace)
+        rows = [(self.catalog_name, ns, "exists", "true")] + [
+            (self.catalog_name, ns, k, v) for k, v in sorted(properties.items())]
+        with self.log.transaction():
+            for r in rows:
+                self.log.db.execute("INSERT OR REPLACE INTO iceberg_namespace_properties VALUES (?, ?, ?, ?)",
+                                    list(r))
+
+
+def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex, changes_of: ChangesOf,
+                 write: Callable[[str, bytes], None]) -> dict[str, bytes]:
+    """Render and write one commit's files (manifests, manifest list, metadata.json); returns what was written."""
+    written: dict[str, bytes] = {}
+    for snap in state.snapshots:
+        if snap.commit_id != state.commit_id:
+            continue
+        parent: list[ManifestFile] = []
+        if snap.parent_snapshot_id is not None:
+            found = index.get(state.table_uuid, snap.parent_snapshot_id)
+            if found is None:
+                raise IntegrityError(f"Cannot project snapshot {snap.snapshot_id}: the manifest list of its parent "
+                                     f"{snap.parent_snapshot_id} was never projected")
+            parent = found
+        writes, manifests = renderer.snapshot_manifests(state, snap, parent, changes_of(state, snap))
+        for w in writes:
+            write(w.path, w.data)
+            written[w.path] = w.data
+        list_path = layout.manifest_list_file(state.location, snap.snapshot_id, snap.commit_id)
+        data = render_manifest_list(manifests, format_version=state.format_version, snapshot_id=snap.snapshot_id,
+                                    parent_snapshot_id=snap.parent_snapshot_id,
+                                    sequence_number=snap.sequence_number, sync_marker=layout.sync_marker(list_path))
+        write(list_path, data)
+        written[list_path] = data
+        index.put(state.table_uuid, snap.snapshot_id, manifests)
+    meta_path = layout.metadata_file(state.location, state.version)
+    meta = render_metadata(state)
+    write(meta_path, meta)
+    written[meta_path] = meta
+    return written
+
+
+def render_all(states: Iterable[TableState], changes_of: ChangesOf,
+               read_back: Callable[[str], bytes] | None = None) -> dict[str, bytes]:
+    """Every file of a table's projection, rendered from its commit states alone (for rebuild and verify)."""
+    files: dict[str, bytes] = {}
+
+    def read(path: str) -> bytes:
+        if path in files:
+            return files[path]
+        if read_back is not None:
+            return read_back(path)
+        raise FileNotFoundError(path)
+
+    renderer = Renderer(read)
+    index = MemoryIndex()
+    last: TableState | None = None
+    for state in states:
+        files.update(write_commit(state, renderer, index, changes_of, lambda p, d: None))
+        last = state
+    if last is not None:
+        files[layout.version_hint_file(last.location)] = str(last.version).encode("ascii")
+    return files

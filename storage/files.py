@@ -1,0 +1,220 @@
+"""File IO for the warehouse: local paths and ``file://`` URIs, over ``pyarrow.fs``.
+
+Layer: storage. May touch: the local file system (``os``, ``pyarrow.fs``) and ``storage.errors``. Knows nothing of
+Iceberg. Reads, listings and deletes go through ``pyarrow.fs.LocalFileSystem`` (the same object the engine hands
+to ``pyarrow.parquet``); writes use ``os`` directly because they need what ``pyarrow.fs`` lacks: ``fsync``, an atomic
+rename over the target, and a no-clobber publish (``link``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import quote, unquote, urlsplit
+
+import pyarrow.fs as pafs
+
+from storage.errors import FileAlreadyExists, FileError, FileNotFound
+
+_TEMP_SUFFIX = ".tmp"
+
+
+class FileIO:
+    """Reads and writes whole files by local path or ``file://`` URI.
+
+    ::
+
+        io = FileIO()
+        io.write_bytes("/warehouse/db/t/metadata/version-hint.text", b"3", fsync=True)   # atomic replace
+        io.write_new("file:///warehouse/db/t/metadata/v3.metadata.json", data)        # fails if it exists
+        io.read_bytes("/warehouse/db/t/metadata/version-hint.text")                   # b"3"
+
+    Writes create missing parent directories and never leave a half-written file at the target: the bytes go to
+    a temporary file beside it (``.<name>.<uuid>.tmp``), which is then renamed or linked into place.
+    Errors are :class:`FileNotFound`, :class:`FileAlreadyExists` or :class:`FileError`, each naming the location.
+    """
+
+    def __init__(self) -> None:
+        #: the ``pyarrow.fs`` file system that :meth:`fs_path` results belong to (for ``pyarrow.parquet`` & co)
+        self.filesystem: pafs.FileSystem = pafs.LocalFileSystem()
+
+    def fs_path(self, location: str | os.PathLike[str]) -> str:
+        """The absolute local path of a location, as :attr:`filesystem` expects it.
+
+        :param location: a local path or a ``file://`` URI (``file:///abs/path`` or ``file://localhost/abs/path``)
+        :raises FileError: for any other scheme
+        """
+        text = os.fspath(location)
+        parts = urlsplit(text)
+        if parts.scheme == "file":
+            if parts.netloc not in ("", "localhost"):
+                raise FileError(f"Cannot use location: {text!r} names host {parts.netloc!r}", path=text)
+            return unquote(parts.path)
+        if parts.scheme and len(parts.scheme) > 1:  # one letter: a Windows drive, not a scheme
+            raise FileError(f"Cannot use location: {text!r} (only local paths and file:// URIs)", path=text)
+        return os.path.abspath(text)
+
+    def read_bytes(self, location: str | os.PathLike[str]) -> bytes:
+        """The whole content of a file.
+
+        :param location: path or ``file://`` URI
+        """
+        path = self.fs_path(location)
+        with self._errors("read", location):
+            with self.filesystem.open_input_stream(path) as stream:
+                return stream.read()
+
+    def write_bytes(self, location: str | os.PathLike[str], data: bytes, *, fsync: bool = False) -> None:
+        """Write a file atomically, replacing it if it exists (readers see the old or the new bytes, never a mix).
+
+        :param location: path or ``file://`` URI
+        :param data: the content
+        :param fsync: flush the file and its directory to disk before returning
+        """
+        path = self.fs_path(location)
+        with self._errors("write", location):
+            temp = self._write_temp(path, data, fsync)
+            try:
+                os.replace(temp, path)
+            except BaseException:
+                _unlink_quietly(temp)
+                raise
+            if fsync:
+                _fsync_dir(os.path.dirname(path))
+
+    def write_new(self, location: str | os.PathLike[str], data: bytes, *, fsync: bool = False) -> None:
+        """Write a file that must not exist yet, atomically: two writers racing for one name cannot both win.
+
+        :param location: path or ``file://`` URI
+        :param data: the content
+        :param fsync: flush the file and its directory to disk before returning
+        :raises FileAlreadyExists: something is already there (it is left untouched)
+        """
+        path = self.fs_path(location)
+        with self._errors("write", location):
+            temp = self._write_temp(path, data, fsync)
+            try:
+                os.link(temp, path)
+            except FileExistsError:
+                raise
+            except OSError as e:
+                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                    raise
+                with open(path, "xb") as out:  # no hard links here: exclusive create, still no clobber
+                    out.write(data)
+                    if fsync:
+                        out.flush()
+                        os.fsync(out.fileno())
+            finally:
+                _unlink_quietly(temp)
+            if fsync:
+                _fsync_dir(os.path.dirname(path))
+
+    def exists(self, location: str | os.PathLike[str]) -> bool:
+        """Whether a file or directory exists.
+
+        :param location: path or ``file://`` URI
+        """
+        path = self.fs_path(location)
+        with self._errors("inspect", location):
+            return self.filesystem.get_file_info(path).type != pafs.FileType.NotFound
+
+    def size(self, location: str | os.PathLike[str]) -> int:
+        """A file's size in bytes.
+
+        :param location: path or ``file://`` URI
+        """
+        path = self.fs_path(location)
+        with self._errors("inspect", location):
+            info = self.filesystem.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFound(f"Cannot inspect file: {os.fspath(location)!r} does not exist",
+                               path=os.fspath(location))
+        if info.type != pafs.FileType.File:
+            raise FileError(f"Cannot inspect file: {os.fspath(location)!r} is not a file", path=os.fspath(location))
+        return info.size
+
+    def delete(self, location: str | os.PathLike[str]) -> None:
+        """Delete a file.
+
+        :param location: path or ``file://`` URI
+        :raises FileNotFound: it does not exist
+        """
+        path = self.fs_path(location)
+        with self._errors("delete", location):
+            self.filesystem.delete_file(path)
+
+    def list_dir(self, location: str | os.PathLike[str]) -> list[str]:
+        """The locations of a directory's entries (files and directories, not recursive), sorted.
+
+        Each entry is the given location joined with the entry's name, in the same form: a path for a path, a
+        ``file://`` URI (name percent-encoded) for a URI. ``io.list_dir("/w/t/metadata")`` gives
+        ``["/w/t/metadata/v1.metadata.json", ...]``.
+
+        :param location: path or ``file://`` URI of the directory
+        """
+        path = self.fs_path(location)
+        with self._errors("list", location):
+            infos = self.filesystem.get_file_info(pafs.FileSelector(path))
+        text = os.fspath(location)
+        if urlsplit(text).scheme == "file":
+            base = text.rstrip("/")
+            return sorted(f"{base}/{quote(info.base_name)}" for info in infos)
+        return sorted(os.path.join(text, info.base_name) for info in infos)
+
+    def makedirs(self, location: str | os.PathLike[str]) -> None:
+        """Create a directory and its missing parents (nothing happens if it exists).
+
+        :param location: path or ``file://`` URI
+        """
+        path = self.fs_path(location)
+        with self._errors("create directory", location):
+            self.filesystem.create_dir(path, recursive=True)
+
+    def _write_temp(self, path: str, data: bytes, fsync: bool) -> str:
+        directory, name = os.path.split(path)
+        os.makedirs(directory, exist_ok=True)
+        temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}{_TEMP_SUFFIX}")
+        try:
+            with open(temp, "xb") as out:
+                out.write(data)
+                if fsync:
+                    out.flush()
+                    os.fsync(out.fileno())
+        except BaseException:
+            _unlink_quietly(temp)
+            raise
+        return temp
+
+    @staticmethod
+    @contextmanager
+    def _errors(action: str, location: str | os.PathLike[str]) -> Iterator[None]:
+        """Translate ``OSError`` into the storage error for that case, naming the location."""
+        text = os.fspath(location)
+        try:
+            yield
+        except FileNotFoundError as e:
+            raise FileNotFound(f"Cannot {action} file: {text!r} does not exist", path=text) from e
+        except FileExistsError as e:
+            raise FileAlreadyExists(f"Cannot {action} file: {text!r} already exists", path=text) from e
+        except OSError as e:
+            raise FileError(f"Cannot {action} file: {text!r} ({e})", path=text) from e
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink_quietly(path: str) -> None:
+    """Remove a temporary file during cleanup, where the error being handled is the one to report."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

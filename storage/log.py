@@ -1,0 +1,669 @@
+"""The event log: one append-only SQLite file of events, grouped into commits and chained by hash.
+
+Layer: storage. May touch: the SQLite file (``sqlite3``, ``sqlite_utils``) and ``storage.errors``. It imports nothing
+else of ours and knows nothing of Iceberg: streams are opaque ids, payloads and parts are opaque canonical JSON text.
+
+Tables (created with sqlite-utils, all STRICT):
+
+- ``events``: ``position`` (INTEGER PRIMARY KEY, global, contiguous from 1), ``stream``, ``version`` (per stream,
+  contiguous from 1, ``UNIQUE(stream, version)``), ``commit_id``, ``type``, ``type_version``, ``time_ms``,
+  ``actor``, ``payload``, ``hash`` (sha256 hex chained to the previous event, see :func:`event_hash`).
+- ``event_parts``: bulk child records of an event, keyed by ``(position, ordinal)``, ordinals from 0.
+- ``commits``: one row per commit, keyed by its ``last_position``; ``commit_id`` UNIQUE, ``first_position``,
+  ``time_ms`` as given, ``clock_ms`` (the running maximum of ``time_ms``, indexed, so a wall-clock lookup is one
+  index seek even when writers' clocks disagree), ``actor``, ``message``.
+- ``checkpoints``: derived blobs keyed by ``(stream, version)``; not hashed, not protected, deletable.
+
+Triggers make UPDATE and DELETE on ``events``, ``event_parts`` and ``commits`` fail.
+The hot path (:meth:`Log.commit`) runs fixed SQL text (prepared once, cached by ``sqlite3``) and does index seeks
+only: its cost grows with the events and parts it writes, never with the size of the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from os import PathLike
+from pathlib import Path
+
+import attrs
+import sqlite_utils
+from attrs import validators as v
+
+from storage.errors import (
+    InvalidWrite,
+    LogBusy,
+    LogClosed,
+    LogError,
+    LogIntegrityError,
+    StreamVersionConflict,
+)
+
+APPEND_ONLY_MESSAGE = "icelog: the event log is append-only"
+GENESIS_HASH = "0" * 64
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+PROTECTED_TABLES = ("events", "event_parts", "commits")
+
+_NO_LIMIT = 2**63 - 1
+_SAVEPOINT = "icelog_log"
+
+_EVENT_COLUMNS = "position, stream, version, commit_id, type, type_version, time_ms, actor, payload, hash"
+_SELECT_COMMIT = "SELECT first_position, last_position, time_ms FROM commits WHERE commit_id = ?"
+_SELECT_HEAD = "SELECT version FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
+_SELECT_HEADS = (
+    "SELECT j.value, (SELECT e.version FROM events AS e WHERE e.stream = j.value ORDER BY e.version DESC LIMIT 1)"
+    " FROM json_each(?) AS j"
+)
+_SELECT_COMMIT_AT = "SELECT commit_id FROM events WHERE stream = ? AND version = ?"
+_SELECT_TAIL = (
+    "SELECT e.position, e.hash, c.clock_ms FROM events AS e"
+    " LEFT JOIN commits AS c ON c.last_position = e.position WHERE e.position = (SELECT max(position) FROM events)"
+)
+_INSERT_EVENT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_PART = "INSERT INTO event_parts (position, ordinal, body) VALUES (?, ?, ?)"
+_INSERT_COMMIT = (
+    "INSERT INTO commits (last_position, first_position, commit_id, time_ms, clock_ms, actor, message)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_SELECT_COMMIT_STREAMS = "SELECT stream, version FROM events WHERE position BETWEEN ? AND ? ORDER BY position"
+_SELECT_STREAM = (
+    f"SELECT {_EVENT_COLUMNS} FROM events WHERE stream = ? AND version > ? AND version <= ? ORDER BY version"
+)
+_SELECT_SINCE = f"SELECT {_EVENT_COLUMNS} FROM events WHERE position > ? AND position <= ? ORDER BY position"
+_SELECT_PARTS = "SELECT body FROM event_parts WHERE position = ? ORDER BY ordinal"
+_SELECT_PARTS_MANY = (
+    "SELECT position, body FROM event_parts WHERE position IN (SELECT value FROM json_each(?))"
+    " ORDER BY position, ordinal"
+)
+_SELECT_POSITION_AT = (
+    "SELECT last_position FROM commits WHERE clock_ms <= ? ORDER BY clock_ms DESC, last_position DESC LIMIT 1"
+)
+_PUT_CHECKPOINT = "INSERT OR REPLACE INTO checkpoints (stream, version, blob) VALUES (?, ?, ?)"
+_SELECT_CHECKPOINT = (
+    "SELECT version, blob FROM checkpoints WHERE stream = ? AND version <= ? ORDER BY version DESC LIMIT 1"
+)
+
+_str = v.instance_of(str)
+
+
+def _int(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"Cannot build {type(instance).__name__}: {attribute.name} must be an int, not {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class NewEvent:
+    """An event to append, as the engine encoded it.
+
+    ::
+
+        NewEvent(stream="t-uuid", type="snapshot-committed", type_version=1, payload='{"snapshot-id":1}',
+                 parts=('{"file-path":"a.parquet"}',))
+
+    :param stream: the stream it belongs to (must equal its :class:`StreamWrite`'s stream)
+    :param type: the stable event type name
+    :param type_version: the version of the type's payload shape (for upcasting on read)
+    :param payload: canonical JSON text
+    :param parts: bulk child records (canonical JSON text each), stored in ``event_parts`` and covered by the hash
+    """
+
+    stream: str = attrs.field(validator=_str)
+    type: str = attrs.field(validator=_str)
+    type_version: int = attrs.field(validator=_int)
+    payload: str = attrs.field(validator=_str)
+    parts: tuple[str, ...] = attrs.field(default=(), validator=v.deep_iterable(_str, v.instance_of(tuple)))
+
+
+@attrs.frozen(kw_only=True)
+class StreamWrite:
+    """The events one commit appends to one stream, and the stream version they were built on (the CAS check).
+
+    ::
+
+        StreamWrite(stream="t-uuid", expected_version=0, events=(event,))  # 0: the stream must be new
+
+    :param stream: the stream
+    :param expected_version: the stream's head the events were built on; 0 for a new stream
+    :param events: one or more events, appended as versions ``expected_version + 1, ...``
+    """
+
+    stream: str = attrs.field(validator=_str)
+    expected_version: int = attrs.field(validator=_int)
+    events: tuple[NewEvent, ...] = attrs.field(
+        validator=v.deep_iterable(v.instance_of(NewEvent), v.instance_of(tuple)))
+
+
+@attrs.frozen(kw_only=True)
+class StoredEvent:
+    """An event as the log holds it.
+
+    :param position: global position in the log (contiguous from 1)
+    :param stream: the stream
+    :param version: version within the stream (contiguous from 1)
+    :param commit_id: the commit that appended it
+    :param type: the event type name
+    :param type_version: the payload shape version
+    :param time_ms: the commit time given by the writer
+    :param actor: who committed it, if given
+    :param payload: canonical JSON text
+    :param hash: sha256 hex of this event chained to the previous one (:func:`event_hash`)
+    """
+
+    position: int
+    stream: str
+    version: int
+    commit_id: str
+    type: str
+    type_version: int
+    time_ms: int
+    actor: str | None
+    payload: str
+    hash: str
+
+
+@attrs.frozen(kw_only=True)
+class CommitResult:
+    """What a commit appended.
+
+    :param commit_id: the commit id
+    :param time_ms: the commit time as recorded
+    :param positions: the log positions of its events, in order (contiguous)
+    :param heads: ``(stream, version)`` after the commit, one per stream written, in write order
+    :param duplicate: True when the commit id had already landed and this is the stored result
+    """
+
+    commit_id: str
+    time_ms: int
+    positions: tuple[int, ...]
+    heads: tuple[tuple[str, int], ...]
+    duplicate: bool = False
+
+
+def event_hash(previous_hash: str, position: int, stream: str, version: int, commit_id: str, type: str,
+               type_version: int, time_ms: int, actor: str | None, payload: str, parts: Sequence[str]) -> str:
+    """The chained hash of one event: sha256 hex over a canonical concatenation of its fields.
+
+    Each field is UTF-8 encoded and written as ``<byte length>:<bytes>,`` (a netstring); ``None`` is written as
+    ``~,``. The fields, in order: the previous event's hash (:data:`GENESIS_HASH` for position 1), position, stream,
+    version, commit id, type, type version, time, actor, payload, the number of parts, then the sha256 hex of each
+    part in ordinal order. Integers are written in decimal. Any backend can reproduce it byte for byte.
+    """
+    fields = [previous_hash, str(position), stream, str(version), commit_id, type, str(type_version),
+              str(time_ms), actor, payload, str(len(parts))]
+    fields.extend(hashlib.sha256(part.encode()).hexdigest() for part in parts)
+    chunks = []
+    for field in fields:
+        if field is None:
+            chunks.append(b"~,")
+        else:
+            data = field.encode()
+            chunks.append(b"%d:%s," % (len(data), data))
+    return hashlib.sha256(b"".join(chunks)).hexdigest()
+
+
+class Log:
+    """The append-only event log of one catalog, in one SQLite file (WAL mode).
+
+    ::
+
+        with Log.open(warehouse / "catalog.db") as log:
+            event = NewEvent(stream="t1", type="table-created", type_version=1, payload="{}")
+            result = log.commit("c-1", (StreamWrite(stream="t1", expected_version=0, events=(event,)),),
+                                time_ms=1_700_000_000_000, actor="etl")
+            log.head("t1")         # 1
+            log.read_stream("t1")  # [StoredEvent(position=1, ...)]
+
+    One ``Log`` owns one ``sqlite3`` connection (autocommit mode, explicit transactions); use one per thread or
+    process. Several processes may commit to the same file at once: :meth:`transaction` takes the write lock with
+    ``BEGIN IMMEDIATE`` and waits up to ``busy_timeout_ms`` for it.
+
+    :param path: the SQLite file; its parent directory is created
+    :param synchronous: ``PRAGMA synchronous``: "FULL" (fsync the WAL on every commit), "NORMAL", "OFF" or "EXTRA"
+    :param busy_timeout_ms: how long to wait for another writer's lock before :class:`LogBusy`
+    """
+
+    def __init__(self, path: str | PathLike[str], *, synchronous: str = "FULL", busy_timeout_ms: int = 30_000
+                 ) -> None:
+        mode = str(synchronous).upper()
+        if mode not in SYNCHRONOUS_MODES:
+            raise LogError(f"Cannot open the log: synchronous must be one of {SYNCHRONOUS_MODES}, "
+                           f"not {synchronous!r}")
+        self.path = Path(path)
+        self._closed = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            conn.execute(f"PRAGMA synchronous = {mode}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            #: the sqlite-utils view of the same connection; other layers add their derived tables through it
+            self.db = sqlite_utils.Database(conn, execute_plugins=False)
+            self._conn = conn
+            self.db.enable_wal()
+            with self.transaction():
+                self._create_schema()
+        except sqlite3.OperationalError as e:
+            conn.close()
+            if e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise LogBusy(f"Cannot open the log: {self.path} is locked ({e})") from e
+            raise LogError(f"Cannot open the log: {self.path} ({e})") from e
+        except BaseException:
+            conn.close()
+            raise
+
+    @classmethod
+    def open(cls, path: str | PathLike[str], *, synchronous: str = "FULL", busy_timeout_ms: int = 30_000) -> Log:
+        """Open (and create if needed) the log at ``path``; the same as ``Log(path, ...)``.
+
+        :param path: the SQLite file; its parent directory is created
+        :param synchronous: "FULL" (default), "NORMAL", "OFF" or "EXTRA"
+        :param busy_timeout_ms: how long to wait for another writer's lock
+        """
+        return cls(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
+
+    def _create_schema(self) -> None:
+        db = self.db
+        db["events"].create(
+            {"position": int, "stream": str, "version": int, "commit_id": str, "type": str, "type_version": int,
+             "time_ms": int, "actor": str, "payload": str, "hash": str},
+            pk="position",
+            not_null={"stream", "version", "commit_id", "type", "type_version", "time_ms", "payload", "hash"},
+            strict=True, if_not_exists=True)
+        db["events"].create_index(["stream", "version"], index_name="events_stream_version", unique=True,
+                                  if_not_exists=True)
+        db["event_parts"].create(
+            {"position": int, "ordinal": int, "body": str},
+            pk=("position", "ordinal"), not_null={"position", "ordinal", "body"},
+            foreign_keys=[("position", "events", "position")], strict=True, if_not_exists=True)
+        db["commits"].create(
+            {"last_position": int, "first_position": int, "commit_id": str, "time_ms": int, "clock_ms": int,
+             "actor": str, "message": str},
+            pk="last_position", not_null={"first_position", "commit_id", "time_ms", "clock_ms"},
+            strict=True, if_not_exists=True)
+        db["commits"].create_index(["commit_id"], index_name="commits_commit_id", unique=True, if_not_exists=True)
+        db["commits"].create_index(["clock_ms"], index_name="commits_clock_ms", if_not_exists=True)
+        db["checkpoints"].create(
+            {"stream": str, "version": int, "blob": bytes},
+            pk=("stream", "version"), not_null={"stream", "version", "blob"}, strict=True, if_not_exists=True)
+        for table in PROTECTED_TABLES:
+            for action in ("UPDATE", "DELETE"):
+                db.execute(
+                    f"CREATE TRIGGER IF NOT EXISTS {table}_no_{action.lower()} BEFORE {action} ON {table}"
+                    f" BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}'); END")
+
+    def _live(self) -> sqlite3.Connection:
+        if self._closed:
+            raise LogClosed(f"Cannot use the log: {self.path} is closed")
+        return self._conn
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """Run a block in one write transaction and yield the ``sqlite3`` connection.
+
+        ::
+
+            with log.transaction() as conn:
+                conn.execute("INSERT INTO my_index ...")
+
+        The outermost block issues ``BEGIN IMMEDIATE`` (the write lock is taken before anything is read, which the
+        compare-and-swap needs), commits at the end, and rolls back and re-raises on any error. Nested blocks use a
+        savepoint. Cleanup runs only while the transaction is still open, so the first error is the one you see.
+
+        :raises LogBusy: the write lock was not free within the busy timeout
+        """
+        conn = self._live()
+        if conn.in_transaction:
+            conn.execute(f"SAVEPOINT {_SAVEPOINT}")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute(f"ROLLBACK TO {_SAVEPOINT}")
+                    conn.execute(f"RELEASE {_SAVEPOINT}")
+                raise
+            conn.execute(f"RELEASE {_SAVEPOINT}")
+            return
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            if e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise LogBusy(f"Cannot begin a write transaction: {self.path} is locked ({e})") from e
+            raise LogError(f"Cannot begin a write transaction: {self.path} ({e})") from e
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise LogError(f"Cannot commit the transaction: {self.path} ({e})") from e
+
+    def commit(self, commit_id: str, writes: Sequence[StreamWrite], *, time_ms: int, actor: str | None = None,
+               message: str | None = None, after: Callable[[sqlite3.Connection], None] | None = None
+               ) -> CommitResult:
+        """Append the events of one or more streams atomically, if every stream is still where the writer left it.
+
+        ::
+
+            write = StreamWrite(stream="t1", expected_version=log.head("t1"), events=(event,))
+            try:
+                result = log.commit(commit_id, (write,), time_ms=now_ms, actor="etl", message="nightly load")
+            except StreamVersionConflict as e:
+                ...  # reload, re-validate against what landed since, rebuild, retry with the same commit id
+
+        In one ``BEGIN IMMEDIATE`` transaction: if ``commit_id`` already landed, nothing is written and the stored
+        result comes back with ``duplicate=True`` (so re-sending a commit whose outcome is unknown is safe); every
+        stream's head is checked against its ``expected_version``; the events are appended at the next positions
+        and versions, each hash chained to the previous event; the parts and a ``commits`` row are written; then
+        ``after(conn)`` runs inside the same transaction (for derived rows; if it raises, nothing is committed).
+
+        :param commit_id: unique id of this commit (the idempotency key)
+        :param writes: one :class:`StreamWrite` per stream, each with at least one event, no stream twice
+        :param time_ms: commit time in milliseconds since the epoch, taken once by the caller
+        :param actor: who commits (stored on every event and on the commit)
+        :param message: free text for the audit trail (stored on the commit)
+        :param after: called with the ``sqlite3`` connection inside the transaction, after the events are written
+        :raises StreamVersionConflict: a stream is not at its expected version; names the commit that got there first
+        :raises InvalidWrite: the request is malformed, or the commit id landed with a different write
+        :raises LogBusy: the write lock was not free within the busy timeout
+        """
+        conn = self._live()
+        _check_commit(commit_id, writes, time_ms, actor, message)
+        with self.transaction():
+            stored = conn.execute(_SELECT_COMMIT, (commit_id,)).fetchone()
+            if stored is not None:
+                return self._resent(conn, commit_id, stored, writes)
+            for write in writes:
+                row = conn.execute(_SELECT_HEAD, (write.stream,)).fetchone()
+                head = row[0] if row is not None else 0
+                if head != write.expected_version:
+                    winner = None
+                    if head > write.expected_version:
+                        winner = conn.execute(_SELECT_COMMIT_AT,
+                                              (write.stream, write.expected_version + 1)).fetchone()[0]
+                    raise StreamVersionConflict(stream=write.stream, expected_version=write.expected_version,
+                                                actual_version=head, winner_commit_id=winner, commit_id=commit_id)
+            tail = conn.execute(_SELECT_TAIL).fetchone()
+            position, previous_hash, clock_ms = tail if tail is not None else (0, GENESIS_HASH, None)
+            first_position = position + 1
+            event_rows = []
+            part_rows = []
+            heads = []
+            for write in writes:
+                version = write.expected_version
+                for event in write.events:
+                    position += 1
+                    version += 1
+                    previous_hash = event_hash(previous_hash, position, write.stream, version, commit_id, event.type,
+                                               event.type_version, time_ms, actor, event.payload, event.parts)
+                    event_rows.append((position, write.stream, version, commit_id, event.type, event.type_version,
+                                       time_ms, actor, event.payload, previous_hash))
+                    if event.parts:
+                        part_rows.extend((position, ordinal, part) for ordinal, part in enumerate(event.parts))
+                heads.append((write.stream, version))
+            clock_ms = time_ms if clock_ms is None or clock_ms < time_ms else clock_ms
+            try:
+                conn.executemany(_INSERT_EVENT, event_rows)
+                if part_rows:
+                    conn.executemany(_INSERT_PART, part_rows)
+                conn.execute(_INSERT_COMMIT, (position, first_position, commit_id, time_ms, clock_ms, actor, message))
+            except sqlite3.IntegrityError as e:
+                raise LogIntegrityError(position=first_position,
+                                        reason=f"cannot append commit {commit_id!r} ({e})") from e
+            if after is not None:
+                after(conn)
+        return CommitResult(commit_id=commit_id, time_ms=time_ms, positions=tuple(range(first_position, position + 1)),
+                            heads=tuple(heads), duplicate=False)
+
+    def _resent(self, conn: sqlite3.Connection, commit_id: str, stored: tuple[int, int, int],
+                writes: Sequence[StreamWrite]) -> CommitResult:
+        result, spans = self._stored_result(conn, commit_id, stored)
+        sent = {write.stream: (write.expected_version, write.expected_version + len(write.events))
+                for write in writes}
+        if sent != spans:
+            raise InvalidWrite(f"Cannot commit {commit_id!r}: that commit id already landed with a different write "
+                               f"(streams and versions {sorted(spans.items())})")
+        return attrs.evolve(result, duplicate=True)
+
+    @staticmethod
+    def _stored_result(conn: sqlite3.Connection, commit_id: str, stored: tuple[int, int, int]
+                       ) -> tuple[CommitResult, dict[str, tuple[int, int]]]:
+        first_position, last_position, time_ms = stored
+        spans: dict[str, tuple[int, int]] = {}
+        for stream, version in conn.execute(_SELECT_COMMIT_STREAMS, (first_position, last_position)):
+            base = spans[stream][0] if stream in spans else version - 1
+            spans[stream] = (base, version)
+        result = CommitResult(commit_id=commit_id, time_ms=time_ms,
+                              positions=tuple(range(first_position, last_position + 1)),
+                              heads=tuple((stream, span[1]) for stream, span in spans.items()))
+        return result, spans
+
+    def commit_of(self, commit_id: str) -> CommitResult | None:
+        """The result of a commit that landed, or ``None``.
+
+        :param commit_id: the commit id
+        """
+        conn = self._live()
+        stored = conn.execute(_SELECT_COMMIT, (commit_id,)).fetchone()
+        if stored is None:
+            return None
+        return self._stored_result(conn, commit_id, stored)[0]
+
+    def head(self, stream: str) -> int:
+        """The stream's current version (0 when it has no events).
+
+        :param stream: the stream
+        """
+        row = self._live().execute(_SELECT_HEAD, (stream,)).fetchone()
+        return row[0] if row is not None else 0
+
+    def heads(self, streams: Iterable[str]) -> dict[str, int]:
+        """The current version of each stream (0 for streams without events), in one query.
+
+        :param streams: the streams
+        """
+        rows = self._live().execute(_SELECT_HEADS, (json.dumps(list(streams)),))
+        return {stream: version or 0 for stream, version in rows}
+
+    def read_stream(self, stream: str, after_version: int = 0, up_to_version: int | None = None
+                    ) -> list[StoredEvent]:
+        """The stream's events with ``after_version < version <= up_to_version``, in version order.
+
+        :param stream: the stream
+        :param after_version: read events after this version (0: from the start)
+        :param up_to_version: last version to read (``None``: to the head)
+        """
+        limit = _NO_LIMIT if up_to_version is None else up_to_version
+        rows = self._live().execute(_SELECT_STREAM, (stream, after_version, limit))
+        return [_stored_event(row) for row in rows]
+
+    def read_since(self, after_position: int = 0, up_to_position: int | None = None) -> list[StoredEvent]:
+        """The whole log's events with ``after_position < position <= up_to_position``, in log order.
+
+        :param after_position: read events after this position (0: from the start)
+        :param up_to_position: last position to read (``None``: to the end)
+        """
+        limit = _NO_LIMIT if up_to_position is None else up_to_position
+        rows = self._live().execute(_SELECT_SINCE, (after_position, limit))
+        return [_stored_event(row) for row in rows]
+
+    def read_parts(self, position: int) -> list[str]:
+        """The parts of the event at ``position``, in ordinal order.
+
+        :param position: the event's log position
+        """
+        return [body for (body,) in self._live().execute(_SELECT_PARTS, (position,))]
+
+    def read_parts_many(self, positions: Iterable[int]) -> dict[int, list[str]]:
+        """The parts of several events in one query: ``{position: [part, ...]}`` (an empty list when none).
+
+        :param positions: the events' log positions
+        """
+        wanted = list(positions)
+        parts: dict[int, list[str]] = {position: [] for position in wanted}
+        for position, body in self._live().execute(_SELECT_PARTS_MANY, (json.dumps(wanted),)):
+            parts[position].append(body)
+        return parts
+
+    def position_at(self, time_ms: int) -> int:
+        """The last position of the longest log prefix whose commits all have ``time_ms <= time_ms`` (0: none).
+
+        When writers' clocks agree this is simply the last position with ``time_ms <= t``. When a commit carries an
+        earlier time than one before it, it counts from the time of that earlier commit, so the answer is always a
+        prefix of the log (one index seek on ``commits.clock_ms``).
+
+        :param time_ms: wall-clock time in milliseconds since the epoch
+        """
+        row = self._live().execute(_SELECT_POSITION_AT, (time_ms,)).fetchone()
+        return row[0] if row is not None else 0
+
+    def put_checkpoint(self, stream: str, version: int, blob: bytes) -> None:
+        """Store a derived checkpoint of a stream at a version (replacing one stored there before).
+
+        Checkpoints are not part of the log: not hashed, not protected, deletable, rebuildable.
+
+        :param stream: the stream
+        :param version: the version the blob reflects (1 to the stream's head)
+        :param blob: the checkpoint bytes
+        """
+        with self.transaction() as conn:
+            row = conn.execute(_SELECT_HEAD, (stream,)).fetchone()
+            head = row[0] if row is not None else 0
+            if not 0 < version <= head:
+                raise InvalidWrite(f"Cannot store a checkpoint: stream {stream!r} has no version {version} "
+                                   f"(head {head})")
+            conn.execute(_PUT_CHECKPOINT, (stream, version, blob))
+
+    def checkpoint_at_or_before(self, stream: str, version: int) -> tuple[int, bytes] | None:
+        """The latest checkpoint of the stream at or before ``version``, as ``(version, blob)``, or ``None``.
+
+        :param stream: the stream
+        :param version: the highest version wanted
+        """
+        row = self._live().execute(_SELECT_CHECKPOINT, (stream, version)).fetchone()
+        return (row[0], row[1]) if row is not None else None
+
+    def verify(self) -> list[str]:
+        """Recompute the whole hash chain (parts included) and check the log's invariants; list every problem.
+
+        Checks: positions contiguous from 1, versions contiguous per stream, every event's hash, part ordinals
+        contiguous and every part belonging to an event, and every event inside the commit row that names it.
+        An empty list means the log is intact. Reads one consistent snapshot; O(log) by nature, so not for hot paths.
+        """
+        conn = self._live()
+        problems: list[str] = []
+        own_snapshot = not conn.in_transaction
+        if own_snapshot:
+            conn.execute("BEGIN")
+        try:
+            events = conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY position")
+            parts = conn.cursor().execute("SELECT position, ordinal, body FROM event_parts ORDER BY position, ordinal")
+            commits = conn.cursor().execute(
+                "SELECT first_position, last_position, commit_id FROM commits ORDER BY last_position")
+            part = parts.fetchone()
+            commit = commits.fetchone()
+            commit_matched = False
+            previous_hash = GENESIS_HASH
+            expected_position = 1
+            versions: dict[str, int] = {}
+            for position, stream, version, commit_id, type_, type_version, time_ms, actor, payload, hash_ in events:
+                if position != expected_position:
+                    problems.append(f"position {position}: expected position {expected_position} (a gap)")
+                expected_position = position + 1
+                if version != versions.get(stream, 0) + 1:
+                    problems.append(f"position {position}: stream {stream!r} version {version} follows "
+                                    f"version {versions.get(stream, 0)}")
+                versions[stream] = version
+                bodies = []
+                while part is not None and part[0] <= position:
+                    if part[0] < position:
+                        problems.append(f"position {part[0]}: part {part[1]} belongs to no event")
+                    else:
+                        if part[1] != len(bodies):
+                            problems.append(f"position {position}: part ordinal {part[1]}, expected {len(bodies)}")
+                        bodies.append(part[2])
+                    part = parts.fetchone()
+                computed = event_hash(previous_hash, position, stream, version, commit_id, type_, type_version,
+                                      time_ms, actor, payload, bodies)
+                if computed != hash_:
+                    problems.append(f"position {position}: hash does not match the event (the chain breaks here)")
+                previous_hash = hash_
+                while commit is not None and commit[1] < position:
+                    if not commit_matched:
+                        problems.append(f"commit {commit[2]!r}: positions {commit[0]}..{commit[1]} hold none of "
+                                        f"its events")
+                    commit, commit_matched = commits.fetchone(), False
+                if commit is None or not commit[0] <= position <= commit[1] or commit[2] != commit_id:
+                    problems.append(f"position {position}: not inside the row of commit {commit_id!r}")
+                else:
+                    commit_matched = True
+            while part is not None:
+                problems.append(f"position {part[0]}: part {part[1]} belongs to no event")
+                part = parts.fetchone()
+            while commit is not None:
+                if not commit_matched:
+                    problems.append(f"commit {commit[2]!r}: positions {commit[0]}..{commit[1]} hold none of "
+                                    f"its events")
+                commit, commit_matched = commits.fetchone(), False
+        finally:
+            if own_snapshot:
+                conn.execute("COMMIT")
+        return problems
+
+    def close(self) -> None:
+        """Close the connection; later calls raise :class:`LogClosed`. Closing twice is harmless."""
+        if not self._closed:
+            self._closed = True
+            self._conn.close()
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Log({str(self.path)!r})"
+
+
+def _stored_event(row: tuple) -> StoredEvent:
+    position, stream, version, commit_id, type_, type_version, time_ms, actor, payload, hash_ = row
+    return StoredEvent(position=position, stream=stream, version=version, commit_id=commit_id, type=type_,
+                       type_version=type_version, time_ms=time_ms, actor=actor, payload=payload, hash=hash_)
+
+
+def _check_commit(commit_id: str, writes: Sequence[StreamWrite], time_ms: int, actor: str | None,
+                  message: str | None) -> None:
+    if not isinstance(commit_id, str) or not commit_id:
+        raise InvalidWrite(f"Cannot commit: the commit id must be a non-empty string, not {commit_id!r}")
+    if not isinstance(time_ms, int) or isinstance(time_ms, bool):
+        raise InvalidWrite(f"Cannot commit {commit_id!r}: time_ms must be an int, not {time_ms!r}")
+    if actor is not None and not isinstance(actor, str):
+        raise InvalidWrite(f"Cannot commit {commit_id!r}: actor must be a string, not {actor!r}")
+    if message is not None and not isinstance(message, str):
+        raise InvalidWrite(f"Cannot commit {commit_id!r}: message must be a string, not {message!r}")
+    if not writes:
+        raise InvalidWrite(f"Cannot commit {commit_id!r}: no stream writes (an empty commit never reaches the log)")
+    seen = set()
+    for write in writes:
+        if not isinstance(write, StreamWrite):
+            raise InvalidWrite(f"Cannot commit {commit_id!r}: {write!r} is not a StreamWrite")
+        if write.stream in seen:
+            raise InvalidWrite(f"Cannot commit {commit_id!r}: stream {write.stream!r} is written twice")
+        seen.add(write.stream)
+        if write.expected_version < 0:
+            raise InvalidWrite(f"Cannot commit {commit_id!r}: expected version {write.expected_version} "
+                               f"of stream {write.stream!r} is negative")
+        if not write.events:
+            raise InvalidWrite(f"Cannot commit {commit_id!r}: the write to stream {write.stream!r} has no events")
+        for event in write.events:
+            if event.stream != write.stream:
+                raise InvalidWrite(f"Cannot commit {commit_id!r}: an event of stream {event.stream!r} is in the "
+                                   f"write to stream {write.stream!r}")

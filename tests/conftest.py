@@ -1,0 +1,80 @@
+"""Fixtures shared by the whole suite: one Spark session per run, per-test warehouses and Hadoop catalogs.
+
+Layer: tests (may import every icelog package and tools/).
+
+Usage::
+
+    def test_spark_reads_it(spark, tmp_warehouse, warehouse_catalog):
+        ...                                   # write a table under tmp_warehouse / "db" / "events"
+        spark.sql(f"SELECT * FROM {warehouse_catalog}.db.events")
+
+The whole run uses UTC (TZ is set before anything starts), so Spark, Python and the JVM agree on timestamps.
+Tests that request `spark` get the `spark` marker: `pytest -m "not spark"` runs the suite without a JVM,
+and ICELOG_SKIP_SPARK=1 skips them instead of failing when no Java is at hand.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+os.environ["TZ"] = "UTC"
+time.tzset()
+
+_SPARK_START_SECONDS = pytest.StashKey[float]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    seconds = config.stash.get(_SPARK_START_SECONDS, None)
+    if seconds is not None:
+        terminalreporter.write_line(f"icelog: Spark session started in {seconds:.1f}s")
+
+
+@pytest.fixture(scope="session")
+def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """The one local[2] Spark session of the run, with the Iceberg runtime and SQL extensions.
+
+    Shared by every test: register catalogs with `warehouse_catalog` / `tools.spark.hadoop_catalog`
+    instead of changing session-wide settings, and do not `USE` a catalog.
+    """
+    if os.environ.get("ICELOG_SKIP_SPARK") == "1":
+        pytest.skip("ICELOG_SKIP_SPARK=1")
+    from tools.spark import local_session
+
+    started = time.perf_counter()
+    session = local_session(None, app_name="icelog-tests", scratch_dir=tmp_path_factory.mktemp("spark"))
+    request.config.stash[_SPARK_START_SECONDS] = time.perf_counter() - started
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def tmp_warehouse(tmp_path: Path) -> Path:
+    """An empty warehouse folder of this test."""
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    return warehouse
+
+
+@pytest.fixture
+def warehouse_catalog(spark: SparkSession, tmp_warehouse: Path) -> str:
+    """The name of a fresh Iceberg Hadoop catalog on `tmp_warehouse` in the shared session (tables not cached)."""
+    from tools.spark import hadoop_catalog
+
+    return hadoop_catalog(spark, tmp_warehouse)

@@ -1,0 +1,235 @@
+"""Benchmarks: latency of a 1-file append as a table grows, icelog against PyIceberg's SqlCatalog. Prints JSON.
+
+Layer: tools. Run ``tools/run bench`` (or ``python -m tools.bench --help``). For each size
+(existing files, built in commits of 100), it times 1-file appends three ways on icelog: the
+log commit alone, the commit with synchronous projection (manifest, manifest list,
+metadata.json, hint, pointer), and ``append_files`` end to end (footer read included); then the
+same appends through PyIceberg's SqlCatalog on SQLite (``add_files``), and PyIceberg's fast
+append (``table.append``) at the first commits and after 200 commits, against icelog's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+BUILD_COMMIT_FILES = 100
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+
+    def pick(q: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+    return {"p50": round(statistics.median(ordered), 3), "p95": round(pick(0.95), 3), "n": len(ordered)}
+
+
+def timed(fn: Callable[[], Any], samples: int) -> list[float]:
+    out = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def small_table(i: int) -> pa.Table:
+    return pa.table({"id": pa.array([i, i + 1], pa.int64()), "name": pa.array(["a", "b"])})
+
+
+def write_files(folder: str, count: int) -> list[str]:
+    """``count`` real one-row-group Parquet files (PyIceberg's add_files reads every footer)."""
+    os.makedirs(folder, exist_ok=True)
+    template = os.path.join(folder, "template.parquet")
+    pq.write_table(small_table(0), template)
+    paths = []
+    for i in range(count):
+        p = os.path.join(folder, f"f-{i:06d}.parquet")
+        shutil.copyfile(template, p)
+        paths.append(p)
+    return paths
+
+
+# ---------------------------------------------------------------- icelog
+
+
+def bench_icelog(root: str, sizes: list[int], samples: int, files: list[str]) -> dict[str, Any]:
+    from engine import Catalog
+    from engine.operations.append import append_events, new_snapshot_id
+    from engine.operations.commit import RetryPolicy, commit_streams
+    from engine.parquet_files import read_data_file
+
+    out: dict[str, Any] = {}
+    for size in sizes:
+        warehouse = os.path.join(root, f"icelog-{size}")
+        cat = Catalog.open(warehouse, project=True)
+        cat.create_namespace("db")
+        table = cat.create_table("db.t", schema=small_table(0).schema)
+        state = table.state
+        template = read_data_file(files[0], state.schema, spec_id=0, partition=())
+
+        def data_file(i: int) -> Any:
+            import attrs
+            return attrs.evolve(template, file_path=f"{table.location}/data/synthetic-{i:07d}.parquet")
+
+        counter = iter(range(10**9))
+
+        def commit(n: int) -> None:
+            fs = [data_file(next(counter)) for _ in range(n)]
+            sid = new_snapshot_id()
+            commit_streams(cat.store, lambda ctx: [(table.uuid, cat.store.table(table.uuid).version,
+                                                    append_events(cat.store.table(table.uuid), fs, ctx,
+                                                                  snapshot_id=sid))],
+                           policy=RetryPolicy())
+
+        built = 0
+        build_start = time.perf_counter()
+        while built < size:
+            n = min(BUILD_COMMIT_FILES, size - built)
+            commit(n)
+            table.publish()
+            built += n
+        build_s = time.perf_counter() - build_start
+
+        commit_only = timed(lambda: commit(1), samples)
+        table.publish()
+
+        def commit_and_project() -> None:
+            commit(1)
+            table.publish()
+
+        with_projection = timed(commit_and_project, samples)
+        end_to_end = timed(lambda: table.append_files([files[1]]), samples)
+        out[str(size)] = {
+            "log_commit_ms": percentiles(commit_only),
+            "commit_and_sync_projection_ms": percentiles(with_projection),
+            "append_files_end_to_end_ms": percentiles(end_to_end),
+            "build_seconds": round(build_s, 2),
+        }
+        cat.close()
+    return out
+
+
+def bench_icelog_history(root: str, commits: int, samples: int, files: list[str]) -> dict[str, Any]:
+    """icelog's append (data written, committed, projected) at the first commits and after ``commits``."""
+    from engine import Catalog
+
+    cat = Catalog.open(os.path.join(root, "icelog-history"))
+    cat.create_namespace("db")
+    table = cat.create_table("db.t", schema=small_table(0).schema)
+    first = timed(lambda: table.append(small_table(1)), samples)
+    for i in range(commits - samples):
+        table.append(small_table(i))
+    later = timed(lambda: table.append(small_table(2)), samples)
+    cat.close()
+    return {"append_first_commits_ms": percentiles(first), f"append_after_{commits}_commits_ms": percentiles(later)}
+
+
+# ---------------------------------------------------------------- PyIceberg
+
+
+def _pyiceberg_table(warehouse: str, name: str) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    os.makedirs(warehouse, exist_ok=True)
+    cat = SqlCatalog("bench", uri=f"sqlite:///{warehouse}/pyiceberg.db", warehouse=f"file://{warehouse}")
+    try:
+        cat.create_namespace("db")
+    except Exception:  # noqa: BLE001 - already there from an earlier size
+        pass
+    return cat.create_table(f"db.{name}", schema=small_table(0).schema)
+
+
+def bench_pyiceberg(root: str, sizes: list[int], samples: int, files: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    cursor = 0
+    for size in sizes:
+        table = _pyiceberg_table(os.path.join(root, "pyiceberg"), f"t{size}")
+        built = 0
+        build_start = time.perf_counter()
+        while built < size:
+            n = min(BUILD_COMMIT_FILES, size - built)
+            table.add_files(files[cursor:cursor + n])
+            cursor += n
+            built += n
+        build_s = time.perf_counter() - build_start
+
+        def add_one() -> None:
+            nonlocal cursor
+            table.add_files([files[cursor]])
+            cursor += 1
+
+        out[str(size)] = {"add_files_ms": percentiles(timed(add_one, samples)), "build_seconds": round(build_s, 2)}
+    return out
+
+
+def bench_pyiceberg_history(root: str, commits: int, samples: int) -> dict[str, Any]:
+    table = _pyiceberg_table(os.path.join(root, "pyiceberg-history"), "history")
+    first = timed(lambda: table.append(small_table(1)), samples)
+    for i in range(commits - samples):
+        table.append(small_table(i))
+    later = timed(lambda: table.append(small_table(2)), samples)
+    return {"append_first_commits_ms": percentiles(first), f"append_after_{commits}_commits_ms": percentiles(later)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="icelog bench", description=__doc__)
+    parser.add_argument("--sizes", default="10,1000,10000", help="existing file counts (comma-separated)")
+    parser.add_argument("--samples", type=int, default=50, help="timed appends per measurement")
+    parser.add_argument("--history", type=int, default=200, help="commits before the 'after N commits' figure")
+    parser.add_argument("--skip-pyiceberg", action="store_true")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    warnings.filterwarnings("ignore")
+    root = tempfile.mkdtemp(prefix="icelog-bench-")
+    try:
+        needed = sum(sizes) + 3 * args.samples * len(sizes) + 10
+        files = write_files(os.path.join(root, "files"), needed)
+        result: dict[str, Any] = {
+            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+            "settings": {"sizes": sizes, "samples": args.samples, "build_commit_files": BUILD_COMMIT_FILES,
+                         "sqlite_synchronous": "FULL"},
+            "icelog": {"append_1_file": bench_icelog(root, sizes, args.samples, files),
+                       "history": bench_icelog_history(root, args.history, args.samples, files)},
+        }
+        if not args.skip_pyiceberg:
+            result["pyiceberg"] = {"add_files_1_file": bench_pyiceberg(root, sizes, args.samples, files),
+                                   "history": bench_pyiceberg_history(root, args.history, args.samples)}
+            result["speedup"] = speedups(result, sizes, args.history)
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def speedups(result: dict[str, Any], sizes: list[int], history: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    ice = result["icelog"]["append_1_file"]
+    py = result["pyiceberg"]["add_files_1_file"]
+    for size in sizes:
+        k = str(size)
+        out[f"log_commit_vs_pyiceberg_add_files_p50_at_{k}"] = round(
+            py[k]["add_files_ms"]["p50"] / ice[k]["log_commit_ms"]["p50"], 1)
+        out[f"commit_and_projection_vs_pyiceberg_add_files_p50_at_{k}"] = round(
+            py[k]["add_files_ms"]["p50"] / ice[k]["commit_and_sync_projection_ms"]["p50"], 1)
+    key = f"append_after_{history}_commits_ms"
+    out[f"append_vs_pyiceberg_append_p50_after_{history}_commits"] = round(
+        result["pyiceberg"]["history"][key]["p50"] / result["icelog"]["history"][key]["p50"], 1)
+    return out
+
+
+if __name__ == "__main__":
+    main()
