@@ -54,6 +54,7 @@ def run_demo(warehouse: str) -> None:
                   f"total {snap.summary_value('total-records')} rows")
         print(f"metadata: {table.metadata_location}")
         snapshots = table.snapshots()
+        location = table.location
         print("log:")
         for e in cat.log.read_stream(table.uuid):
             print(f"  position {e.position} version {e.version} {e.type} commit {e.commit_id}")
@@ -64,7 +65,6 @@ def run_demo(warehouse: str) -> None:
 
     spark = local_session(warehouse)
     try:
-        location = table.location
         print(f"Spark reads {location} by path:")
         for snap in snapshots:
             n = spark.read.format("iceberg").option("snapshot-id", snap.snapshot_id).load(location).count()

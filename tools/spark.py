@@ -25,6 +25,7 @@ import shutil
 import sys
 import tempfile
 import uuid
+from collections.abc import Mapping
 from importlib import util as importlib_util
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -128,6 +129,8 @@ def local_session(
     log_level: str = "WARN",
     driver_memory: str = "1g",
     shuffle_partitions: int = 2,
+    java_options: str = "",
+    extra_conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """Start a local Spark session (``local[2]``) with the Iceberg runtime and SQL extensions.
 
@@ -143,6 +146,8 @@ def local_session(
     :param log_level: root log level of the JVM (``WARN`` or ``ERROR`` in practice).
     :param driver_memory: ``spark.driver.memory``.
     :param shuffle_partitions: ``spark.sql.shuffle.partitions`` (and ``spark.default.parallelism``).
+    :param java_options: extra JVM flags of the driver, appended to the log4j2 setting.
+    :param extra_conf: more Spark settings, applied last (they win over the ones above).
     :raises SparkSetupError: when Java or the jar is missing, or a SparkContext already runs in this process.
     """
     from pyspark import SparkContext
@@ -167,7 +172,7 @@ def local_session(
         .config("spark.driver.memory", driver_memory)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j2.as_uri()}")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j2.as_uri()} {java_options}".strip())
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
@@ -180,6 +185,8 @@ def local_session(
     if warehouse is not None:
         for key, value in _hadoop_catalog_conf(DEFAULT_CATALOG, warehouse).items():
             builder = builder.config(key, value)
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
 
     previous_home = os.environ.get("JAVA_HOME")
     os.environ["JAVA_HOME"] = home

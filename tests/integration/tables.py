@@ -21,8 +21,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 import struct
+import traceback
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -408,6 +409,13 @@ class Built:
     metadata_location: str
     snapshots: tuple[tuple[int, int], ...]
     sequence_numbers: tuple[int, ...] = field(default=())
+    error: str | None = None
+
+    def require(self) -> Built:
+        """This table, or a test failure carrying icelog's error when building it failed."""
+        if self.error is not None:
+            raise AssertionError(f"icelog could not build table {self.case.name}: {self.error}")
+        return self
 
     @property
     def name(self) -> str:
@@ -427,7 +435,11 @@ class Built:
 
 def build_warehouse(warehouse: Path, cases: Iterable[Case]) -> dict[str, Built]:
     """Create every case's table in one icelog catalog on ``warehouse`` (namespace ``db``), append its rows,
-    close the catalog, and describe what was written."""
+    close the catalog, and describe what was written.
+
+    A case whose create or append raises is recorded with ``error`` set (the others are still built), so the
+    tests of that table fail with icelog's error and the rest of the suite still runs.
+    """
     from engine import Catalog
 
     built: dict[str, Built] = {}
@@ -435,19 +447,27 @@ def build_warehouse(warehouse: Path, cases: Iterable[Case]) -> dict[str, Built]:
     try:
         cat.create_namespace(NAMESPACE)
         for case in cases:
-            table = cat.create_table(f"{NAMESPACE}.{case.name}", schema=case.data.schema,
-                                     partition_by=list(case.partition_by), properties=dict(case.properties),
-                                     format_version=case.format_version)
-            snapshots, sequence_numbers, rows = [], [], 0
-            for chunk in case.chunks():
-                snapshot = table.append(chunk)
-                assert snapshot is not None, f"{case.name}: append of {chunk.num_rows} rows made no snapshot"
-                rows += chunk.num_rows
-                snapshots.append((snapshot.snapshot_id, rows))
-                sequence_numbers.append(snapshot.sequence_number)
-            built[case.name] = Built(case=case, warehouse=warehouse, location=table.location,
-                                     metadata_location=table.metadata_location, snapshots=tuple(snapshots),
-                                     sequence_numbers=tuple(sequence_numbers))
+            snapshots: list[tuple[int, int]] = []
+            sequence_numbers: list[int] = []
+            error = None
+            location = metadata_location = ""
+            try:
+                table = cat.create_table(f"{NAMESPACE}.{case.name}", schema=case.data.schema,
+                                         partition_by=list(case.partition_by), properties=dict(case.properties),
+                                         format_version=case.format_version)
+                rows = 0
+                for chunk in case.chunks():
+                    snapshot = table.append(chunk)
+                    assert snapshot is not None, f"append of {chunk.num_rows} rows made no snapshot"
+                    rows += chunk.num_rows
+                    snapshots.append((snapshot.snapshot_id, rows))
+                    sequence_numbers.append(snapshot.sequence_number)
+                location, metadata_location = table.location, table.metadata_location
+            except Exception as e:  # noqa: BLE001 - reported by every test of this table
+                error = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+            built[case.name] = Built(case=case, warehouse=warehouse, location=location,
+                                     metadata_location=metadata_location, snapshots=tuple(snapshots),
+                                     sequence_numbers=tuple(sequence_numbers), error=error)
     finally:
         cat.close()
     return built
@@ -532,10 +552,15 @@ def normalise_value(value: Any, t: pa.DataType) -> Any:
     return value
 
 
-def case_ids(items: Sequence[Any]) -> list[str]:
-    return [str(i) for i in items]
+# -- one shared warehouse per test run ------------------------------------------------------------------------------
+
+_SHARED: dict[str, dict[str, Built]] = {}
 
 
-def by_name(cases: Iterable[Case]) -> Callable[[str], Case]:
-    index = {c.name: c for c in cases}
-    return index.__getitem__
+def shared_warehouse(tmp_path_factory: Any) -> dict[str, Built]:
+    """Every case of :func:`pyiceberg_cases` (a superset of the Spark cases) built once per test process in a
+    pytest temporary folder, and shared read-only by the Spark and PyIceberg modules."""
+    if "all" not in _SHARED:
+        _SHARED["all"] = build_warehouse(tmp_path_factory.mktemp("icelog-integration") / "warehouse",
+                                         pyiceberg_cases())
+    return _SHARED["all"]
