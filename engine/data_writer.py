@@ -93,9 +93,12 @@ def split_by_partition(table: pa.Table, schema: Schema, spec: PartitionSpec) -> 
     grouped = grouped.sort_by([("row_min", "ascending")])
     out = []
     for i in range(grouped.num_rows):
-        values = tuple(
-            None if (v := grouped.column(n)[i].as_py()) is None else value_from_python(f.field_type, v)
-            for n, f in zip(names, ptype.fields))
+        try:
+            values = tuple(
+                None if (v := grouped.column(n)[i].as_py()) is None else value_from_python(f.field_type, v)
+                for n, f in zip(names, ptype.fields))
+        except (OverflowError, ValueError) as e:
+            raise ValidationError(f"Cannot partition rows: a partition value is out of range ({e})") from e
         rows = grouped.column("row_list")[i].values
         out.append((values, table.take(rows)))
     return out

@@ -7,6 +7,8 @@ Java writes: record names ``manifest_entry``, ``r2`` (data_file), ``r102`` (part
 ``manifest_file``, ``r508`` (field_summary); int-keyed maps as arrays of ``k<id>_v<id>``
 records with ``logicalType: map``; a ``field-id`` on every field, ``element-id`` on arrays;
 optional fields as ``["null", T]`` with a null default. Every builder returns a fresh dict.
+Partition values of type ``fixed(L)`` are the one departure from Appendix A: they are stored as
+``bytes`` so that Iceberg Java and spec readers both read them (see :func:`partition_value_avro_type`).
 """
 
 from __future__ import annotations
@@ -247,17 +249,22 @@ def decimal_required_bytes(precision: int) -> int:
 
 
 def _fixed_name(base: str, field_id: int, used: set[str]) -> str:
-    # Avro forbids redefining a name; Java would write a bare reference, which PyIceberg cannot read,
-    # so a repeated fixed type gets a name of its own instead.
+    # Avro forbids redefining a name and Java would write a bare reference, which PyIceberg cannot
+    # resolve, so a repeated fixed type (two decimal(10, 2) fields) gets a name of its own instead.
     name = base if base not in used else f"{base}_{field_id}"
     used.add(name)
     return name
 
 
-def primitive_avro_type(t: IcebergType, *, field_id: int = 0, used_names: set[str] | None = None) -> Any:
-    """The Avro type Java writes for a primitive Iceberg type (Appendix A).
+def partition_value_avro_type(t: IcebergType, *, field_id: int = 0, used_names: set[str] | None = None) -> Any:
+    """The Avro type of a partition value of type ``t``: Appendix A, as Java writes it, with one exception.
 
-    :param t: the Iceberg type
+    ``fixed(L)`` is written as Avro ``bytes``. Iceberg Java (through 1.11, apache/iceberg#17501) writes
+    fixed partition values with a length prefix under a ``fixed`` schema and reads them back the same
+    way, so it cannot read a spec-encoded ``fixed`` value, while spec readers (PyIceberg, fastavro)
+    cannot read Java's. A ``bytes`` schema says what the bytes are, and both read it.
+
+    :param t: the partition field's result type
     :param field_id: the field's id, used only to disambiguate repeated fixed names
     :param used_names: named Avro types already defined in the enclosing schema (updated)
     """
@@ -284,9 +291,7 @@ def primitive_avro_type(t: IcebergType, *, field_id: int = 0, used_names: set[st
         return "string"
     if isinstance(t, UUIDType):
         return {"type": "fixed", "name": _fixed_name("uuid_fixed", field_id, used), "size": 16, "logicalType": "uuid"}
-    if isinstance(t, FixedType):
-        return {"type": "fixed", "name": _fixed_name(f"fixed_{t.length}", field_id, used), "size": t.length}
-    if isinstance(t, BinaryType):
+    if isinstance(t, (FixedType, BinaryType)):
         return "bytes"
     if isinstance(t, DecimalType):
         return {"type": "fixed", "name": _fixed_name(f"decimal_{t.precision}_{t.scale}", field_id, used),
@@ -327,6 +332,6 @@ def partition_avro_schema(partition_fields: Sequence[tuple[int, str, IcebergType
     for field_id, name, t in partition_fields:
         avro_name = avro_field_name(name)
         extra = {ICEBERG_FIELD_NAME_PROP: name} if avro_name != name else None
-        avro_type = primitive_avro_type(t, field_id=field_id, used_names=used)
+        avro_type = partition_value_avro_type(t, field_id=field_id, used_names=used)
         fields.append(_field_json(avro_name, avro_type, field_id, False, extra))
     return {"type": "record", "name": f"r{PARTITION_FIELD_ID}", "fields": fields}

@@ -58,9 +58,9 @@ from projections.avro_schemas import (
     DATA_FILE_IDS,
     FIELD_ID_PROP,
     FIELD_SUMMARY_IDS,
+    FORMAT_VERSIONS,
     MANIFEST_ENTRY_IDS,
     MANIFEST_FILE_IDS,
-    FORMAT_VERSIONS,
     V1_BLOCK_SIZE_IN_BYTES,
     decimal_required_bytes,
     manifest_entry_schema,
@@ -329,9 +329,12 @@ def _data_file_record(f: DataFile, format_version: int, partition: dict[str, Any
     return out
 
 
-def _entry_record(e: ManifestEntry, format_version: int, content: ManifestContent,
+def _entry_record(e: ManifestEntry, format_version: int, content: ManifestContent, spec_id: int,
                   partition: dict[str, Any], snapshot_id_for_v1: int | None) -> dict[str, Any]:
     f = e.data_file
+    if f.spec_id != spec_id:
+        raise ValidationError(f"Cannot render manifest: file {f.file_path} has partition spec {f.spec_id}, "
+                              f"the manifest is for spec {spec_id}")
     is_data = f.content == DataFileContent.DATA
     if is_data != (content == ManifestContent.DATA):
         raise ValidationError(f"Cannot render manifest: {f.content.name} file {f.file_path} does not belong "
@@ -377,7 +380,7 @@ def render_manifest(entries: Sequence[ManifestEntry], *, format_version: int, co
     :param content: DATA or DELETES (DELETES needs v2); every entry's file must match it
     :param schema_json: the table schema as JSON text (metadata key ``schema``)
     :param schema_id: the id of that schema
-    :param spec_id: the partition spec id
+    :param spec_id: the partition spec id; every entry's file must have it
     :param spec_fields_json: the spec's fields as JSON text (metadata key ``partition-spec``)
     :param partition_fields: ``(partition field id, name, result type)`` in spec order
     :param sync_marker: the 16-byte Avro sync marker (derive it from the path)
@@ -391,7 +394,7 @@ def render_manifest(entries: Sequence[ManifestEntry], *, format_version: int, co
     partition_fields = tuple(partition_fields)
     partition_schema = partition_avro_schema(partition_fields)
     write_partition = _partition_writer(partition_fields, [f["name"] for f in partition_schema["fields"]])
-    records = [_entry_record(e, format_version, content, write_partition(e.data_file.partition),
+    records = [_entry_record(e, format_version, content, spec_id, write_partition(e.data_file.partition),
                              snapshot_id_for_v1) for e in entries]
     metadata = manifest_metadata(format_version=format_version, content=content, schema_json=schema_json,
                                  schema_id=schema_id, spec_id=spec_id, spec_fields_json=spec_fields_json)

@@ -15,8 +15,9 @@ manifests' entries from the files it wrote.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
-from typing import Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import attrs
 
@@ -97,6 +98,21 @@ class MemoryIndex:
         self._lists[(table_uuid, snapshot_id)] = list(manifests)
 
 
+class OverlayIndex:
+    """Reads through to another index; keeps what this publish adds in memory until it is written in one go."""
+
+    def __init__(self, base: ManifestListIndex) -> None:
+        self.base = base
+        self.added: dict[int, list[ManifestFile]] = {}
+
+    def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None:
+        found = self.added.get(snapshot_id)
+        return found if found is not None else self.base.get(table_uuid, snapshot_id)
+
+    def put(self, table_uuid: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None:
+        self.added[snapshot_id] = list(manifests)
+
+
 class SqliteIndex:
     """The manifest-list index as a derived table in the catalog's SQLite file."""
 
@@ -113,10 +129,13 @@ class SqliteIndex:
         return None if row is None else [manifest_file_from_json(m) for m in json.loads(row[0])]
 
     def put(self, table_uuid: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None:
-        text = json.dumps([manifest_file_to_json(m) for m in manifests], separators=(",", ":"))
+        self.put_many(table_uuid, {snapshot_id: manifests})
+
+    def put_many(self, table_uuid: str, lists: Mapping[int, Sequence[ManifestFile]]) -> None:
+        rows = [(table_uuid, sid, json.dumps([manifest_file_to_json(m) for m in ms], separators=(",", ":")))
+                for sid, ms in lists.items()]
         with self.log.transaction():
-            self.log.db.execute(f"INSERT OR IGNORE INTO {self.TABLE} VALUES (?, ?, ?)",
-                                [table_uuid, snapshot_id, text])
+            self.log.db.conn.executemany(f"INSERT OR IGNORE INTO {self.TABLE} VALUES (?, ?, ?)", rows)
 
 
 # ---------------------------------------------------------------- planning a snapshot's manifests
@@ -327,12 +346,14 @@ class Projector:
         if not states:
             return None
         renderer = Renderer(self.io.read_bytes)
+        index = OverlayIndex(self.index)
         for state in states:
-            write_commit(state, renderer, self.index, changes_of, self.io.write_bytes)
+            write_commit(state, renderer, index, changes_of, self.io.write_bytes)
         newest = states[-1]
         location = layout.metadata_file(newest.location, newest.version)
         ns = ".".join(namespace)
-        with self.log.transaction():
+        with self._derived_transaction():
+            self.index.put_many(newest.table_uuid, index.added)
             if self.published_version(newest.table_uuid) >= newest.version:
                 return location  # another process got here first with the same (or a newer) version
             self.io.write_bytes(layout.version_hint_file(newest.location), str(newest.version).encode("ascii"))
@@ -346,6 +367,19 @@ class Projector:
             self.log.db.execute(f"INSERT OR REPLACE INTO {self.STATUS} VALUES (?, ?, ?)",
                                 [newest.table_uuid, newest.version, location])
         return location
+
+    @contextlib.contextmanager
+    def _derived_transaction(self) -> Iterator[None]:
+        """One write transaction for derived rows, without an fsync of its own: they are rebuildable from the log,
+        and the next log commit's fsync makes them durable anyway (WAL frames are synced in order)."""
+        db = self.log.db
+        mode = db.execute("PRAGMA synchronous").fetchone()[0]
+        db.execute("PRAGMA synchronous = NORMAL")
+        try:
+            with self.log.transaction():
+                yield
+        finally:
+            db.execute(f"PRAGMA synchronous = {int(mode)}")
 
     def publish_namespace(self, namespace: tuple[str, ...], properties: Mapping[str, str]) -> None:
         ns = ".".join(namespace)

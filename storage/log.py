@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
@@ -236,16 +237,15 @@ class Log:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             conn.execute(f"PRAGMA synchronous = {mode}")
             conn.execute("PRAGMA foreign_keys = ON")
             #: the sqlite-utils view of the same connection; other layers add their derived tables through it
             self.db = sqlite_utils.Database(conn, execute_plugins=False)
             self._conn = conn
-            self.db.enable_wal()
+            self._enable_wal(busy_timeout_ms)
             with self.transaction():
                 self._create_schema()
-        except sqlite3.OperationalError as e:
+        except sqlite3.DatabaseError as e:
             conn.close()
             if e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise LogBusy(f"Cannot open the log: {self.path} is locked ({e})") from e
@@ -263,6 +263,19 @@ class Log:
         :param busy_timeout_ms: how long to wait for another writer's lock
         """
         return cls(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
+
+    def _enable_wal(self, busy_timeout_ms: int) -> None:
+        # Switching a new file to WAL needs an exclusive lock, and SQLite answers BUSY at once (no busy handler)
+        # when several connections race to do it: retry until the busy timeout is spent.
+        deadline = time.monotonic() + busy_timeout_ms / 1000
+        while True:
+            try:
+                self.db.enable_wal()
+                return
+            except sqlite3.OperationalError as e:
+                if e.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
 
     def _create_schema(self) -> None:
         db = self.db
@@ -375,6 +388,7 @@ class Log:
         :raises LogBusy: the write lock was not free within the busy timeout
         """
         conn = self._live()
+        writes = tuple(writes)
         _check_commit(commit_id, writes, time_ms, actor, message)
         with self.transaction():
             stored = conn.execute(_SELECT_COMMIT, (commit_id,)).fetchone()
@@ -384,10 +398,8 @@ class Log:
                 row = conn.execute(_SELECT_HEAD, (write.stream,)).fetchone()
                 head = row[0] if row is not None else 0
                 if head != write.expected_version:
-                    winner = None
-                    if head > write.expected_version:
-                        winner = conn.execute(_SELECT_COMMIT_AT,
-                                              (write.stream, write.expected_version + 1)).fetchone()[0]
+                    found = conn.execute(_SELECT_COMMIT_AT, (write.stream, write.expected_version + 1)).fetchone()
+                    winner = found[0] if found is not None else None
                     raise StreamVersionConflict(stream=write.stream, expected_version=write.expected_version,
                                                 actual_version=head, winner_commit_id=winner, commit_id=commit_id)
             tail = conn.execute(_SELECT_TAIL).fetchone()

@@ -41,6 +41,9 @@ JAR_SHA256 = "c562d482dcd16b666e808b755469fbc4b2604284b41622c9d87e2c02b7cc6c5f"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 ICEBERG_SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 DEFAULT_CATALOG = "hadoop"
+# Short local runs on few cores: the C1 compiler only and a single-threaded GC start and warm up about
+# twice as fast as the default tiered C2 + G1 (measured on 2 busy cores).
+QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 _LOG4J2_TEMPLATE = """\
 status = error
@@ -104,7 +107,7 @@ def _check_sha256(path: str, size: int, mtime_ns: int) -> None:
         )
 
 
-def java_home() -> str | None:
+def java_home() -> str:
     """Return the JAVA_HOME Spark will use: $JAVA_HOME if it holds bin/java, else the home of `java` on PATH.
 
     :raises SparkSetupError: when no Java runtime can be found.
@@ -129,7 +132,7 @@ def local_session(
     log_level: str = "WARN",
     driver_memory: str = "1g",
     shuffle_partitions: int = 2,
-    java_options: str = "",
+    java_options: str = QUICK_JVM_OPTIONS,
     extra_conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """Start a local Spark session (``local[2]``) with the Iceberg runtime and SQL extensions.
@@ -146,7 +149,7 @@ def local_session(
     :param log_level: root log level of the JVM (``WARN`` or ``ERROR`` in practice).
     :param driver_memory: ``spark.driver.memory``.
     :param shuffle_partitions: ``spark.sql.shuffle.partitions`` (and ``spark.default.parallelism``).
-    :param java_options: extra JVM flags of the driver, appended to the log4j2 setting.
+    :param java_options: more JVM flags of the driver (after the log4j2 setting); "" for the JVM's defaults.
     :param extra_conf: more Spark settings, applied last (they win over the ones above).
     :raises SparkSetupError: when Java or the jar is missing, or a SparkContext already runs in this process.
     """
@@ -172,7 +175,7 @@ def local_session(
         .config("spark.driver.memory", driver_memory)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j2.as_uri()} {java_options}".strip())
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j2.as_uri()} {java_options}")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
@@ -192,8 +195,6 @@ def local_session(
     os.environ["JAVA_HOME"] = home
     try:
         session = builder.getOrCreate()
-    except Exception as e:
-        raise SparkSetupError(f"Cannot start Spark: {e}") from e
     finally:
         if previous_home is None:
             os.environ.pop("JAVA_HOME", None)

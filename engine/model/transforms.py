@@ -70,9 +70,7 @@ TRUNCATE = "truncate"
 
 _EPOCH_YEAR = 1970
 _LONG = struct.Struct("<q")
-_INT = struct.Struct("<i")
 _DOUBLE = struct.Struct("<d")
-_FLOAT = struct.Struct("<f")
 
 _LONG_HASHED = (IntegerType, LongType, DateType, TimeType, TimestampType, TimestamptzType)
 _BUCKET_SOURCES = _LONG_HASHED + (DecimalType, StringType, UUIDType, FixedType, BinaryType)
@@ -88,7 +86,8 @@ def hash_value(t: IcebergType, v: Any) -> int:
 
     int, long, date, time and timestamps hash their value as an 8-byte little-endian long; decimals their
     unscaled value's minimal big-endian two's complement; strings their UTF-8; uuids their 16 big-endian
-    bytes; fixed and binary their bytes; booleans 0/1 as a long (the spec's test value); floats and doubles the double's bits.
+    bytes; fixed and binary their bytes; booleans 0/1 as a long (the spec's test value); floats and doubles
+    the double's bits.
 
     :raises ValidationError: for a null or a type without a hash
     """

@@ -461,7 +461,8 @@ def value_from_python(t: IcebergType, x: Any) -> Any:
     ``datetime.time`` for time; ``datetime.datetime`` for timestamps (naive for timestamp; for timestamptz an
     aware one is converted to UTC and a naive one is taken as UTC); ISO strings for date, time and timestamps;
     ``Decimal``, ``int``, ``float`` (by its shortest repr) or a string for decimal, which must fit exactly;
-    ``int`` or ``Decimal`` for float and double (float values are rounded to 32 bits); a string, 16 bytes or a UUID for uuid; bytes-like values for fixed and binary.
+    ``int`` or ``Decimal`` for float and double (float values are rounded to 32 bits); a string, 16 bytes or a
+    UUID for uuid; bytes-like values for fixed and binary.
 
     :raises ValidationError: when the value does not match the type (naming the value and the type)
     """

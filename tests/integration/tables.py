@@ -374,7 +374,7 @@ def all_types_case(format_version: int, *, with_time: bool = False) -> Case:
     schema = pa.schema([f for f, _ in columns])
     data = pa.table([pa.array(values, f.type) for f, values in columns], schema=schema)
     filters = (Filter("i", "<", 0, "0"), Filter("s", "=", "hello", "'hello'"),
-               Filter("dec_big", "<", Decimal("0"), "CAST('0' AS DECIMAL(38, 10))"),
+               Filter("dec_big", "<", Decimal("0.0000000000"), "CAST('0' AS DECIMAL(38, 10))"),
                Filter("ts", "<", _ts(1970, 1, 1), "TIMESTAMP_NTZ '1970-01-01 00:00:00'"),
                Filter("u", "=", uuid.UUID(int=0), "'00000000-0000-0000-0000-000000000000'"),
                Filter("fx", "=", b"12345678", "X'3132333435363738'"),
@@ -399,7 +399,7 @@ def pyiceberg_cases() -> list[Case]:
 # -- building -------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Built:
     """A table icelog wrote: where it is, its snapshots (id, rows visible) oldest first, and its case."""
 
@@ -431,6 +431,9 @@ class Built:
 
     def __str__(self) -> str:
         return self.case.name
+
+    def __repr__(self) -> str:
+        return f"Built({self.case.name!r})"
 
 
 def build_warehouse(warehouse: Path, cases: Iterable[Case]) -> dict[str, Built]:

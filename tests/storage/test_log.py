@@ -79,6 +79,13 @@ def test_open_rejects_an_unknown_synchronous_mode(log_path):
         Log.open(log_path, synchronous="SOMETIMES")
 
 
+def test_open_refuses_a_file_that_is_not_a_database(tmp_path):
+    path = tmp_path / "catalog.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(LogError, match="Cannot open the log: .*catalog.db"):
+        Log.open(path)
+
+
 def test_reopen_keeps_events_and_continues_the_chain(log_path):
     with Log.open(log_path) as log:
         log.commit("c1", (write("s", 0),), time_ms=1)
@@ -489,9 +496,33 @@ def test_processes_committing_concurrently_all_land_with_contiguous_versions(log
         events = log.read_stream(STREAM)
         assert [e.version for e in events] == list(range(1, workers * commits + 1))
         assert [e.position for e in events] == list(range(1, workers * commits + 1))
-        assert sorted(e.commit_id for e in events) == sorted(f"w{w}-{i}" for w in range(workers) for i in range(commits))
+        expected_ids = sorted(f"w{w}-{i}" for w in range(workers) for i in range(commits))
+        assert sorted(e.commit_id for e in events) == expected_ids
         payloads = [json.loads(e.payload) for e in events]
         assert [p["base"] for p in payloads] == [e.version - 1 for e in events]  # each built on the head it landed on
         for w in range(workers):
             assert [p["i"] for p in payloads if p["worker"] == w] == list(range(commits))
+        assert log.verify() == []
+
+
+def _open_and_commit(path: str, worker: int, barrier) -> None:
+    """Runs in a spawned process: open a log file that may not exist yet, then commit to its own stream."""
+    barrier.wait()
+    with Log.open(path) as log:
+        log.commit(f"c{worker}", (write(f"s{worker}", 0),), time_ms=worker)
+
+
+def test_processes_racing_to_create_the_log_file_all_succeed(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    path = tmp_path / "new" / "catalog.db"
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(4)
+    processes = [context.Process(target=_open_and_commit, args=(str(path), w, barrier)) for w in range(4)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=60)
+    assert [process.exitcode for process in processes] == [0, 0, 0, 0]
+    with Log.open(path) as log:
+        assert log.heads([f"s{w}" for w in range(4)]) == {f"s{w}": 1 for w in range(4)}
         assert log.verify() == []
