@@ -278,8 +278,12 @@ class Table:
         values) as one append; metrics come from their footers."""
         state = self.state
         files: list[DataFile] = []
+        seen: set[str] = set()
         for p in paths:
             path = os.path.abspath(os.fspath(p))
+            if path in seen:
+                raise ValidationError(f"Cannot append files: {path} is listed twice")
+            seen.add(path)
             if not os.path.exists(path):
                 raise CorruptFileError(f"Cannot append file: {path} does not exist", path=path)
             files.append(self._describe_file(state, path))

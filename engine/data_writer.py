@@ -85,7 +85,8 @@ def split_by_partition(table: pa.Table, schema: Schema, spec: PartitionSpec) -> 
     """The rows of ``table`` grouped by partition tuple (canonical values), in order of first appearance."""
     if spec.is_unpartitioned or table.num_rows == 0:
         return [((), table)] if table.num_rows else []
-    keys = partition_keys(table, schema, spec)
+    # Arrow cannot group by extension types (uuid): group by their storage, the same bytes
+    keys = [k.storage if isinstance(k.type, pa.ExtensionType) else k for k in partition_keys(table, schema, spec)]
     ptype = spec.partition_type(schema)
     names = [f"k{i}" for i in range(len(keys))]
     index = pa.table(keys + [pa.array(range(table.num_rows), type=pa.int64())], names=names + ["row"])

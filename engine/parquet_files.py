@@ -107,7 +107,7 @@ def _time_unit(stats: Any) -> str:
     return str(json.loads(logical.to_json()).get("timeUnit", "microseconds"))
 
 
-def _stat_value(stats: Any, raw: Any, col: Any, t: T.PrimitiveType) -> Any:
+def _stat_value(stats: Any, raw: Any, logical: Any, t: T.PrimitiveType) -> Any:
     """A Parquet statistics value converted to icelog's canonical Python value for ``t``."""
     if isinstance(t, (T.TimestampType, T.TimestamptzType, T.TimeType)):
         unit = _time_unit(stats)
@@ -124,8 +124,7 @@ def _stat_value(stats: Any, raw: Any, col: Any, t: T.PrimitiveType) -> Any:
     if isinstance(t, T.StringType):
         return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
     if isinstance(t, T.DecimalType):
-        value = stats.min if raw is stats.min_raw else stats.max
-        return value_from_python(t, value)
+        return value_from_python(t, logical)
     if isinstance(t, (T.BinaryType, T.FixedType)):
         return bytes(raw)
     return value_from_python(t, raw)
@@ -203,8 +202,8 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
                 no_bounds.add(fid)
                 continue
             try:
-                lo = _stat_value(stats, stats.min_raw, col, leaf.field_type)
-                hi = _stat_value(stats, stats.max_raw, col, leaf.field_type)
+                lo = _stat_value(stats, stats.min_raw, stats.min, leaf.field_type)
+                hi = _stat_value(stats, stats.max_raw, stats.max, leaf.field_type)
             except (ValueError, TypeError, ValidationError):
                 no_bounds.add(fid)
                 continue

@@ -44,6 +44,8 @@ DEFAULT_CATALOG_NAME = "icelog"
 MERGE_ENABLED_DEFAULT = True
 MIN_COUNT_TO_MERGE_DEFAULT = 100
 TARGET_MANIFEST_SIZE_DEFAULT = 8 * 1024 * 1024
+# Uncompressed Avro: deflate's bytes depend on the zlib build, and a rebuild must be identical on any machine.
+AVRO_CODEC = "null"
 
 ChangesOf = Callable[[TableState, Snapshot], Sequence[FileChange]]
 
@@ -176,7 +178,8 @@ class Renderer:
             entries, format_version=state.format_version, content=content,
             schema_json=json.dumps(schema.to_json(), separators=(",", ":")), schema_id=schema.schema_id,
             spec_id=spec_id, spec_fields_json=json.dumps(spec.to_json()["fields"], separators=(",", ":")),
-            partition_fields=pfields, sync_marker=layout.sync_marker(path))
+            partition_fields=pfields, sync_marker=layout.sync_marker(path),
+            snapshot_id_for_v1=snap.snapshot_id if state.format_version == 1 else None, codec=AVRO_CODEC)
         status_counts = {s: [0, 0] for s in EntryStatus}
         for e in entries:
             status_counts[e.status][0] += 1
@@ -412,7 +415,8 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
         list_path = layout.manifest_list_file(state.location, snap.snapshot_id, snap.commit_id)
         data = render_manifest_list(manifests, format_version=state.format_version, snapshot_id=snap.snapshot_id,
                                     parent_snapshot_id=snap.parent_snapshot_id,
-                                    sequence_number=snap.sequence_number, sync_marker=layout.sync_marker(list_path))
+                                    sequence_number=snap.sequence_number, sync_marker=layout.sync_marker(list_path),
+                                    codec=AVRO_CODEC)
         write(list_path, data)
         written[list_path] = data
         index.put(state.table_uuid, snap.snapshot_id, manifests)

@@ -110,14 +110,15 @@ def cmd_rebuild(args: argparse.Namespace) -> None:
         print(f"rebuilt {len(paths)} file(s) into {args.into}")
 
 
-def cmd_verify(args: argparse.Namespace) -> None:
+def cmd_verify(args: argparse.Namespace) -> int:
     with _catalog(args) as cat:
         problems = cat.verify(args.table)
     if problems:
         for p in problems:
             print(p)
-        raise SystemExit(1)
+        return 1
     print(f"ok: the log's hash chain holds and the published files of {args.table} match the log")
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -185,11 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        return int(args.func(args) or 0)
     except (IcelogError, LogError) as e:
         print(f"icelog: {e}", file=sys.stderr)
         return 1
-    return 0
 
 
 if __name__ == "__main__":
