@@ -86,7 +86,7 @@ def split_by_partition(table: pa.Table, schema: Schema, spec: PartitionSpec) -> 
     if spec.is_unpartitioned or table.num_rows == 0:
         return [((), table)] if table.num_rows else []
     # Arrow cannot group by extension types (uuid): group by their storage, the same bytes
-    keys = [k.storage if isinstance(k.type, pa.ExtensionType) else k for k in partition_keys(table, schema, spec)]
+    keys = [k.storage if isinstance(k.type, pa.BaseExtensionType) else k for k in partition_keys(table, schema, spec)]
     ptype = spec.partition_type(schema)
     names = [f"k{i}" for i in range(len(keys))]
     index = pa.table(keys + [pa.array(range(table.num_rows), type=pa.int64())], names=names + ["row"])

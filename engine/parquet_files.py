@@ -23,7 +23,7 @@ from engine.errors import CorruptFileError, ValidationError
 from engine.model import types as T
 from engine.model.data_file import DataFile
 from engine.model.schema import Schema
-from engine.model.values import to_bytes, truncate_lower_bound, truncate_upper_bound, value_from_python
+from engine.model.values import to_bytes, uuid_bounds_order_alike, truncate_lower_bound, truncate_upper_bound, value_from_python
 
 DEFAULT_METRICS_MODE = "truncate(16)"
 
@@ -225,6 +225,8 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
             continue
         width = _truncate_width(mode)
         lo, hi = lowers[fid], uppers[fid]
+        if isinstance(leaf.field_type, T.UUIDType) and not uuid_bounds_order_alike(lo, hi):
+            continue
         if width is not None and isinstance(leaf.field_type, (T.StringType, T.BinaryType)):
             lo = truncate_lower_bound(leaf.field_type, lo, width)
             hi = truncate_upper_bound(leaf.field_type, hi, width)

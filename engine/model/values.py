@@ -610,3 +610,18 @@ def truncate_upper_bound(t: IcebergType, v: Any, width: int = 16) -> Any:
                 return bytes(v[:i]) + bytes((v[i] + 1,))
         return None
     return v
+
+
+def uuid_bounds_order_alike(lower: uuid.UUID, upper: uuid.UUID) -> bool:
+    """Whether every uuid in ``[lower, upper]`` (unsigned byte order, as the spec and Parquet sort them) keeps the
+    same order under Iceberg Java 1.10's signed comparison (two signed longs; apache/iceberg#14216).
+
+    Where the range spans a sign bit, Java would prune files that hold matching rows, so writers leave such bounds
+    out and readers scan the file instead.
+    """
+    lo, hi = lower.bytes, upper.bytes
+    if (lo[0] ^ hi[0]) & 0x80:
+        return False
+    if lo[:8] == hi[:8] and (lo[8] ^ hi[8]) & 0x80:
+        return False
+    return True
