@@ -33,7 +33,7 @@ from engine.errors import (
     TableNotFound,
     ValidationError,
 )
-from engine.events import CATALOG_STREAM, NamespaceCreated, TableCreated, TableRegistered
+from engine.events import CATALOG_STREAM, NamespaceCreated, PropertiesSet, TableCreated, TableRegistered
 from engine.model.arrow_schema import schema_from_arrow
 from engine.model.data_file import DataFile
 from engine.model.partitioning import PartitionSpec, build_spec, UNPARTITIONED_SPEC
@@ -42,7 +42,8 @@ from engine.model.sort_order import UNSORTED_ORDER
 from engine.data_writer import write_data_files
 from engine.operations.append import append_events, new_snapshot_id
 from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams
-from engine.parquet_files import read_data_file
+from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
+from engine.parquet_files import carries_field_ids, read_data_file
 from engine.scan import Scan
 from engine.state import LogPosition, Snapshot, TableState, fold
 from engine.state_store import StateStore
@@ -279,6 +280,7 @@ class Table:
         state = self.state
         files: list[DataFile] = []
         seen: set[str] = set()
+        without_ids = False
         for p in paths:
             path = os.path.abspath(os.fspath(p))
             if path in seen:
@@ -287,7 +289,11 @@ class Table:
             if not os.path.exists(path):
                 raise CorruptFileError(f"Cannot append file: {path} does not exist", path=path)
             files.append(self._describe_file(state, path))
-        return self._commit_append(files)
+            without_ids = without_ids or not carries_field_ids(path)
+        mapping = None
+        if without_ids and state.prop(NAME_MAPPING_PROPERTY) is None:
+            mapping = name_mapping_json(state.schema)
+        return self._commit_append(files, name_mapping=mapping)
 
     def _describe_file(self, state: TableState, path: str) -> DataFile:
         from engine.data_writer import partition_of_file
@@ -297,14 +303,20 @@ class Table:
         return read_data_file(path, state.schema, spec_id=spec.spec_id, partition=partition,
                               properties=dict(state.properties))
 
-    def _commit_append(self, files: list[DataFile]) -> Snapshot | None:
+    def _commit_append(self, files: list[DataFile], name_mapping: str | None = None) -> Snapshot | None:
+        """Commit ``files`` as one append; with ``name_mapping``, also set the table's default name mapping (for
+        files written without field ids) in the same commit."""
         if not files:
             return None
         snapshot_id = new_snapshot_id()
 
         def build(ctx: CommitContext) -> list:
             base = self.catalog.store.table(self.uuid)
-            return [(self.uuid, base.version, append_events(base, files, ctx, snapshot_id=snapshot_id))]
+            events: list = []
+            if name_mapping is not None and base.prop(NAME_MAPPING_PROPERTY) is None:
+                events.append(PropertiesSet(updates={NAME_MAPPING_PROPERTY: name_mapping}))
+            events += append_events(base, files, ctx, snapshot_id=snapshot_id)
+            return [(self.uuid, base.version, events)]
 
         landed = commit_streams(self.catalog.store, build, policy=RetryPolicy.of(self.state))
         state = self._after_commit(landed)

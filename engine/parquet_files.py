@@ -86,6 +86,15 @@ def _ids_by_path(arrow_schema: pa.Schema) -> dict[str, int]:
     return out
 
 
+def carries_field_ids(path: str) -> bool:
+    """Whether a Parquet file's columns carry Iceberg field ids (files from other writers often do not)."""
+    try:
+        return bool(_ids_by_path(pq.read_schema(path)))
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptFileError(f"Cannot read data file: {path} is not a readable Parquet file ({e})",
+                               path=path) from e
+
+
 def _metrics_mode(properties: dict[str, str], column: str) -> str:
     mode = properties.get(f"write.metadata.metrics.column.{column}")
     if mode is None:

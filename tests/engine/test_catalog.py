@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import os
 import sqlite3
 
@@ -125,6 +126,12 @@ def test_append_files_reads_footer_metrics(catalog, tmp_path):
     assert len(files) == 1 and files[0].record_count == 10
     assert dict(files[0].value_counts)[1] == 10
     assert t.scan(where="id >= 5").count() == 5
+    # a file from another writer has no field ids: the table gets a name mapping in the same commit
+    mapping = json.loads(t.properties["schema.name-mapping.default"])
+    assert [(m["field-id"], m["names"]) for m in mapping] == [(1, ["id"]), (2, ["ts"]), (3, ["category"]),
+                                                              (4, ["name"]), (5, ["amount"])]
+    assert len(catalog.log.read_stream(t.uuid)) == 3 and catalog.log.read_stream(t.uuid)[-1].commit_id == \
+        catalog.log.read_stream(t.uuid)[-2].commit_id
 
 
 def test_create_errors(catalog):

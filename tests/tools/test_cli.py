@@ -47,7 +47,7 @@ def test_cli_end_to_end(tmp_path, capsys, data_file, second_file):
     code, out, _ = run(capsys, "--warehouse", wh, "log", "db.t")
     lines = out.strip().splitlines()
     assert lines[0].split("\t") == ["position", "version", "type", "time", "commit_id"]
-    assert [line.split("\t")[2] for line in lines[1:]] == ["create-table", "add-snapshot"]
+    assert [line.split("\t")[2] for line in lines[1:]] == ["create-table", "set-properties", "add-snapshot"]
     code, out, _ = run(capsys, "--warehouse", wh, "snapshots", "db.t")
     assert len(out.strip().splitlines()) == 2 and "\tappend\t6\t2" in out
     code, out, err = run(capsys, "--warehouse", wh, "scan", "db.t", "--where", "id >= 2", "--columns", "id")
