@@ -1,0 +1,44 @@
+"""Loading a table reads a checkpoint and the events after it, never the whole history."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from engine import Catalog
+from engine.state_store import CHECKPOINT_EVERY
+
+
+def test_cold_load_starts_from_a_checkpoint(tmp_path):
+    warehouse = tmp_path / "wh"
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    with Catalog.open(warehouse, project=False) as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=rows.schema)
+        for _ in range(CHECKPOINT_EVERY + 30):
+            t.append(rows)
+        expected = t.state
+    with Catalog.open(warehouse, project=False) as cat:
+        reads = []
+        original = cat.log.read_stream
+
+        def spy(stream, after_version=0, up_to_version=None):
+            events = original(stream, after_version=after_version, up_to_version=up_to_version)
+            reads.append((stream, after_version, len(events)))
+            return events
+
+        cat.log.read_stream = spy
+        loaded = cat.load_table("db.t").state
+    assert loaded == expected
+    table_reads = [r for r in reads if r[0] == expected.table_uuid]
+    assert table_reads and all(after >= CHECKPOINT_EVERY for _, after, _ in table_reads)
+    assert sum(n for _, _, n in table_reads) <= 31
+
+
+def test_state_after_reload_equals_cached_state(tmp_path):
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), properties={"a": "1"})
+        t.append(pa.table({"id": pa.array([1, 2], pa.int64())}))
+        cached = t.state
+    with Catalog.open(tmp_path / "wh") as cat:
+        assert cat.load_table("db.t").state == cached

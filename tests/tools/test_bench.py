@@ -1,0 +1,22 @@
+"""The benchmark runs end to end on tiny sizes and prints the JSON the README and issues refer to."""
+
+from __future__ import annotations
+
+import json
+
+from tools.bench import main
+
+
+def test_bench_prints_json_with_every_figure(capsys):
+    main(["--sizes", "10,120", "--samples", "3", "--history", "6"])
+    result = json.loads(capsys.readouterr().out)
+    for size in ("10", "120"):
+        ours = result["icelog"]["append_1_file"][size]
+        for key in ("log_commit_ms", "log_commit_synchronous_normal_ms", "commit_and_sync_projection_ms",
+                    "append_files_end_to_end_ms"):
+            assert ours[key]["n"] == 3 and 0 < ours[key]["p50"] <= ours[key]["p95"]
+        assert result["pyiceberg"]["add_files_1_file"][size]["add_files_ms"]["p50"] > 0
+    assert result["icelog"]["history"]["append_after_6_commits_ms"]["p50"] > 0
+    assert result["pyiceberg"]["history"]["append_after_6_commits_ms"]["p50"] > 0
+    assert set(result["speedup"]) >= {"log_commit_vs_pyiceberg_add_files_p50_at_10",
+                                      "append_vs_pyiceberg_append_p50_after_6_commits"}
