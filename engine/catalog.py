@@ -23,9 +23,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
+from engine.data_writer import partition_of_file, write_data_files
 from engine.errors import (
     AlreadyExists,
-    CommitConflict,
     CorruptFileError,
     IcelogError,
     IntegrityError,
@@ -33,19 +33,24 @@ from engine.errors import (
     TableNotFound,
     ValidationError,
 )
-from engine.events import CATALOG_STREAM, NamespaceCreated, PropertiesSet, TableCreated, TableRegistered
+from engine.events import (
+    CATALOG_STREAM,
+    NamespaceCreated,
+    PropertiesSet,
+    TableCreated,
+    TableRegistered,
+)
 from engine.model.arrow_schema import schema_from_arrow
 from engine.model.data_file import DataFile
-from engine.model.partitioning import PartitionSpec, build_spec, UNPARTITIONED_SPEC
+from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
+from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec, build_spec
 from engine.model.schema import Schema
 from engine.model.sort_order import UNSORTED_ORDER
-from engine.data_writer import write_data_files
 from engine.operations.append import append_events, new_snapshot_id
 from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams
-from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
 from engine.parquet_files import carries_field_ids, read_data_file
 from engine.scan import Scan
-from engine.state import LogPosition, Snapshot, TableState, fold
+from engine.state import Snapshot, TableState
 from engine.state_store import StateStore
 from projections import layout
 from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
@@ -296,8 +301,6 @@ class Table:
         return self._commit_append(files, name_mapping=mapping)
 
     def _describe_file(self, state: TableState, path: str) -> DataFile:
-        from engine.data_writer import partition_of_file
-
         spec = state.spec
         partition = partition_of_file(path, state.schema, spec) if not spec.is_unpartitioned else ()
         return read_data_file(path, state.schema, spec_id=spec.spec_id, partition=partition,

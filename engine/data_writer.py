@@ -15,12 +15,17 @@ import pyarrow.compute as pc
 
 from engine.errors import ValidationError
 from engine.model import types as T
-from engine.model.arrow_schema import arrow_type_for, schema_to_arrow
+from engine.model.arrow_schema import schema_to_arrow
 from engine.model.data_file import DataFile
 from engine.model.partitioning import PartitionSpec, partition_path
 from engine.model.schema import Schema
 from engine.model.values import value_from_python
-from engine.parquet_files import iter_row_chunks, nan_counts, read_data_file, write_parquet
+from engine.parquet_files import (
+    iter_row_chunks,
+    nan_counts,
+    read_data_file,
+    write_parquet,
+)
 from engine.state import TableState
 from projections import layout
 

@@ -23,7 +23,13 @@ from engine.errors import CorruptFileError, ValidationError
 from engine.model import types as T
 from engine.model.data_file import DataFile
 from engine.model.schema import Schema
-from engine.model.values import to_bytes, uuid_bounds_order_alike, truncate_lower_bound, truncate_upper_bound, value_from_python
+from engine.model.values import (
+    to_bytes,
+    truncate_lower_bound,
+    truncate_upper_bound,
+    uuid_bounds_order_alike,
+    value_from_python,
+)
 
 DEFAULT_METRICS_MODE = "truncate(16)"
 
@@ -244,7 +250,7 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
         if hi is not None:
             upper_bounds[fid] = to_bytes(leaf.field_type, hi)
 
-    def keep(counts: dict[int, int], with_counts: bool = True) -> dict[int, int]:
+    def keep(counts: dict[int, int]) -> dict[int, int]:
         return {fid: n for fid, n in counts.items() if _metrics_mode(properties, names[fid]) != "none"}
 
     return DataFile(

@@ -15,7 +15,12 @@ import pyarrow as pa
 from engine.errors import NotFound, ValidationError
 from engine.model.arrow_schema import empty_arrow_table
 from engine.model.data_file import DataFile, DataFileContent
-from engine.model.expressions import bind, evaluate_arrow, metrics_might_match, parse_expression
+from engine.model.expressions import (
+    bind,
+    evaluate_arrow,
+    metrics_might_match,
+    parse_expression,
+)
 from engine.reader import read_data_file
 from engine.state import TableState
 from engine.state_store import StateStore

@@ -208,7 +208,7 @@ def _next_commit(state: TableState, at: LogPosition) -> TableState:
     """Start of a new commit: the previous metadata version goes to the metadata log."""
     if state.commit_id == at.commit_id or state.version == 0:
         return attrs.evolve(state, version=at.version, commit_id=at.commit_id, last_updated_ms=at.time_ms)
-    keep = max(0, int(state.prop("write.metadata.previous-versions-max", "100") or 100))
+    keep = max(0, state.int_property("write.metadata.previous-versions-max", 100))
     log = (state.metadata_log + ((state.last_updated_ms, state.version),))[-keep:] if keep else ()
     return attrs.evolve(state, metadata_log=log, version=at.version, commit_id=at.commit_id,
                         last_updated_ms=at.time_ms)

@@ -13,9 +13,19 @@ import zlib
 from typing import Iterable
 
 from engine.errors import TableNotFound
-from engine.events import CATALOG_STREAM, Event, FileChange, SnapshotAdded, decode, decode_file_change
+from engine.events import CATALOG_STREAM, Event, FileChange, decode, decode_file_change
+from engine.model.data_file import DataFile
 from engine.model.types import StructType
-from engine.state import CatalogState, Snapshot, LogPosition, TableState, apply, fold, state_from_json, state_to_json
+from engine.state import (
+    CatalogState,
+    LogPosition,
+    Snapshot,
+    TableState,
+    apply,
+    fold,
+    state_from_json,
+    state_to_json,
+)
 from storage import Log, StoredEvent
 
 CHECKPOINT_EVERY = 100
@@ -117,14 +127,14 @@ class StateStore:
     def file_changes_of(self, state: TableState, snap: "Snapshot") -> list[FileChange]:
         return self.file_changes(state, snap.log_position)
 
-    def live_files(self, state: TableState, snapshot_id: int | None) -> list:
+    def live_files(self, state: TableState, snapshot_id: int | None) -> list[DataFile]:
         """Data and delete files live in a snapshot, from the log (files added by its ancestry minus removals)."""
         if snapshot_id is None:
             return []
         ancestry = state.ancestors(snapshot_id)
         types: dict[int, StructType] = {s.spec_id: s.partition_type(state.schema) for s in state.specs}
         parts = self.log.read_parts_many([s.log_position for s in ancestry])
-        live: dict[str, object] = {}
+        live: dict[str, DataFile] = {}
         removed: set[str] = set()
         for snap in ancestry:  # newest first: a removal hides every older add of the path
             for text in parts.get(snap.log_position, []):
@@ -136,7 +146,3 @@ class StateStore:
                 else:
                     removed.add(path)
         return list(reversed(list(live.values())))
-
-
-def is_snapshot(event: Event) -> bool:
-    return isinstance(event, SnapshotAdded)

@@ -24,7 +24,6 @@ import attrs
 from engine.errors import CorruptFileError, IntegrityError
 from engine.events import FileChange
 from engine.model.data_file import (
-    DataFile,
     DataFileContent,
     EntryStatus,
     FieldSummary,
@@ -34,7 +33,12 @@ from engine.model.data_file import (
 )
 from engine.state import Snapshot, TableState
 from projections import layout
-from projections.manifests import partition_summaries, read_manifest, render_manifest, render_manifest_list
+from projections.manifests import (
+    partition_summaries,
+    read_manifest,
+    render_manifest,
+    render_manifest_list,
+)
 from projections.metadata_json import render_metadata
 from storage import Log
 from storage.errors import FileNotFound

@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from tools import spark as tools_spark
-from tools.spark import JAR_NAME, JAR_SHA256, SparkSetupError, hadoop_catalog, iceberg_runtime_jar, local_session
+from tools.spark import (
+    JAR_NAME,
+    JAR_SHA256,
+    SparkSetupError,
+    hadoop_catalog,
+    iceberg_runtime_jar,
+    local_session,
+)
 
 
 def test_runtime_jar_is_the_pinned_one(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,12 @@ import attrs
 
 from engine.errors import ValidationError
 from engine.model.schema import Schema
-from engine.model.transforms import Identity, Transform, UnknownTransform, parse_transform
+from engine.model.transforms import (
+    Identity,
+    Transform,
+    UnknownTransform,
+    parse_transform,
+)
 from engine.model.types import PrimitiveType
 
 ORDER_ID = "order-id"
@@ -158,7 +163,9 @@ def parse_sort_term(text: str) -> tuple[Transform, str, SortDirection, NullOrder
 
     :raises ValidationError: when the text cannot be parsed
     """
-    from engine.model.partitioning import parse_partition_term  # same layer; avoids an import cycle
+    from engine.model.partitioning import (
+        parse_partition_term,  # same layer; avoids an import cycle
+    )
 
     m = _SORT_TERM.match(text) if isinstance(text, str) else None
     if not m:

@@ -12,8 +12,8 @@ from typing import Mapping, Sequence
 
 from engine.events import FileChange, SnapshotAdded
 from engine.model.data_file import DataFile, DataFileContent
-from engine.state import MAIN_BRANCH, Snapshot, TableState
 from engine.operations.commit import CommitContext
+from engine.state import MAIN_BRANCH, Snapshot, TableState
 
 TOTAL_KEYS = ("total-records", "total-files-size", "total-data-files", "total-delete-files",
               "total-position-deletes", "total-equality-deletes")

@@ -87,7 +87,7 @@ class Landed:
 
 def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[tuple[str, int, Sequence[Event]]]],
                    *, policy: RetryPolicy, commit_id: str | None = None, actor: str | None = None,
-                   message: str | None = None, min_time_ms: Callable[[], int] = lambda: 0) -> Landed | None:
+                   message: str | None = None) -> Landed | None:
     """Build and CAS a commit over one or more streams, retrying per ``policy``.
 
     ``build(ctx)`` reads whatever base state it needs from ``store`` and returns
@@ -98,7 +98,7 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
     started = time.monotonic()
     attempt = 0
     while True:
-        ctx = CommitContext(commit_id=commit_id, time_ms=max(now_ms(), min_time_ms()), actor=actor, message=message)
+        ctx = CommitContext(commit_id=commit_id, time_ms=now_ms(), actor=actor, message=message)
         writes_spec = [(s, v, tuple(evs)) for s, v, evs in build(ctx) if evs]
         if not writes_spec:
             return None

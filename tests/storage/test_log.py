@@ -29,6 +29,7 @@ from storage import (
     event_hash,
 )
 from storage.log import (
+    _SELECT_CHECKPOINT,
     _SELECT_COMMIT,
     _SELECT_COMMIT_AT,
     _SELECT_COMMIT_STREAMS,
@@ -40,7 +41,6 @@ from storage.log import (
     _SELECT_SINCE,
     _SELECT_STREAM,
     _SELECT_TAIL,
-    _SELECT_CHECKPOINT,
 )
 
 

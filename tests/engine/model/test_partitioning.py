@@ -21,7 +21,17 @@ from engine.model.partitioning import (
     partition_path,
 )
 from engine.model.schema import Schema
-from engine.model.transforms import Bucket, Day, Hour, Identity, Month, Truncate, UnknownTransform, Void, Year
+from engine.model.transforms import (
+    Bucket,
+    Day,
+    Hour,
+    Identity,
+    Month,
+    Truncate,
+    UnknownTransform,
+    Void,
+    Year,
+)
 from engine.model.types import (
     BinaryType,
     DateType,

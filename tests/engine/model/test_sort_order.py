@@ -18,7 +18,13 @@ from engine.model.sort_order import (
     parse_sort_term,
 )
 from engine.model.transforms import Bucket, Day, Identity, UnknownTransform
-from engine.model.types import ListType, LongType, NestedField, StringType, TimestamptzType
+from engine.model.types import (
+    ListType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestamptzType,
+)
 
 
 def _schema() -> Schema:
