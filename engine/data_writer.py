@@ -124,7 +124,7 @@ def write_data_files(state: TableState, data: pa.Table) -> list[DataFile]:
             folder = f"{folder}/{partition_path(spec, schema, values)}"
         for chunk_index, chunk in enumerate(iter_row_chunks(rows, target)):
             path = f"{folder}/{part_index:05d}-{chunk_index}-{write_id}-00001.parquet"
-            footer, size = write_parquet(chunk, path, properties=props)
+            footer, size = write_parquet(chunk, path, properties=props, schema=schema)
             files.append(read_data_file(path, schema, spec_id=spec.spec_id, partition=values, properties=props,
                                         nan_counts=nan_counts(chunk, schema), sort_order_id=state.default_sort_order_id,
                                         metadata=footer, file_size=size))

@@ -290,7 +290,18 @@ def iter_row_chunks(table: pa.Table, target_bytes: int) -> Iterator[pa.Table]:
         yield table.slice(start, step)
 
 
-def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str]) -> tuple[pq.FileMetaData, int]:
+def statistics_columns(schema: Schema) -> list[str]:
+    """The Parquet columns to write statistics for: all but uuid columns.
+
+    Iceberg Java 1.10 compares uuids as signed longs (apache/iceberg#14216) and prunes row groups by their
+    footer statistics, so a row group whose uuids span a sign bit would be skipped wrongly; without statistics
+    (and so without bounds) Java reads it.
+    """
+    return [path for path, leaf in _leaves(schema).items() if not isinstance(leaf.field_type, T.UUIDType)]
+
+
+def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str],
+                  schema: Schema) -> tuple[pq.FileMetaData, int]:
     """Write one Parquet data file; returns its footer and size."""
     codec = properties.get("write.parquet.compression-codec", "zstd").lower()
     codec = {"uncompressed": "none"}.get(codec, codec)
@@ -299,6 +310,7 @@ def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str]) -> 
     collector: list[pq.FileMetaData] = []
     os.makedirs(os.path.dirname(path), exist_ok=True)
     pq.write_table(table, path, compression=codec, row_group_size=rows_per_group, version="2.6",
-                   coerce_timestamps="us", allow_truncated_timestamps=False, write_statistics=True,
+                   coerce_timestamps="us", allow_truncated_timestamps=False,
+                   write_statistics=statistics_columns(schema),
                    use_compliant_nested_type=True, metadata_collector=collector, store_schema=False)
     return collector[0], os.path.getsize(path)

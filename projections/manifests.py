@@ -53,7 +53,7 @@ from engine.model.types import (
     TimeType,
     UUIDType,
 )
-from engine.model.values import to_bytes, uuid_bounds_order_alike
+from engine.model.values import to_bytes
 from projections.avro_schemas import (
     DATA_FILE_IDS,
     FIELD_ID_PROP,
@@ -490,9 +490,8 @@ def partition_summaries(partition_fields: PartitionFields,
         lower = upper = None
         if present:
             key = _order_key(t)
-            lo, hi = min(present, key=key), max(present, key=key)
-            if not isinstance(t, UUIDType) or uuid_bounds_order_alike(lo, hi):
-                lower, upper = to_bytes(t, lo), to_bytes(t, hi)
+            lower = to_bytes(t, min(present, key=key))
+            upper = to_bytes(t, max(present, key=key))
         summaries.append(FieldSummary(contains_null=contains_null, contains_nan=contains_nan,
                                       lower_bound=lower, upper_bound=upper))
     return tuple(summaries)

@@ -12,8 +12,9 @@ values (against PyIceberg's own transforms) are checked too.
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
+
+import datetime as dt
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,33 +27,6 @@ from tests.integration import tables as T
 PYICEBERG_CASES = T.pyiceberg_cases()
 SERIES = [c for c in PYICEBERG_CASES if c.name.startswith("appends_")]
 TRANSFORM_CASES = [c for c in PYICEBERG_CASES if c.name.split("_")[0] in T.TRANSFORMS]
-
-#: Tests known to fail, by test function and parameter id -> why. Strict: when the cause is fixed the test
-#: XPASSes, which fails the run until its entry is removed. Every entry is in the integration report.
-KNOWN_FAILURES: dict[tuple[str, str], str] = {}
-_UUID_IDENTITY = ("icelog bug: engine/data_writer.py split_by_partition groups rows with pyarrow group_by, which "
-                  "refuses extension<arrow.uuid> keys (ArrowNotImplementedError), so identity(uuid) tables "
-                  "cannot be appended to")
-
-
-def _marks(test: str, param_id: str, case: T.Case) -> list[Any]:
-    reason = KNOWN_FAILURES.get((test, param_id))
-    if reason is None and case.name == "identity_uuid":
-        reason = _UUID_IDENTITY
-    return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-
-
-def cases(test: str, items: list[T.Case]) -> list[Any]:
-    return [pytest.param(case, id=case.name, marks=_marks(test, case.name, case)) for case in items]
-
-
-def filter_cases(test: str, items: list[T.Case]) -> list[Any]:
-    out = []
-    for case in items:
-        for f in case.filters:
-            param_id = f"{case.name}-{f.column}{f.op if f.op != 'is null' else ' is null'}"
-            out.append(pytest.param(case, f, id=param_id, marks=_marks(test, param_id, case)))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +79,7 @@ def pyiceberg_expected(built: T.Built, rows: int | None = None) -> list[tuple[An
 # -- full reads -----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", cases("static", PYICEBERG_CASES))
+@pytest.mark.parametrize("case", T.case_params("pyiceberg", "static", PYICEBERG_CASES))
 def test_pyiceberg_static_table_reads(warehouse: dict[str, T.Built], case: T.Case) -> None:
     built = warehouse[case.name].require()
     table = static_table(built)
@@ -114,7 +88,7 @@ def test_pyiceberg_static_table_reads(warehouse: dict[str, T.Built], case: T.Cas
     assert rows_of(table.scan().to_arrow(), built) == pyiceberg_expected(built)
 
 
-@pytest.mark.parametrize("case", cases("version_hint", PYICEBERG_CASES))
+@pytest.mark.parametrize("case", T.case_params("pyiceberg", "version_hint", PYICEBERG_CASES))
 def test_pyiceberg_finds_the_current_metadata_through_the_version_hint(warehouse: dict[str, T.Built],
                                                                         case: T.Case) -> None:
     from pyiceberg.table import StaticTable
@@ -126,7 +100,7 @@ def test_pyiceberg_finds_the_current_metadata_through_the_version_hint(warehouse
     assert table.current_snapshot().snapshot_id == built.snapshots[-1][0]
 
 
-@pytest.mark.parametrize("case", cases("sql_catalog", PYICEBERG_CASES))
+@pytest.mark.parametrize("case", T.case_params("pyiceberg", "sql_catalog", PYICEBERG_CASES))
 def test_pyiceberg_sql_catalog_reads(warehouse: dict[str, T.Built], sql_catalog, case: T.Case) -> None:
     built = warehouse[case.name].require()
     table = sql_catalog.load_table(built.identifier)
@@ -168,7 +142,7 @@ def _expression(where: T.Filter):
     return (EqualTo if where.op == "=" else LessThan)(where.column, where.value)
 
 
-@pytest.mark.parametrize(("case", "where"), filter_cases("filter", PYICEBERG_CASES))
+@pytest.mark.parametrize(("case", "where"), T.filter_params("pyiceberg", "filter", PYICEBERG_CASES))
 def test_pyiceberg_filter_matches_python(warehouse: dict[str, T.Built], case: T.Case, where: T.Filter) -> None:
     built = warehouse[case.name].require()
     scan = static_table(built).scan(row_filter=_expression(where), selected_fields=("id",))
@@ -182,7 +156,11 @@ def test_pyiceberg_filter_matches_python(warehouse: dict[str, T.Built], case: T.
 
 def _internal(value: Any) -> Any:
     """A Python value in PyIceberg's internal form (days, micros, UUID, bytes) for transforming and comparing."""
-    from pyiceberg.utils.datetime import date_to_days, datetime_to_micros, time_to_micros
+    from pyiceberg.utils.datetime import (
+        date_to_days,
+        datetime_to_micros,
+        time_to_micros,
+    )
 
     if isinstance(value, dt.datetime):
         return datetime_to_micros(value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc))
@@ -195,7 +173,7 @@ def _internal(value: Any) -> Any:
     return value
 
 
-@pytest.mark.parametrize("case", cases("partitions", TRANSFORM_CASES))
+@pytest.mark.parametrize("case", T.case_params("pyiceberg", "partitions", TRANSFORM_CASES))
 def test_pyiceberg_partition_values_match_its_transforms(warehouse: dict[str, T.Built], case: T.Case) -> None:
     built = warehouse[case.name].require()
     table = static_table(built)
@@ -213,10 +191,41 @@ def test_pyiceberg_partition_values_match_its_transforms(warehouse: dict[str, T.
     assert published == expected
 
 
+@pytest.mark.parametrize("case", T.case_params("pyiceberg", "summaries",
+                                                TRANSFORM_CASES + [c for c in PYICEBERG_CASES
+                                                                   if c.name.startswith(("multi_", "appends_"))]))
+def test_partition_summaries_bound_every_non_null_value(warehouse: dict[str, T.Built], case: T.Case) -> None:
+    """The manifest list's partition field summaries, as the spec defines them: a null lower bound means every
+    value is null (readers prune a manifest whose summary has no bounds for any comparison)."""
+    from pyiceberg.conversions import from_bytes
+
+    built = warehouse[case.name].require()
+    table = static_table(built)
+    partition_type = table.spec().partition_type(table.schema())
+    for manifest in table.current_snapshot().manifests(table.io):
+        partitions = [e.data_file.partition for e in manifest.fetch_manifest_entry(table.io)]
+        assert manifest.partitions is not None and len(manifest.partitions) == len(partition_type.fields)
+        for pos, (summary, field) in enumerate(zip(manifest.partitions, partition_type.fields)):
+            values = [p[pos] for p in partitions]
+            present = [v for v in values if v is not None]
+            where = f"{manifest.manifest_path}: summary of {field.name}"
+            assert summary.contains_null == (len(present) < len(values)), where
+            if not present:
+                assert summary.lower_bound is None and summary.upper_bound is None, where
+                continue
+            assert summary.lower_bound is not None and summary.upper_bound is not None, \
+                f"{where} has no bounds but {len(present)} non-null values"
+            lower = from_bytes(field.field_type, summary.lower_bound)
+            upper = from_bytes(field.field_type, summary.upper_bound)
+            if isinstance(present[0], uuid.UUID):  # PyIceberg's from_bytes gives uuid bounds as raw bytes
+                lower, upper = uuid.UUID(bytes=lower), uuid.UUID(bytes=upper)
+            assert lower == min(present) and upper == max(present), where
+
+
 # -- snapshots and time travel --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", cases("snapshots", SERIES))
+@pytest.mark.parametrize("case", T.case_params("pyiceberg", "snapshots", SERIES))
 def test_pyiceberg_sees_every_snapshot(warehouse: dict[str, T.Built], case: T.Case) -> None:
     built = warehouse[case.name].require()
     metadata = static_table(built).metadata
@@ -232,7 +241,8 @@ def test_pyiceberg_sees_every_snapshot(warehouse: dict[str, T.Built], case: T.Ca
     assert metadata.refs["main"].snapshot_id == built.snapshots[-1][0]
 
 
-@pytest.mark.parametrize("case", cases("time_travel", [c for c in SERIES if c.appends in (5, 150)]))
+@pytest.mark.parametrize("case", T.case_params("pyiceberg", "time_travel",
+                                                [c for c in SERIES if c.appends in (5, 150)]))
 def test_pyiceberg_time_travel(warehouse: dict[str, T.Built], case: T.Case) -> None:
     built = warehouse[case.name].require()
     table = static_table(built)
@@ -243,7 +253,7 @@ def test_pyiceberg_time_travel(warehouse: dict[str, T.Built], case: T.Case) -> N
             f"snapshot {snapshot_id}"
 
 
-@pytest.mark.parametrize("case", cases("merged", [c for c in SERIES if c.appends == 150]))
+@pytest.mark.parametrize("case", T.case_params("pyiceberg", "merged", [c for c in SERIES if c.appends == 150]))
 def test_pyiceberg_reads_merged_manifests(warehouse: dict[str, T.Built], case: T.Case) -> None:
     built = warehouse[case.name].require()
     table = static_table(built)

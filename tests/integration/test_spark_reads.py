@@ -23,44 +23,6 @@ SPARK_CASES = T.spark_cases()
 SERIES = [c for c in SPARK_CASES if c.name.startswith("appends_")]
 TRANSFORM_CASES = [c for c in SPARK_CASES if c.name.split("_")[0] in T.TRANSFORMS]
 
-#: Tests known to fail, by test function and parameter id -> why. Strict: when the cause is fixed the test
-#: XPASSes, which fails the run until its entry is removed. Every entry is in the integration report.
-KNOWN_FAILURES: dict[tuple[str, str], str] = {}
-_DECIMAL_BOUNDS = ("icelog bug: engine/parquet_files.py _stat_value tests `raw is stats.min_raw`, which is never "
-                   "true (pyarrow builds a new object per access), so decimal lower bounds are the column maximum "
-                   "and Spark prunes files holding smaller values")
-_UUID_SIGNED = ("Iceberg Java 1.10 compares uuid bounds as signed longs (apache/iceberg#14216, fixed by #14500 "
-                "after 1.10): a file whose uuids span the 0x80 first byte is pruned for every uuid predicate; "
-                "icelog could omit uuid bounds that span the sign bit")
-for _test, _id in (("filter", "unpartitioned_v1-amount<"), ("filter", "unpartitioned_v2-amount<"),
-                   ("filter", "bucket_decimal-v<"), ("filter", "truncate_decimal-v<"),
-                   ("filter", "all_types_v1-dec_big<"), ("filter", "all_types_v2-dec_big<")):
-    KNOWN_FAILURES[(_test, _id)] = _DECIMAL_BOUNDS
-KNOWN_FAILURES[("filter", "all_types_v1-u=")] = _UUID_SIGNED
-_UUID_IDENTITY = ("icelog bug: engine/data_writer.py split_by_partition groups rows with pyarrow group_by, which "
-                  "refuses extension<arrow.uuid> keys (ArrowNotImplementedError), so identity(uuid) tables "
-                  "cannot be appended to")
-
-
-def _marks(test: str, param_id: str, case: T.Case) -> list[Any]:
-    reason = KNOWN_FAILURES.get((test, param_id))
-    if reason is None and case.name == "identity_uuid":
-        reason = _UUID_IDENTITY
-    return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-
-
-def cases(test: str, items: list[T.Case]) -> list[Any]:
-    return [pytest.param(case, id=case.name, marks=_marks(test, case.name, case)) for case in items]
-
-
-def filter_cases(test: str, items: list[T.Case]) -> list[Any]:
-    out = []
-    for case in items:
-        for f in case.filters:
-            param_id = f"{case.name}-{f.column}{f.op if f.op != 'is null' else ' is null'}"
-            out.append(pytest.param(case, f, id=param_id, marks=_marks(test, param_id, case)))
-    return out
-
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, T.Built]:
@@ -77,14 +39,14 @@ def table_name(catalog: str, built: T.Built) -> str:
     return f"{catalog}.{built.identifier}"
 
 
-def spark_rows(df) -> list[tuple[Any, ...]]:
+def spark_rows(df) -> list[dict[str, Any]]:
     return [row.asDict() for row in df.collect()]
 
 
 # -- full reads -----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", cases("by_path", SPARK_CASES))
+@pytest.mark.parametrize("case", T.case_params("spark", "by_path", SPARK_CASES))
 def test_spark_reads_by_path(spark, warehouse: dict[str, T.Built], case: T.Case) -> None:
     built = warehouse[case.name].require()
     df = spark.read.format("iceberg").load(built.location)
@@ -95,7 +57,7 @@ def test_spark_reads_by_path(spark, warehouse: dict[str, T.Built], case: T.Case)
     assert df.count() == built.case.data.num_rows
 
 
-@pytest.mark.parametrize("case", cases("catalog", SPARK_CASES))
+@pytest.mark.parametrize("case", T.case_params("spark", "catalog", SPARK_CASES))
 def test_spark_reads_through_hadoop_catalog(spark, warehouse: dict[str, T.Built], catalog: str,
                                             case: T.Case) -> None:
     built = warehouse[case.name].require()
@@ -112,7 +74,7 @@ def test_hadoop_catalog_lists_every_table(spark, warehouse: dict[str, T.Built], 
 # -- filters: partition values and column bounds drive Spark's pruning -----------------------------------------------
 
 
-@pytest.mark.parametrize(("case", "where"), filter_cases("filter", SPARK_CASES))
+@pytest.mark.parametrize(("case", "where"), T.filter_params("spark", "filter", SPARK_CASES))
 def test_spark_filter_matches_python(spark, warehouse: dict[str, T.Built], catalog: str, case: T.Case,
                                      where: T.Filter) -> None:
     built = warehouse[case.name].require()
@@ -138,7 +100,8 @@ def _java_transform(catalog: str, term: str) -> str:
     return f"{catalog}.system.{function}({args}"
 
 
-@pytest.mark.parametrize("case", cases("partitions", [c for c in TRANSFORM_CASES if c.name != "bucket_uuid"]))
+@pytest.mark.parametrize("case", T.case_params("spark", "partitions",
+                                                [c for c in TRANSFORM_CASES if c.name != "bucket_uuid"]))
 def test_spark_partition_values_match_java_transforms(spark, warehouse: dict[str, T.Built], catalog: str,
                                                       case: T.Case) -> None:
     """(bucket_uuid is left out: Spark holds uuid as a string, and its bucket function hashes the string. The
@@ -162,7 +125,7 @@ def test_spark_partition_values_match_java_transforms(spark, warehouse: dict[str
 # -- snapshots and time travel --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", cases("snapshots", SERIES))
+@pytest.mark.parametrize("case", T.case_params("spark", "snapshots", SERIES))
 def test_spark_sees_every_snapshot(spark, warehouse: dict[str, T.Built], catalog: str, case: T.Case) -> None:
     built = warehouse[case.name].require()
     name = table_name(catalog, built)
@@ -182,7 +145,7 @@ def test_spark_sees_every_snapshot(spark, warehouse: dict[str, T.Built], catalog
     assert all(r.is_current_ancestor for r in history)
 
 
-@pytest.mark.parametrize("case", cases("time_travel", [c for c in SERIES if c.appends == 5]))
+@pytest.mark.parametrize("case", T.case_params("spark", "time_travel", [c for c in SERIES if c.appends == 5]))
 def test_spark_time_travel_to_each_snapshot(spark, warehouse: dict[str, T.Built], case: T.Case) -> None:
     built = warehouse[case.name].require()
     assert len(built.snapshots) == 5
@@ -194,7 +157,7 @@ def test_spark_time_travel_to_each_snapshot(spark, warehouse: dict[str, T.Built]
             f"snapshot {snapshot_id}"
 
 
-@pytest.mark.parametrize("case", cases("merged", [c for c in SERIES if c.appends == 150]))
+@pytest.mark.parametrize("case", T.case_params("spark", "merged", [c for c in SERIES if c.appends == 150]))
 def test_spark_reads_merged_manifests(spark, warehouse: dict[str, T.Built], catalog: str, case: T.Case) -> None:
     built = warehouse[case.name].require()
     name = table_name(catalog, built)
