@@ -80,7 +80,7 @@ def partition_keys(table: pa.Table, schema: Schema, spec: PartitionSpec) -> list
         arr, source_type = _column(table, schema, pf.source_id)
         try:
             out.append(pf.transform.bind_arrow(source_type)(arr))
-        except (pa.ArrowInvalid, ValueError, OverflowError, TypeError) as e:
+        except (pa.ArrowInvalid, ValueError, OverflowError, TypeError, ValidationError) as e:
             raise ValidationError(f"Cannot partition column {schema.find_column_name(pf.source_id)!r} by "
                                   f"{pf.transform}: {e}") from e
     return out
@@ -91,7 +91,10 @@ def split_by_partition(table: pa.Table, schema: Schema, spec: PartitionSpec) -> 
     if spec.is_unpartitioned or table.num_rows == 0:
         return [((), table)] if table.num_rows else []
     # Arrow cannot group by extension types (uuid): group by their storage, the same bytes
-    keys = [k.storage if isinstance(k.type, pa.BaseExtensionType) else k for k in partition_keys(table, schema, spec)]
+    # Arrow cannot group by extension types (uuid): group by their storage, the same bytes; dates are read as
+    # their day numbers (Iceberg's value), which also holds days past Python's year 9999
+    keys = [k.storage if isinstance(k.type, pa.BaseExtensionType) else
+            k.cast(pa.int32()) if pa.types.is_date32(k.type) else k for k in partition_keys(table, schema, spec)]
     ptype = spec.partition_type(schema)
     names = [f"k{i}" for i in range(len(keys))]
     index = pa.table(keys + [pa.array(range(table.num_rows), type=pa.int64())], names=names + ["row"])

@@ -122,8 +122,9 @@ def _time_unit(stats: Any) -> str:
     return str(json.loads(logical.to_json()).get("timeUnit", "microseconds"))
 
 
-def _stat_value(stats: Any, raw: Any, logical: Any, t: T.PrimitiveType) -> Any:
-    """A Parquet statistics value converted to icelog's canonical Python value for ``t``."""
+def _stat_value(stats: Any, is_min: bool, t: T.PrimitiveType) -> Any:
+    """A Parquet statistics value (the min or the max) converted to icelog's canonical Python value for ``t``."""
+    raw = stats.min_raw if is_min else stats.max_raw
     if isinstance(t, (T.TimestampType, T.TimestamptzType, T.TimeType)):
         unit = _time_unit(stats)
         if unit == "milliseconds":
@@ -139,7 +140,7 @@ def _stat_value(stats: Any, raw: Any, logical: Any, t: T.PrimitiveType) -> Any:
     if isinstance(t, T.StringType):
         return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
     if isinstance(t, T.DecimalType):
-        return value_from_python(t, logical)
+        return value_from_python(t, stats.min if is_min else stats.max)
     if isinstance(t, (T.BinaryType, T.FixedType)):
         return bytes(raw)
     return value_from_python(t, raw)
@@ -217,8 +218,8 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
                 no_bounds.add(fid)
                 continue
             try:
-                lo = _stat_value(stats, stats.min_raw, stats.min, leaf.field_type)
-                hi = _stat_value(stats, stats.max_raw, stats.max, leaf.field_type)
+                lo = _stat_value(stats, True, leaf.field_type)
+                hi = _stat_value(stats, False, leaf.field_type)
             except (ValueError, TypeError, ValidationError):
                 no_bounds.add(fid)
                 continue

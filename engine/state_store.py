@@ -89,7 +89,7 @@ class StateStore:
         assert state is not None
         if version is None:
             self._tables[table_uuid] = state
-        if not events or events[-1].version // CHECKPOINT_EVERY > after // CHECKPOINT_EVERY:
+        if events and events[-1].version // CHECKPOINT_EVERY > after // CHECKPOINT_EVERY:
             self._checkpoint(state)
         return state
 

@@ -116,6 +116,25 @@ def test_bad_appends_are_typed_and_commit_nothing(catalog, tmp_path):
     assert t.scan().count() == 3
 
 
+def test_a_value_that_cannot_be_partitioned_commits_nothing(catalog):
+    schema = pa.schema([("d", pa.decimal128(3, 0))])
+    t = catalog.create_table("db.dec", schema=schema, partition_by=["truncate(10, d)"])
+    before = head(catalog, t)
+    # truncate(10) of -999 is -1000, which decimal(3, 0) cannot hold
+    with pytest.raises(ValidationError, match="'d'"):
+        t.append(pa.table({"d": pa.array([decimal.Decimal(5), decimal.Decimal(-999)], pa.decimal128(3, 0))}))
+    assert head(catalog, t) == before and t.scan().count() == 0
+
+
+def test_days_past_year_9999_partition(catalog):
+    t = catalog.create_table("db.far", schema=pa.schema([("ts", pa.timestamp("us"))]), partition_by=["day(ts)"])
+    far = pa.array([253402300800000000 + 86400000000 * 400], pa.timestamp("us"))  # 10001-02-04
+    t.append(pa.table({"ts": far}))
+    [f] = t.scan().plan_files()
+    assert f.partition == (2932897 + 400,)
+    assert t.scan().to_arrow().column("ts").cast(pa.int64()).to_pylist() == [253402300800000000 + 86400000000 * 400]
+
+
 def test_append_files_reads_footer_metrics(catalog, tmp_path):
     t = catalog.create_table("db.t", schema=events_table().schema)
     path = tmp_path / "ext.parquet"
