@@ -1,0 +1,91 @@
+"""The projector's manifest layout per snapshot: fast append, merge append and its table properties."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+
+from engine import Catalog
+from engine.model.data_file import EntryStatus
+from projections.manifests import read_manifest, read_manifest_list
+
+
+def manifest_list(table) -> list:
+    meta = json.load(open(table.metadata_location))
+    current = next(s for s in meta["snapshots"] if s["snapshot-id"] == meta["current-snapshot-id"])
+    path = current["manifest-list"]
+    return read_manifest_list(open(path, "rb").read(), path)
+
+
+def appended(tmp_path, n: int, properties: dict[str, str], format_version: int = 2):
+    cat = Catalog.open(tmp_path / "wh")
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), properties=properties,
+                         format_version=format_version)
+    snaps = [t.append(pa.table({"id": pa.array([i], pa.int64())})) for i in range(n)]
+    return cat, t, snaps
+
+
+def test_fast_append_keeps_one_manifest_per_commit(tmp_path):
+    cat, t, _ = appended(tmp_path, 5, {"commit.manifest-merge.enabled": "false"})
+    manifests = manifest_list(t)
+    assert len(manifests) == 5
+    assert [m.added_files_count for m in manifests] == [1] * 5
+    assert all(m.existing_files_count == 0 for m in manifests)
+    cat.close()
+
+
+@pytest.mark.parametrize("format_version", [1, 2])
+def test_merge_append_merges_at_min_count(tmp_path, format_version):
+    cat, t, snaps = appended(tmp_path, 4, {"commit.manifest.min-count-to-merge": "3"}, format_version)
+    manifests = manifest_list(t)
+    # appends 1, 2 keep their own manifests; append 3 reaches the minimum and merges all three (its own file stays
+    # ADDED, the older two become EXISTING); append 4 adds one manifest in front
+    assert [(m.added_files_count, m.existing_files_count) for m in manifests] == [(1, 0), (1, 2)]
+    merged = manifests[1]
+    assert merged.added_snapshot_id == snaps[2].snapshot_id
+    _, entries = read_manifest(open(merged.manifest_path, "rb").read(), merged.manifest_path)
+    existing = [e for e in entries if e.status == EntryStatus.EXISTING]
+    assert sorted(e.snapshot_id for e in existing) == sorted(s.snapshot_id for s in snaps[:2])
+    if format_version == 2:
+        assert sorted(e.data_sequence_number for e in existing) == [1, 2]
+        assert merged.min_sequence_number == 1 and merged.sequence_number == 3
+    assert t.scan().count() == 4
+    cat.close()
+
+
+def test_merged_manifest_keeps_this_snapshots_files_added(tmp_path):
+    cat, t, snaps = appended(tmp_path, 3, {"commit.manifest.min-count-to-merge": "3"})
+    [merged] = manifest_list(t)
+    _, entries = read_manifest(open(merged.manifest_path, "rb").read(), merged.manifest_path)
+    added = [e for e in entries if e.status == EntryStatus.ADDED]
+    assert len(added) == 1 and added[0].snapshot_id is None  # inherited from the manifest list (v2)
+    assert merged.added_files_count == 1 and merged.existing_files_count == 2
+    cat.close()
+
+
+def test_target_size_limits_merging(tmp_path):
+    cat, t, _ = appended(tmp_path, 4, {"commit.manifest.min-count-to-merge": "2",
+                                       "commit.manifest.target-size-bytes": "1"})
+    # every manifest is larger than the target: each bin holds one manifest, nothing merges
+    assert [m.added_files_count for m in manifest_list(t)] == [1, 1, 1, 1]
+    cat.close()
+
+
+def test_publish_order_leaves_readers_on_a_complete_version(tmp_path):
+    cat = Catalog.open(tmp_path / "wh", project=False)
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+    t.append(pa.table({"id": pa.array([1], pa.int64())}))
+    assert not os.path.exists(os.path.join(t.location, "metadata", "version-hint.text"))
+    location = t.publish()
+    assert location == t.metadata_location and os.path.exists(location)
+    hint = open(os.path.join(t.location, "metadata", "version-hint.text")).read()
+    assert location.endswith(f"v{hint}.metadata.json")
+    for m in manifest_list(t):
+        assert os.path.exists(m.manifest_path)
+    assert t.publish() is None  # nothing new
+    cat.close()
