@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections import OrderedDict
 from typing import Iterable
 
 from engine.errors import TableNotFound
@@ -29,6 +30,7 @@ from engine.state import (
 from storage import Log, StoredEvent
 
 CHECKPOINT_EVERY = 100
+RECENT_STATES = 256
 
 
 def position_of(e: StoredEvent) -> LogPosition:
@@ -55,6 +57,7 @@ class StateStore:
     def __init__(self, log: Log) -> None:
         self.log = log
         self._tables: dict[str, TableState] = {}
+        self._recent: OrderedDict[tuple[str, int], TableState] = OrderedDict()
         self._catalog = CatalogState()
 
     # ------------------------------------------------------------ catalog
@@ -76,6 +79,9 @@ class StateStore:
         cached = self._tables.get(table_uuid)
         if cached is not None and cached.version == head:
             return cached
+        recent = self._recent.get((table_uuid, head))
+        if recent is not None:
+            return recent
         base: TableState | None = None
         if cached is not None and cached.version < head:
             base = cached
@@ -85,7 +91,8 @@ class StateStore:
                 base = state_from_json(json.loads(zlib.decompress(found[1])))
         after = base.version if base is not None else 0
         events = self.log.read_stream(table_uuid, after_version=after, up_to_version=head)
-        state = fold(decoded(events), base)
+        states = self._fold_commits(base, events)
+        state = states[-1] if states else base
         assert state is not None
         if version is None:
             self._tables[table_uuid] = state
@@ -93,11 +100,19 @@ class StateStore:
             self._checkpoint(state)
         return state
 
-    def remember(self, state: TableState) -> None:
-        """Keep a state the caller folded itself (right after its own commit)."""
-        cached = self._tables.get(state.table_uuid)
-        if cached is None or cached.version < state.version:
-            self._tables[state.table_uuid] = state
+    def _fold_commits(self, base: TableState | None, events: list[StoredEvent]) -> list[TableState]:
+        """Fold ``events`` onto ``base``; the states at each commit boundary, oldest first (and remembered, so
+        publishing the commits just made does not fold them again)."""
+        out: list[TableState] = []
+        state = base
+        for i, (event, at) in enumerate(decoded(events)):
+            state = apply(event, state, at)
+            if i + 1 == len(events) or events[i + 1].commit_id != events[i].commit_id:
+                out.append(state)  # type: ignore[arg-type]
+                self._recent[(state.table_uuid, state.version)] = state  # type: ignore[union-attr]
+        while len(self._recent) > RECENT_STATES:
+            self._recent.popitem(last=False)
+        return out
 
     def _checkpoint(self, state: TableState) -> None:
         if state.version // CHECKPOINT_EVERY == 0:
@@ -106,17 +121,11 @@ class StateStore:
         self.log.put_checkpoint(state.table_uuid, state.version, blob)
 
     def commits_between(self, table_uuid: str, after_version: int, up_to_version: int) -> list[TableState]:
-        """States at every commit boundary in ``(after_version, up_to_version]``, oldest first."""
+        """States at every commit boundary in ``(after_version, up_to_version]``, oldest first (the base state
+        usually comes from the recent states, so this folds only the events in the range)."""
         base = self.table(table_uuid, after_version) if after_version else None
-        out: list[TableState] = []
         events = self.log.read_stream(table_uuid, after_version=after_version, up_to_version=up_to_version)
-        state = base
-        for i, (event, at) in enumerate(decoded(events)):
-            state = apply(event, state, at)
-            last_of_commit = i + 1 == len(events) or events[i + 1].commit_id != events[i].commit_id
-            if last_of_commit:
-                out.append(state)  # type: ignore[arg-type]
-        return out
+        return self._fold_commits(base, events)
 
     # ------------------------------------------------------------ files
     def file_changes(self, state: TableState, snapshot_log_position: int) -> list[FileChange]:
