@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -324,6 +324,16 @@ class Table:
         landed = commit_streams(self.catalog.store, build, policy=RetryPolicy.of(self.state))
         state = self._after_commit(landed)
         return state.snapshot_by_id(snapshot_id)
+
+    def commit_events(self, build: Callable[[TableState, CommitContext], Sequence[Event]]) -> TableState:
+        """Commit the events ``build(base, ctx)`` makes on the current state, rebuilt on a fresh base after a
+        conflict (up to the table's ``commit.retry.*`` settings); returns the state after the commit."""
+        def commit_build(ctx: CommitContext) -> list:
+            base = self.catalog.store.table(self.uuid)
+            return [(self.uuid, base.version, list(build(base, ctx)))]
+
+        landed = commit_streams(self.catalog.store, commit_build, policy=RetryPolicy.of(self.state))
+        return self._after_commit(landed)
 
     def _after_commit(self, landed: Landed | None) -> TableState:
         store = self.catalog.store

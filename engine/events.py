@@ -217,9 +217,157 @@ class SnapshotAdded(Event):
                    summary=p["summary"], schema_id=p["schema-id"], branch=p["branch"])
 
 
+@attrs.frozen(kw_only=True)
+class SchemaAdded(Event):
+    """A new schema (its id assigned by the builder); ``last_column_id`` is the table's new highest field id."""
+
+    TYPE: ClassVar[str] = "add-schema"
+    schema: Schema
+    last_column_id: int
+
+    def payload(self) -> dict[str, Any]:
+        return {"schema": self.schema.to_json(), "last-column-id": self.last_column_id}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> SchemaAdded:
+        return cls(schema=Schema.from_json(p["schema"]), last_column_id=p["last-column-id"])
+
+
+@attrs.frozen(kw_only=True)
+class CurrentSchemaSet(Event):
+    TYPE: ClassVar[str] = "set-current-schema"
+    schema_id: int
+
+    def payload(self) -> dict[str, Any]:
+        return {"schema-id": self.schema_id}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> CurrentSchemaSet:
+        return cls(schema_id=p["schema-id"])
+
+
+@attrs.frozen(kw_only=True)
+class SpecAdded(Event):
+    TYPE: ClassVar[str] = "add-spec"
+    spec: PartitionSpec
+
+    def payload(self) -> dict[str, Any]:
+        return {"spec": self.spec.to_json()}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> SpecAdded:
+        return cls(spec=PartitionSpec.from_json(p["spec"]))
+
+
+@attrs.frozen(kw_only=True)
+class DefaultSpecSet(Event):
+    TYPE: ClassVar[str] = "set-default-spec"
+    spec_id: int
+
+    def payload(self) -> dict[str, Any]:
+        return {"spec-id": self.spec_id}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> DefaultSpecSet:
+        return cls(spec_id=p["spec-id"])
+
+
+@attrs.frozen(kw_only=True)
+class SortOrderAdded(Event):
+    TYPE: ClassVar[str] = "add-sort-order"
+    sort_order: SortOrder
+
+    def payload(self) -> dict[str, Any]:
+        return {"sort-order": self.sort_order.to_json()}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> SortOrderAdded:
+        return cls(sort_order=SortOrder.from_json(p["sort-order"]))
+
+
+@attrs.frozen(kw_only=True)
+class DefaultSortOrderSet(Event):
+    TYPE: ClassVar[str] = "set-default-sort-order"
+    sort_order_id: int
+
+    def payload(self) -> dict[str, Any]:
+        return {"sort-order-id": self.sort_order_id}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> DefaultSortOrderSet:
+        return cls(sort_order_id=p["sort-order-id"])
+
+
+@attrs.frozen(kw_only=True)
+class FormatVersionUpgraded(Event):
+    TYPE: ClassVar[str] = "upgrade-format-version"
+    format_version: int
+
+    def payload(self) -> dict[str, Any]:
+        return {"format-version": self.format_version}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> FormatVersionUpgraded:
+        return cls(format_version=p["format-version"])
+
+
+@attrs.frozen(kw_only=True)
+class RefSet(Event):
+    """A branch or tag now points at a snapshot (Iceberg's set-snapshot-ref), with its retention settings."""
+
+    TYPE: ClassVar[str] = "set-snapshot-ref"
+    name: str
+    snapshot_id: int
+    ref_type: str = "branch"
+    min_snapshots_to_keep: int | None = None
+    max_snapshot_age_ms: int | None = None
+    max_ref_age_ms: int | None = None
+
+    def payload(self) -> dict[str, Any]:
+        return {"ref-name": self.name, "snapshot-id": self.snapshot_id, "type": self.ref_type,
+                "min-snapshots-to-keep": self.min_snapshots_to_keep,
+                "max-snapshot-age-ms": self.max_snapshot_age_ms, "max-ref-age-ms": self.max_ref_age_ms}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> RefSet:
+        return cls(name=p["ref-name"], snapshot_id=p["snapshot-id"], ref_type=p["type"],
+                   min_snapshots_to_keep=p.get("min-snapshots-to-keep"),
+                   max_snapshot_age_ms=p.get("max-snapshot-age-ms"), max_ref_age_ms=p.get("max-ref-age-ms"))
+
+
+@attrs.frozen(kw_only=True)
+class RefRemoved(Event):
+    TYPE: ClassVar[str] = "remove-snapshot-ref"
+    name: str
+
+    def payload(self) -> dict[str, Any]:
+        return {"ref-name": self.name}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> RefRemoved:
+        return cls(name=p["ref-name"])
+
+
+@attrs.frozen(kw_only=True)
+class SnapshotsRemoved(Event):
+    """Snapshots expired from table metadata (the log keeps them for time travel on the log)."""
+
+    TYPE: ClassVar[str] = "remove-snapshots"
+    snapshot_ids: tuple[int, ...] = attrs.field(converter=lambda v: tuple(sorted(v)))
+
+    def payload(self) -> dict[str, Any]:
+        return {"snapshot-ids": list(self.snapshot_ids)}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> SnapshotsRemoved:
+        return cls(snapshot_ids=p["snapshot-ids"])
+
+
 _EVENT_TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls
-    for cls in (NamespaceCreated, TableRegistered, TableCreated, PropertiesSet, PropertiesRemoved, SnapshotAdded)
+    for cls in (NamespaceCreated, TableRegistered, TableCreated, PropertiesSet, PropertiesRemoved, SnapshotAdded,
+                SchemaAdded, CurrentSchemaSet, SpecAdded, DefaultSpecSet, SortOrderAdded, DefaultSortOrderSet,
+                FormatVersionUpgraded, RefSet, RefRemoved, SnapshotsRemoved)
 }
 
 

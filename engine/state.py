@@ -15,11 +15,21 @@ import attrs
 
 from engine.errors import ValidationError
 from engine.events import (
+    CurrentSchemaSet,
+    DefaultSortOrderSet,
+    DefaultSpecSet,
     Event,
+    FormatVersionUpgraded,
     NamespaceCreated,
     PropertiesRemoved,
     PropertiesSet,
+    RefRemoved,
+    RefSet,
+    SchemaAdded,
     SnapshotAdded,
+    SnapshotsRemoved,
+    SortOrderAdded,
+    SpecAdded,
     TableCreated,
     TableRegistered,
 )
@@ -259,6 +269,83 @@ def _(event: SnapshotAdded, state: TableState, at: LogPosition) -> TableState:
     return attrs.evolve(state, snapshots=state.snapshots + (snap,), refs=tuple(sorted(refs.items())),
                         snapshot_log=snapshot_log,
                         last_sequence_number=max(state.last_sequence_number, event.sequence_number))
+
+
+@apply.register
+def _(event: SchemaAdded, state: TableState, at: LogPosition) -> TableState:
+    if any(s.schema_id == event.schema.schema_id for s in state.schemas):
+        raise ValidationError(f"Cannot add schema: schema id {event.schema.schema_id} already exists")
+    return attrs.evolve(_next_commit(state, at), schemas=state.schemas + (event.schema,),
+                        last_column_id=max(state.last_column_id, event.last_column_id))
+
+
+@apply.register
+def _(event: CurrentSchemaSet, state: TableState, at: LogPosition) -> TableState:
+    state.schema_by_id(event.schema_id)
+    return attrs.evolve(_next_commit(state, at), current_schema_id=event.schema_id)
+
+
+@apply.register
+def _(event: SpecAdded, state: TableState, at: LogPosition) -> TableState:
+    if any(s.spec_id == event.spec.spec_id for s in state.specs):
+        raise ValidationError(f"Cannot add partition spec: spec id {event.spec.spec_id} already exists")
+    last = max([state.last_partition_id] + [f.field_id for f in event.spec.fields])
+    return attrs.evolve(_next_commit(state, at), specs=state.specs + (event.spec,), last_partition_id=last)
+
+
+@apply.register
+def _(event: DefaultSpecSet, state: TableState, at: LogPosition) -> TableState:
+    state.spec_by_id(event.spec_id)
+    return attrs.evolve(_next_commit(state, at), default_spec_id=event.spec_id)
+
+
+@apply.register
+def _(event: SortOrderAdded, state: TableState, at: LogPosition) -> TableState:
+    if any(o.order_id == event.sort_order.order_id for o in state.sort_orders):
+        raise ValidationError(f"Cannot add sort order: order id {event.sort_order.order_id} already exists")
+    return attrs.evolve(_next_commit(state, at), sort_orders=state.sort_orders + (event.sort_order,))
+
+
+@apply.register
+def _(event: DefaultSortOrderSet, state: TableState, at: LogPosition) -> TableState:
+    if not any(o.order_id == event.sort_order_id for o in state.sort_orders):
+        raise ValidationError(f"Cannot set default sort order: no order with id {event.sort_order_id}")
+    return attrs.evolve(_next_commit(state, at), default_sort_order_id=event.sort_order_id)
+
+
+@apply.register
+def _(event: FormatVersionUpgraded, state: TableState, at: LogPosition) -> TableState:
+    if event.format_version < state.format_version:
+        raise ValidationError(f"Cannot downgrade format version from {state.format_version} to "
+                              f"{event.format_version}")
+    return attrs.evolve(_next_commit(state, at), format_version=event.format_version)
+
+
+@apply.register
+def _(event: RefSet, state: TableState, at: LogPosition) -> TableState:
+    if state.snapshot_by_id(event.snapshot_id) is None:
+        raise ValidationError(f"Cannot set ref {event.name}: snapshot {event.snapshot_id} does not exist")
+    refs = dict(state.refs)
+    refs[event.name] = SnapshotRef(snapshot_id=event.snapshot_id, type=event.ref_type,
+                                   min_snapshots_to_keep=event.min_snapshots_to_keep,
+                                   max_snapshot_age_ms=event.max_snapshot_age_ms, max_ref_age_ms=event.max_ref_age_ms)
+    state = _next_commit(state, at)
+    snapshot_log = state.snapshot_log
+    if event.name == MAIN_BRANCH:
+        snapshot_log = snapshot_log + ((at.time_ms, event.snapshot_id),)
+    return attrs.evolve(state, refs=tuple(sorted(refs.items())), snapshot_log=snapshot_log)
+
+
+@apply.register
+def _(event: RefRemoved, state: TableState, at: LogPosition) -> TableState:
+    return attrs.evolve(_next_commit(state, at), refs=tuple((k, r) for k, r in state.refs if k != event.name))
+
+
+@apply.register
+def _(event: SnapshotsRemoved, state: TableState, at: LogPosition) -> TableState:
+    gone = set(event.snapshot_ids)
+    return attrs.evolve(_next_commit(state, at), snapshots=tuple(s for s in state.snapshots if s.snapshot_id not in gone),
+                        snapshot_log=tuple(e for e in state.snapshot_log if e[1] not in gone))
 
 
 def fold(events: Iterable[tuple[Event, LogPosition]], state: TableState | None = None) -> TableState | None:
