@@ -47,10 +47,11 @@ from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec, build_s
 from engine.model.schema import Schema
 from engine.model.sort_order import UNSORTED_ORDER
 from engine.operations.append import append_events, new_snapshot_id
+from engine.operations.snapshot import snapshot_events
 from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams
 from engine.parquet_files import carries_field_ids, read_data_file
 from engine.scan import Scan
-from engine.state import Snapshot, TableState
+from engine.state import MAIN_BRANCH, Snapshot, TableState
 from engine.state_store import StateStore
 from projections import layout
 from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
@@ -300,6 +301,27 @@ class Table:
             mapping = name_mapping_json(state.schema)
         return self._commit_append(files, name_mapping=mapping)
 
+    def delete_files(self, paths: Iterable[str], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
+        """Remove whole data or delete files by path, as one ``delete`` snapshot (Java's DeleteFiles).
+
+        :raises ValidationError: a path that is not live in the branch's head; nothing is committed
+        """
+        wanted = list(dict.fromkeys(os.fspath(p) for p in paths))
+        snapshot_id = new_snapshot_id()
+
+        def build(base: TableState, ctx: CommitContext) -> list:
+            ref = base.ref(branch)
+            live = {e.file.file_path: e.file for e in
+                    self.catalog.store.live_entries(base, ref.snapshot_id if ref else None)}
+            missing = [p for p in wanted if p not in live]
+            if missing:
+                raise ValidationError(f"Cannot delete files: {', '.join(missing[:3])} not in the table")
+            return snapshot_events(base, ctx, operation="delete", snapshot_id=snapshot_id,
+                                   removed=[live[p] for p in wanted], branch=branch)
+
+        state = self.commit_events(build)
+        return state.snapshot_by_id(snapshot_id)
+
     def _describe_file(self, state: TableState, path: str) -> DataFile:
         spec = state.spec
         partition = partition_of_file(path, state.schema, spec) if not spec.is_unpartitioned else ()
@@ -343,6 +365,33 @@ class Table:
         if self.catalog.project:
             self.publish()
         return state
+
+    # ------------------------------------------------------------ builders (PyIceberg's names)
+    def update_schema(self, allow_incompatible_changes: bool = False, case_sensitive: bool = True) -> Any:
+        """Schema evolution: ``add_column``, ``delete_column``, ``rename_column``, ``update_column``, ``move_*``,
+        ``set_identifier_fields``; commit with ``.commit()`` or a ``with`` block."""
+        from engine.operations.update_schema import UpdateSchema
+
+        return UpdateSchema(self, allow_incompatible_changes=allow_incompatible_changes,
+                            case_sensitive=case_sensitive)
+
+    def update_spec(self, case_sensitive: bool = True) -> Any:
+        """Partition evolution: ``add_field``, ``remove_field``, ``rename_field``."""
+        from engine.operations.update_spec import UpdateSpec
+
+        return UpdateSpec(self, case_sensitive=case_sensitive)
+
+    def replace_sort_order(self, case_sensitive: bool = True) -> Any:
+        """A new default sort order: ``asc(column, transform=None, null_order=None)``, ``desc(...)``."""
+        from engine.operations.update_sort_order import ReplaceSortOrder
+
+        return ReplaceSortOrder(self, case_sensitive=case_sensitive)
+
+    def manage_snapshots(self) -> Any:
+        """Branches, tags, rollback, set current snapshot, cherry-pick."""
+        from engine.operations.manage_snapshots import ManageSnapshots
+
+        return ManageSnapshots(self)
 
     # ------------------------------------------------------------ projections
     def publish(self) -> str | None:

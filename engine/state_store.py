@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import zlib
+
+import attrs
 from collections import OrderedDict
 from typing import Iterable
 
@@ -136,22 +138,38 @@ class StateStore:
     def file_changes_of(self, state: TableState, snap: "Snapshot") -> list[FileChange]:
         return self.file_changes(state, snap.log_position)
 
-    def live_files(self, state: TableState, snapshot_id: int | None) -> list[DataFile]:
-        """Data and delete files live in a snapshot, from the log (files added by its ancestry minus removals)."""
+    def live_entries(self, state: TableState, snapshot_id: int | None) -> list[LiveEntry]:
+        """Data and delete files live in a snapshot, from the log: files its ancestry added minus those it removed,
+        each with the sequence numbers and snapshot of the commit that added it, oldest first."""
         if snapshot_id is None:
             return []
         ancestry = state.ancestors(snapshot_id)
         types: dict[int, StructType] = {s.spec_id: s.partition_type(state.schema) for s in state.specs}
         parts = self.log.read_parts_many([s.log_position for s in ancestry])
-        live: dict[str, DataFile] = {}
+        live: dict[str, LiveEntry] = {}
         removed: set[str] = set()
         for snap in ancestry:  # newest first: a removal hides every older add of the path
             for text in parts.get(snap.log_position, []):
                 change = decode_file_change(text, types)
                 path = change.file.file_path
-                if change.added:
-                    if path not in removed and path not in live:
-                        live[path] = change.file
-                else:
+                if not change.added:
                     removed.add(path)
+                elif path not in removed and path not in live:
+                    live[path] = LiveEntry(file=change.file, data_sequence_number=snap.sequence_number,
+                                           file_sequence_number=snap.sequence_number,
+                                           snapshot_id=snap.snapshot_id)
         return list(reversed(list(live.values())))
+
+    def live_files(self, state: TableState, snapshot_id: int | None) -> list[DataFile]:
+        """The files of :meth:`live_entries`, without their sequence numbers."""
+        return [e.file for e in self.live_entries(state, snapshot_id)]
+
+
+@attrs.frozen(kw_only=True)
+class LiveEntry:
+    """A file live in a snapshot, with what its manifest entry would say of it."""
+
+    file: DataFile
+    data_sequence_number: int
+    file_sequence_number: int
+    snapshot_id: int

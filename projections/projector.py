@@ -54,6 +54,10 @@ AVRO_CODEC = "null"
 ChangesOf = Callable[[TableState, Snapshot], Sequence[FileChange]]
 
 
+def content_of(f: DataFile) -> ManifestContent:
+    return ManifestContent.DATA if f.content == DataFileContent.DATA else ManifestContent.DELETES
+
+
 # ---------------------------------------------------------------- manifest-list index codec
 
 
@@ -189,7 +193,7 @@ class Renderer:
             status_counts[e.status][0] += 1
             status_counts[e.status][1] += e.data_file.record_count
         seqs = [e.data_sequence_number if e.data_sequence_number is not None else snap.sequence_number
-                for e in entries]
+                for e in entries if e.status != EntryStatus.DELETED]
         record = ManifestFile(
             manifest_path=path, manifest_length=len(data), partition_spec_id=spec_id, content=content,
             sequence_number=snap.sequence_number, min_sequence_number=min(seqs, default=snap.sequence_number),
@@ -225,15 +229,22 @@ class Renderer:
 
     def snapshot_manifests(self, state: TableState, snap: Snapshot, parent: Sequence[ManifestFile],
                            changes: Sequence[FileChange]) -> tuple[list[ManifestWrite], list[ManifestFile]]:
-        """Manifests to write for ``snap`` and its full manifest list (new manifests first, then the parent's)."""
+        """Manifests to write for ``snap`` and its full manifest list.
+
+        New manifests hold the added files; a parent manifest holding a removed file is rewritten (removed
+        entries DELETED, other live entries EXISTING, older DELETED entries dropped); a manifest left without
+        live files leaves the list unless this snapshot wrote it; then small manifests merge as Java's merge
+        append does. Order: new manifests first, then the parent's, rewritten in place.
+        """
         v1 = state.format_version == 1
         inherited = None if not v1 else snap.snapshot_id
         groups: dict[tuple[int, ManifestContent], list[ManifestEntry]] = {}
+        removed: dict[str, DataFile] = {}
         for c in changes:
             if not c.added:
-                continue  # removals rewrite manifests: later operations (issue 3)
-            content = ManifestContent.DATA if c.file.content == DataFileContent.DATA else ManifestContent.DELETES
-            groups.setdefault((c.file.spec_id, content), []).append(ManifestEntry(
+                removed[c.file.file_path] = c.file
+                continue
+            groups.setdefault((c.file.spec_id, content_of(c.file)), []).append(ManifestEntry(
                 status=EntryStatus.ADDED, snapshot_id=inherited,
                 data_sequence_number=None if not v1 else 0, file_sequence_number=None if not v1 else 0,
                 data_file=c.file))
@@ -243,12 +254,49 @@ class Renderer:
         for (spec_id, content), entries in sorted(groups.items()):
             writes.append(self.manifest(state, snap, ordinal, spec_id, content, entries))
             ordinal += 1
-        manifests = [w.record for w in writes] + list(parent)
+        kept_parent, rewrites, ordinal = self.remove_files(state, snap, parent, removed, ordinal)
+        writes += rewrites
+        manifests = [w.record for w in writes[:len(groups)]] + kept_parent
+        manifests = [m for m in manifests
+                     if m.added_files_count or m.existing_files_count or m.added_snapshot_id == snap.snapshot_id]
         if state.bool_property("commit.manifest-merge.enabled", MERGE_ENABLED_DEFAULT):
             merged_writes, manifests = self.merge(state, snap, manifests, [w.record for w in writes], ordinal)
-            kept = {m.manifest_path for m in manifests}
-            writes = [w for w in writes if w.record.manifest_path in kept] + merged_writes
-        return writes, manifests
+            writes += merged_writes
+        kept = {m.manifest_path for m in manifests}
+        return [w for w in writes if w.record.manifest_path in kept], manifests
+
+    def remove_files(self, state: TableState, snap: Snapshot, parent: Sequence[ManifestFile],
+                     removed: Mapping[str, DataFile], ordinal: int) -> tuple[list[ManifestFile], list[ManifestWrite], int]:
+        """The parent's manifests with every manifest that holds a removed file rewritten; returns the new list,
+        the rewritten manifests to write, and the next manifest ordinal."""
+        if not removed:
+            return list(parent), [], ordinal
+        wanted = {(f.spec_id, content_of(f)) for f in removed.values()}
+        found: set[str] = set()
+        out: list[ManifestFile] = []
+        writes: list[ManifestWrite] = []
+        for m in parent:
+            if (m.partition_spec_id, m.content) not in wanted or not (m.added_files_count or m.existing_files_count):
+                out.append(m)
+                continue
+            live = [e for e in self.entries_of(m) if e.status != EntryStatus.DELETED]
+            hits = [e for e in live if e.data_file.file_path in removed]
+            if not hits:
+                out.append(m)
+                continue
+            entries = [attrs.evolve(e, status=EntryStatus.DELETED, snapshot_id=snap.snapshot_id)
+                       if e.data_file.file_path in removed else attrs.evolve(e, status=EntryStatus.EXISTING)
+                       for e in live]
+            w = self.manifest(state, snap, ordinal, m.partition_spec_id, m.content, entries)
+            ordinal += 1
+            writes.append(w)
+            out.append(w.record)
+            found.update(e.data_file.file_path for e in hits)
+        missing = sorted(set(removed) - found)
+        if missing:
+            raise IntegrityError(f"Cannot project snapshot {snap.snapshot_id}: removed file(s) {missing[:3]} are "
+                                 f"in no manifest of its parent")
+        return out, writes, ordinal
 
     def merge(self, state: TableState, snap: Snapshot, manifests: list[ManifestFile], new: list[ManifestFile],
               ordinal: int) -> tuple[list[ManifestWrite], list[ManifestFile]]:
