@@ -41,12 +41,21 @@ from engine.events import (
     TableRegistered,
 )
 from engine.model.arrow_schema import schema_from_arrow
-from engine.model.data_file import DataFile
+from engine.model.data_file import DataFile, DataFileContent
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec, build_spec
 from engine.model.schema import Schema
 from engine.model.sort_order import UNSORTED_ORDER
 from engine.operations.append import append_events, new_snapshot_id
+from engine.operations.row_delete import (
+    COPY_ON_WRITE,
+    RowChanges,
+    bind_filter,
+    delete_mode,
+    plan_dynamic_overwrite,
+    plan_row_delete,
+    row_change_events,
+)
 from engine.operations.snapshot import snapshot_events
 from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams
 from engine.parquet_files import carries_field_ids, read_data_file
@@ -300,6 +309,58 @@ class Table:
         if without_ids and state.prop(NAME_MAPPING_PROPERTY) is None:
             mapping = name_mapping_json(state.schema)
         return self._commit_append(files, name_mapping=mapping)
+
+    def delete(self, where: str, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
+        """Delete the rows matching ``where``. Files the filter covers entirely (by their metrics) are dropped
+        unread; partly matched files are rewritten (``write.delete.mode=copy-on-write``, the default) or get
+        position delete files (``merge-on-read``). Returns the new snapshot, or None when no row matched.
+
+        :raises ValidationConflict: a concurrent commit conflicts under ``write.delete.isolation-level``
+        """
+        state = self.state
+        bound = bind_filter(state, where)
+        start = self._head(state, branch)
+        changes = plan_row_delete(self.catalog.store, state, bound, start, mode=delete_mode(state))
+        if not changes.removed and not changes.added:
+            return None
+        return self._commit_rows(changes, "delete", branch, isolation_for="delete")
+
+    def overwrite(self, data: pa.Table, where: str | None = None, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
+        """Replace the rows matching ``where`` (all rows when None) with ``data``, as one ``overwrite`` snapshot
+        (rows to keep in partly matched files are rewritten)."""
+        state = self.state
+        start = self._head(state, branch)
+        new_files = write_data_files(state, data)
+        if where is None:
+            live = [e.file for e in self.catalog.store.live_entries(state, start)
+                    if e.file.content == DataFileContent.DATA]
+            changes = RowChanges(start_snapshot_id=start, removed=tuple(live), touched=tuple(live))
+        else:
+            changes = plan_row_delete(self.catalog.store, state, bind_filter(state, where), start,
+                                      mode=COPY_ON_WRITE)
+        return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files,
+                                 whole_table=where is None)
+
+    def dynamic_overwrite(self, data: pa.Table, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
+        """Replace exactly the partitions present in ``data`` (Iceberg's ReplacePartitions)."""
+        state = self.state
+        start = self._head(state, branch)
+        changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, start)
+        return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files)
+
+    @staticmethod
+    def _head(state: TableState, branch: str) -> int | None:
+        ref = state.ref(branch)
+        return ref.snapshot_id if ref is not None else None
+
+    def _commit_rows(self, changes: RowChanges, operation: str, branch: str, *, isolation_for: str,
+                     new_rows: Sequence[DataFile] = (), whole_table: bool = False) -> Snapshot | None:
+        snapshot_id = new_snapshot_id()
+        store = self.catalog.store
+        state = self.commit_events(lambda base, ctx: row_change_events(
+            store, base, ctx, changes, operation=operation, snapshot_id=snapshot_id, branch=branch,
+            isolation_for=isolation_for, new_rows=new_rows, whole_table=whole_table))
+        return state.snapshot_by_id(snapshot_id)
 
     def delete_files(self, paths: Iterable[str], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Remove whole data or delete files by path, as one ``delete`` snapshot (Java's DeleteFiles).

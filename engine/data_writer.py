@@ -117,20 +117,30 @@ def write_data_files(state: TableState, data: pa.Table) -> list[DataFile]:
     """Write ``data`` as Parquet data files of the table (one or more per partition) and describe them."""
     schema, spec = state.schema, state.spec
     table = conform(data, schema)
+    files: list[DataFile] = []
+    for values, rows in split_by_partition(table, schema, spec):
+        files += write_partition_files(state, rows, spec=spec, partition=values)
+    return files
+
+
+def write_partition_files(state: TableState, rows: pa.Table, *, spec: PartitionSpec,
+                          partition: tuple[Any, ...]) -> list[DataFile]:
+    """Write rows that all belong to one partition of ``spec`` (already conformed to the schema), split by the
+    target file size."""
+    schema = state.schema
     props = dict(state.properties)
     target = state.int_property("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
+    folder = layout.data_dir(state.location)
+    if not spec.is_unpartitioned:
+        folder = f"{folder}/{partition_path(spec, schema, partition)}"
     write_id = uuid.uuid4()
-    files: list[DataFile] = []
-    for part_index, (values, rows) in enumerate(split_by_partition(table, schema, spec)):
-        folder = layout.data_dir(state.location)
-        if not spec.is_unpartitioned:
-            folder = f"{folder}/{partition_path(spec, schema, values)}"
-        for chunk_index, chunk in enumerate(iter_row_chunks(rows, target)):
-            path = f"{folder}/{part_index:05d}-{chunk_index}-{write_id}-00001.parquet"
-            footer, size = write_parquet(chunk, path, properties=props, schema=schema)
-            files.append(read_data_file(path, schema, spec_id=spec.spec_id, partition=values, properties=props,
-                                        nan_counts=nan_counts(chunk, schema), sort_order_id=state.default_sort_order_id,
-                                        metadata=footer, file_size=size))
+    files = []
+    for chunk_index, chunk in enumerate(iter_row_chunks(rows, target)):
+        path = f"{folder}/{chunk_index:05d}-{write_id}.parquet"
+        footer, size = write_parquet(chunk, path, properties=props, schema=schema)
+        files.append(read_data_file(path, schema, spec_id=spec.spec_id, partition=partition, properties=props,
+                                    nan_counts=nan_counts(chunk, schema), sort_order_id=state.default_sort_order_id,
+                                    metadata=footer, file_size=size))
     return files
 
 

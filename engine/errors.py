@@ -65,3 +65,16 @@ class CorruptFileError(IcelogError):
 
 class IntegrityError(IcelogError):
     """The log or its projections do not match what they should be (tampering, foreign writers)."""
+
+
+class ValidationConflict(IcelogError):
+    """A concurrent commit changed what an operation read in a way its isolation level forbids. Not retryable.
+
+    :param commit_id: the commit that caused the conflict
+    :param snapshot_id: its snapshot, when it made one
+    """
+
+    def __init__(self, message: str, *, commit_id: str, snapshot_id: int | None = None) -> None:
+        super().__init__(message)
+        self.commit_id = commit_id
+        self.snapshot_id = snapshot_id

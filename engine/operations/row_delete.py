@@ -1,0 +1,155 @@
+"""Row-level deletes and overwrites: delete(where), overwrite(data, where), dynamic_overwrite(data).
+
+Layer: engine.operations (I/O once, up front: reads the data files a filter touches and writes
+their replacements or position delete files; the commit step is pure and re-validates on every
+retry). Whole files are dropped by strict metrics evaluation, so no data file is read when the
+filter covers it. ``write.delete.mode`` picks copy-on-write (rewrite partly matched files, the
+default) or merge-on-read (position delete files).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.data_writer import conform, split_by_partition, write_data_files, write_partition_files
+from engine.errors import ValidationError
+from engine.model.data_file import DataFile, DataFileContent
+from engine.model import expressions
+from engine.model.expressions import bind, evaluate_arrow, metrics_might_match, parse_expression
+from engine.operations.commit import CommitContext
+from engine.operations.snapshot import snapshot_events
+from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
+from engine.reader import read_data_file
+from engine.state import TableState
+from engine.state_store import StateStore
+
+COPY_ON_WRITE = "copy-on-write"
+MERGE_ON_READ = "merge-on-read"
+
+
+@attrs.frozen(kw_only=True)
+class RowChanges:
+    """What a row-level write decided, before it is committed.
+
+    :param start_snapshot_id: the branch head the operation read
+    :param removed: data files dropped or rewritten
+    :param added: new data files (rewritten survivors, new rows) and position delete files
+    :param touched: data files whose rows the operation deleted (for conflict checks)
+    :param bound_filter: the filter the operation read with (None: the whole table)
+    """
+
+    start_snapshot_id: int | None
+    removed: tuple[DataFile, ...] = ()
+    added: tuple[DataFile, ...] = ()
+    touched: tuple[DataFile, ...] = ()
+    bound_filter: Any = None
+    partitions: frozenset[tuple[int, tuple[Any, ...]]] | None = None
+
+
+def delete_mode(state: TableState) -> str:
+    mode = (state.prop("write.delete.mode") or COPY_ON_WRITE).strip().lower()
+    if mode not in (COPY_ON_WRITE, MERGE_ON_READ):
+        raise ValidationError(f"Cannot read write.delete.mode: {mode!r} is not copy-on-write or merge-on-read")
+    return mode
+
+
+def _matching_mask(rows: pa.Table, bound: Any) -> pa.Array:
+    """True where the filter holds (null counts as not matching, as in SQL)."""
+    return pc.fill_null(evaluate_arrow(bound, rows), False)
+
+
+def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snapshot_id: int | None, *,
+                    mode: str) -> RowChanges:
+    """Decide which files to drop, rewrite (copy-on-write) or cover with position deletes (merge-on-read)."""
+    schema = state.schema
+    entries = [e for e in store.live_entries(state, start_snapshot_id) if e.file.content == DataFileContent.DATA]
+    removed: list[DataFile] = []
+    added: list[DataFile] = []
+    touched: list[DataFile] = []
+    positions: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = {}
+    for entry in entries:
+        f = entry.file
+        if expressions.metrics_must_match(bound, f, schema):
+            removed.append(f)
+            touched.append(f)
+            continue
+        if not metrics_might_match(bound, f, schema):
+            continue
+        rows = read_data_file(f, schema)
+        mask = _matching_mask(rows, bound)
+        hits = int(pc.sum(mask).as_py() or 0)
+        if hits == 0:
+            continue
+        touched.append(f)
+        if hits == rows.num_rows:
+            removed.append(f)
+        elif mode == MERGE_ON_READ:
+            where = pc.indices_nonzero(mask).to_pylist()
+            positions.setdefault((f.spec_id, f.partition), {})[f.file_path] = where
+        else:
+            survivors = rows.filter(pc.invert(mask))
+            spec = state.spec_by_id(f.spec_id)
+            added += write_partition_files(state, survivors, spec=spec, partition=f.partition)
+            removed.append(f)
+    if positions:
+        from engine.delete_files import write_position_deletes
+
+        for (spec_id, partition), deletes in positions.items():
+            added.append(write_position_deletes(state, deletes, spec_id=spec_id, partition=partition))
+    return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(removed), added=tuple(added),
+                      touched=tuple(touched), bound_filter=bound)
+
+
+def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, changes: RowChanges, *,
+                      operation: str, snapshot_id: int, branch: str, isolation_for: str,
+                      new_rows: Sequence[DataFile] = (), whole_table: bool = False) -> list:
+    """The snapshot event of a row-level write on ``base``, after validating what landed since it read."""
+    ref = base.ref(branch)
+    head = ref.snapshot_id if ref is not None else None
+    if head != changes.start_snapshot_id:
+        v = Validator(store, base, changes.start_snapshot_id, head)
+        action = f"{operation} rows"
+        v.files_still_live(changes.removed + changes.touched, action)
+        v.no_new_deletes_for(changes.touched, action)
+        if isolation_level(base, isolation_for) == SERIALIZABLE:
+            if changes.partitions is not None:
+                v.no_new_data_in_partitions(set(changes.partitions), action)
+            else:
+                v.no_new_matching_data(None if whole_table else changes.bound_filter, action)
+    added = list(changes.added) + list(new_rows)
+    op = operation
+    if operation == "delete" and any(f.content == DataFileContent.DATA for f in added):
+        op = "overwrite"
+    return snapshot_events(base, ctx, operation=op, snapshot_id=snapshot_id, added=added,
+                           removed=changes.removed, branch=branch)
+
+
+def bind_filter(state: TableState, where: str | None) -> Any:
+    if where is None:
+        return None
+    if not isinstance(where, str):
+        raise ValidationError(f"Cannot filter rows: expected a filter string, got {type(where).__name__}")
+    return bind(parse_expression(where), state.schema)
+
+
+def plan_dynamic_overwrite(store: StateStore, state: TableState, data: pa.Table, start_snapshot_id: int | None
+                           ) -> tuple[RowChanges, list[DataFile]]:
+    """Replace exactly the partitions (of the current spec) present in ``data``."""
+    spec = state.spec
+    if spec.is_unpartitioned:
+        files = write_data_files(state, data)
+        live = [e.file for e in store.live_entries(state, start_snapshot_id) if e.file.content == DataFileContent.DATA]
+        return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(live), touched=tuple(live),
+                          partitions=frozenset({(spec.spec_id, ())})), files
+    table = conform(data, state.schema)
+    partitions = {values for values, _ in split_by_partition(table, state.schema, spec)}
+    files = write_data_files(state, data)
+    removed = [e.file for e in store.live_entries(state, start_snapshot_id)
+               if e.file.content == DataFileContent.DATA and e.file.spec_id == spec.spec_id
+               and e.file.partition in partitions]
+    return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(removed), touched=tuple(removed),
+                      partitions=frozenset((spec.spec_id, p) for p in partitions)), files
