@@ -1,7 +1,9 @@
-"""Row filters: build or parse them, bind them to a schema, evaluate them on Arrow, prune files by metrics.
+"""Row filters: build or parse them, bind them to a schema, evaluate them on Arrow, prune files by metrics,
+project them onto partitions.
 
 Layer: engine.model (pure values and functions). Imports the standard library, attrs, pyarrow (compute only,
-for :func:`evaluate_arrow`), engine.errors and engine.model (types, schema, values, data_file). No I/O.
+for :func:`evaluate_arrow`), engine.errors and engine.model (types, schema, values, data_file; partitioning
+for type hints only, since transforms import this module). No I/O.
 
 An expression is a frozen value. Unbound expressions name columns (:class:`Reference`); :func:`bind` resolves
 them against a :class:`~engine.model.schema.Schema` into :class:`BoundReference` terms (field id, name, type)
@@ -15,6 +17,17 @@ Usage::
     bound = bind(expr, schema)
     mask = evaluate_arrow(bound, table)          # pa.BooleanArray; table.filter(mask) keeps matching rows
     metrics_might_match(bound, data_file, schema)  # False only when the file's metrics prove no row matches
+    metrics_must_match(bound, data_file, schema)   # True only when they prove every row matches
+
+Partitions (Iceberg Java's Projections, ResidualEvaluator and ManifestEvaluator)::
+
+    project_inclusive(expr, spec, schema)       # over the partition struct: true wherever a row may match
+    project_strict(expr, spec, schema)          # true only where every row matches
+    evaluate_partition(projected, spec.partition_type(schema), data_file.partition)
+    partition_might_match(expr, spec, schema, partition) / partition_must_match(...)
+    residual(expr, spec, schema, partition)     # the filter left for one partition's rows
+    file_might_match(expr, data_file, spec, schema) / file_must_match(...)   # partition and metrics together
+    manifest_might_match(expr, spec, schema, manifest_file.partitions)      # manifest-list summaries
 
 Semantics follow SQL's three-valued logic: a comparison with null is null, ``NOT null`` is null, and a row is
 selected only when the filter is true. ``IS NULL`` / ``IS NOT NULL`` / ``IS NAN`` / ``IS NOT NAN`` are never
@@ -46,7 +59,7 @@ import re
 import struct
 import uuid
 from decimal import Decimal
-from typing import Any, Callable, Union
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 import attrs
 import pyarrow as pa
@@ -54,7 +67,7 @@ import pyarrow.compute as pc
 
 from engine.errors import CorruptFileError, ValidationError
 from engine.model import values
-from engine.model.data_file import DataFile
+from engine.model.data_file import DataFile, FieldSummary
 from engine.model.schema import Schema
 from engine.model.types import (
     BinaryType,
@@ -69,11 +82,15 @@ from engine.model.types import (
     LongType,
     PrimitiveType,
     StringType,
+    StructType,
     TimestampType,
     TimestamptzType,
     TimeType,
     UUIDType,
 )
+
+if TYPE_CHECKING:  # transforms and partitioning import this module; they reach it through spec values only
+    from engine.model.partitioning import PartitionField, PartitionSpec
 
 #: Java's limit on IN lists the metrics evaluator checks literal by literal; longer lists might match.
 IN_PREDICATE_LIMIT = 200
@@ -902,6 +919,566 @@ class _MetricsEvaluator:
         # the strings that start with a prefix are one contiguous range, so two bounds inside it hold all values
         if lower is not None and upper is not None and lower.startswith(prefix) and upper.startswith(prefix):
             return False
+        return True
+
+
+def metrics_must_match(expr: BooleanExpression, file: DataFile, schema: Schema, *,
+                       case_sensitive: bool = True) -> bool:
+    """Whether every row of a data file matches, judged from its metrics alone (strict evaluation, Iceberg
+    Java's ``StrictMetricsEvaluator``): True only when the counts and bounds prove it, so a delete may drop the
+    whole file without reading it. An empty file matches. An unbound expression is bound to ``schema`` first.
+
+    Semantics are :func:`evaluate_arrow`'s: a comparison never selects a null, so a column that may hold nulls
+    (its null count is missing or positive, and it is not required) proves no comparison; an ordering or
+    equality also never selects NaN, so a float or double column needs a NaN count of 0. ``!=`` and
+    ``NOT IN`` do select NaN. Bounds prove ``x < v`` by ``upper < v``, ``x >= v`` by ``lower >= v``, ``x = v``
+    by ``lower = upper = v``, ``x != v`` by ``v`` outside ``[lower, upper]``, ``IN`` by ``lower = upper`` in the
+    set (or, for integer-like types, every value of ``[lower, upper]`` in the set), ``NOT IN`` by no listed
+    value inside the bounds, ``LIKE 'p%'`` by both bounds starting with ``p`` and ``NOT LIKE 'p%'`` by a bound
+    beyond every string starting with ``p``. Truncated string and binary bounds keep all of this sound.
+
+    :raises ValidationError: when an unbound expression does not bind
+    :raises CorruptFileError: when a bound cannot be decoded for its column's type (names the file)
+    """
+    if not is_bound(expr):
+        expr = bind(expr, schema, case_sensitive)
+    if file.record_count <= 0:
+        return True
+    return _StrictMetricsEvaluator(file).eval(_rewrite_not(expr))
+
+
+_DISCRETE = (BooleanType, IntegerType, LongType, DateType, TimeType, TimestampType, TimestamptzType)
+
+
+class _StrictMetricsEvaluator(_MetricsEvaluator):
+    def eval(self, expr: BooleanExpression) -> bool:
+        if isinstance(expr, AlwaysTrue):
+            return True
+        if isinstance(expr, AlwaysFalse):
+            return False
+        if isinstance(expr, And):
+            return self.eval(expr.left) and self.eval(expr.right)
+        if isinstance(expr, Or):
+            return self.eval(expr.left) or self.eval(expr.right)
+        if isinstance(expr, Not):  # not produced by rewrite_not; prove nothing under it
+            return False
+        assert isinstance(expr, Predicate) and isinstance(expr.term, BoundReference)
+        return self._must(expr, expr.term)
+
+    def _value_count(self, field_id: int) -> int:
+        count = self._value_counts.get(field_id)
+        return self._file.record_count if count is None else count
+
+    def _no_nulls(self, ref: BoundReference) -> bool:
+        return ref.required or self._null_counts.get(ref.field_id) == 0
+
+    def _no_nans(self, ref: BoundReference) -> bool:
+        return not isinstance(ref.field_type, (FloatType, DoubleType)) or self._nan_counts.get(ref.field_id) == 0
+
+    def _only_nulls(self, ref: BoundReference) -> bool:
+        nulls = self._null_counts.get(ref.field_id)
+        return nulls is not None and nulls == self._value_count(ref.field_id)
+
+    def _only_nans(self, ref: BoundReference) -> bool:
+        nans = self._nan_counts.get(ref.field_id)
+        return nans is not None and nans == self._value_count(ref.field_id)
+
+    def _must(self, pred: Predicate, ref: BoundReference) -> bool:
+        if isinstance(pred, IsNull):
+            return self._only_nulls(ref)
+        if isinstance(pred, NotNull):
+            return self._no_nulls(ref)
+        if isinstance(pred, IsNaN):
+            return self._only_nans(ref)
+        if isinstance(pred, NotNaN):
+            return self._nan_counts.get(ref.field_id) == 0 or self._only_nulls(ref)
+        if not self._no_nulls(ref):
+            return False  # every other predicate leaves a null row out
+        if isinstance(pred, (NotEqualTo, NotIn, NotStartsWith)):
+            # true for NaN, so only the non-NaN values (which the bounds cover) matter
+            if self._only_nans(ref):
+                return True
+            lower = self._bound(ref, "lower")
+            upper = self._bound(ref, "upper")
+            if isinstance(pred, NotEqualTo):
+                v = pred.literal
+                return (lower is not None and lower > v) or (upper is not None and upper < v)
+            if isinstance(pred, NotIn):
+                if lower is None and upper is None:
+                    return False
+                inside = [v for v in pred.literals
+                          if (lower is None or lower <= v) and (upper is None or v <= upper)]
+                return not inside
+            prefix = pred.literal
+            # the strings starting with the prefix form one range that starts at the prefix itself
+            if upper is not None and upper < prefix:
+                return True
+            return lower is not None and lower > prefix and not lower.startswith(prefix)
+        if not self._no_nans(ref):
+            return False  # NaN fails every remaining predicate
+        if isinstance(pred, StartsWith):
+            if pred.literal == "":
+                return True
+            lower = self._bound(ref, "lower")
+            upper = self._bound(ref, "upper")
+            return (lower is not None and upper is not None and lower.startswith(pred.literal)
+                    and upper.startswith(pred.literal))
+        lower = self._bound(ref, "lower")
+        upper = self._bound(ref, "upper")
+        if isinstance(pred, In):
+            if lower is None or upper is None:
+                return False
+            literals = set(pred.literals)
+            if lower == upper:
+                return lower in literals
+            if isinstance(ref.field_type, _DISCRETE) and upper - lower + 1 <= len(literals):
+                return all(v in literals for v in range(lower, upper + 1))
+            return False
+        if not isinstance(pred, LiteralPredicate):
+            return False
+        v = pred.literal
+        if isinstance(pred, EqualTo):
+            return lower is not None and upper is not None and lower == v and upper == v
+        if isinstance(pred, LessThan):
+            return upper is not None and upper < v
+        if isinstance(pred, LessThanOrEqual):
+            return upper is not None and upper <= v
+        if isinstance(pred, GreaterThan):
+            return lower is not None and lower > v
+        if isinstance(pred, GreaterThanOrEqual):
+            return lower is not None and lower >= v
+        return False
+
+
+# -- partition projections ---------------------------------------------------------------------------------------
+
+
+def _bound_nnf(expr: BooleanExpression, schema: Schema, case_sensitive: bool) -> BooleanExpression:
+    if not isinstance(expr, BooleanExpression):
+        raise ValidationError(f"Cannot project expression: {expr!r} is not an expression")
+    if not is_bound(expr):
+        expr = bind(expr, schema, case_sensitive)
+    return _rewrite_not(expr)
+
+
+def _and2(a: BooleanExpression, b: BooleanExpression) -> BooleanExpression:
+    if isinstance(a, AlwaysFalse) or isinstance(b, AlwaysFalse):
+        return AlwaysFalse()
+    if isinstance(a, AlwaysTrue):
+        return b
+    if isinstance(b, AlwaysTrue):
+        return a
+    return And(a, b)
+
+
+def _or2(a: BooleanExpression, b: BooleanExpression) -> BooleanExpression:
+    if isinstance(a, AlwaysTrue) or isinstance(b, AlwaysTrue):
+        return AlwaysTrue()
+    if isinstance(a, AlwaysFalse):
+        return b
+    if isinstance(b, AlwaysFalse):
+        return a
+    return Or(a, b)
+
+
+def _with_term(expr: BooleanExpression, ref: BoundReference) -> BooleanExpression:
+    """The expression with every predicate's term replaced by ``ref``."""
+    if isinstance(expr, (And, Or)):
+        return type(expr)(_with_term(expr.left, ref), _with_term(expr.right, ref))
+    if isinstance(expr, Not):
+        return Not(_with_term(expr.child, ref))
+    if isinstance(expr, SetPredicate):
+        return type(expr)(ref, expr.literals)
+    if isinstance(expr, LiteralPredicate):
+        return type(expr)(ref, expr.literal)
+    if isinstance(expr, Predicate):
+        return type(expr)(ref)
+    return expr
+
+
+def _partition_ref(part: PartitionField, source: BoundReference) -> BoundReference:
+    return BoundReference(field_id=part.field_id, name=part.name,
+                          field_type=part.transform.result_type(source.field_type), path=(part.name,))
+
+
+def _project_one(part: PartitionField, pred: Predicate, strict: bool) -> BooleanExpression | None:
+    """One partition field's projection of a bound predicate on its source column, bound to the partition
+    field; None when the transform says nothing (or cannot apply to the column's current type)."""
+    assert isinstance(pred.term, BoundReference)
+    transform = part.transform
+    try:
+        projected = transform.project_strict(part.name, pred) if strict else transform.project(part.name, pred)
+    except (ValidationError, ArithmeticError, ValueError):
+        return None
+    if projected is None:
+        return None
+    return _with_term(projected, _partition_ref(part, pred.term))
+
+
+def _project(expr: BooleanExpression, spec: PartitionSpec, strict: bool) -> BooleanExpression:
+    if isinstance(expr, (AlwaysTrue, AlwaysFalse)):
+        return expr
+    if isinstance(expr, And):
+        return _and2(_project(expr.left, spec, strict), _project(expr.right, spec, strict))
+    if isinstance(expr, Or):
+        return _or2(_project(expr.left, spec, strict), _project(expr.right, spec, strict))
+    if isinstance(expr, Predicate) and isinstance(expr.term, BoundReference):
+        # inclusive: every field's projection must hold; strict: any field's projection suffices
+        result: BooleanExpression = AlwaysFalse() if strict else AlwaysTrue()
+        for part in spec.fields_by_source_id(expr.term.field_id):
+            projected = _project_one(part, expr, strict)
+            if projected is not None:
+                result = _or2(result, projected) if strict else _and2(result, projected)
+        return result
+    raise ValidationError(f"Cannot project expression: {expr!r}")
+
+
+def project_inclusive(expr: BooleanExpression, spec: PartitionSpec, schema: Schema, *,
+                      case_sensitive: bool = True) -> BooleanExpression:
+    """A filter over the partition tuple that is true for the partition of every row ``expr`` selects (Iceberg
+    Java's ``Projections.inclusive``), for pruning partitions, manifests and files.
+
+    The result is bound to the partition fields: each term is a :class:`BoundReference` whose field id and
+    name are the partition field's and whose type is the transform's result type. Predicates on columns that
+    no partition field is built from become AlwaysTrue; several fields on one column all apply (AND).
+    See :meth:`engine.model.transforms.Transform.project` for each transform's rules.
+
+    :param expr: a row filter, bound or unbound (then bound to ``schema``)
+    :param spec: the partition spec
+    :param schema: the table schema the spec's source ids refer to
+    :raises ValidationError: when an unbound expression does not bind
+    """
+    return _project(_bound_nnf(expr, schema, case_sensitive), spec, False)
+
+
+def project_strict(expr: BooleanExpression, spec: PartitionSpec, schema: Schema, *,
+                   case_sensitive: bool = True) -> BooleanExpression:
+    """A filter over the partition tuple that is true only for partitions all of whose rows ``expr`` selects
+    (Iceberg Java's ``Projections.strict``), e.g. to drop whole files in a delete.
+
+    Bound like :func:`project_inclusive`; predicates on columns without a partition field become AlwaysFalse,
+    and several fields on one column are alternatives (OR).
+
+    :raises ValidationError: when an unbound expression does not bind
+    """
+    return _project(_bound_nnf(expr, schema, case_sensitive), spec, True)
+
+
+# -- evaluation on one partition tuple ---------------------------------------------------------------------------
+
+
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _test(pred: Predicate, v: Any) -> bool | None:
+    """SQL's three-valued result of a predicate on one canonical value (None: unknown)."""
+    if isinstance(pred, IsNull):
+        return v is None
+    if isinstance(pred, NotNull):
+        return v is not None
+    if isinstance(pred, IsNaN):
+        return _is_nan(v)
+    if isinstance(pred, NotNaN):
+        return not _is_nan(v)
+    if v is None:
+        return None
+    nan = _is_nan(v)
+    if isinstance(pred, StartsWith):
+        return v.startswith(pred.literal)
+    if isinstance(pred, NotStartsWith):
+        return not v.startswith(pred.literal)
+    if isinstance(pred, In):
+        return not nan and v in pred.literals
+    if isinstance(pred, NotIn):
+        return nan or v not in pred.literals
+    if isinstance(pred, NotEqualTo):
+        return nan or v != pred.literal
+    if nan:
+        return False
+    if isinstance(pred, EqualTo):
+        return v == pred.literal
+    if isinstance(pred, LessThan):
+        return v < pred.literal
+    if isinstance(pred, LessThanOrEqual):
+        return v <= pred.literal
+    if isinstance(pred, GreaterThan):
+        return v > pred.literal
+    if isinstance(pred, GreaterThanOrEqual):
+        return v >= pred.literal
+    raise ValidationError(f"Cannot evaluate expression: unknown predicate {pred!r}")
+
+
+def _eval_values(expr: BooleanExpression, lookup: Callable[[Term], Any]) -> bool | None:
+    """SQL's three-valued result of an expression whose terms ``lookup`` turns into values."""
+    if isinstance(expr, AlwaysTrue):
+        return True
+    if isinstance(expr, AlwaysFalse):
+        return False
+    if isinstance(expr, And):
+        left = _eval_values(expr.left, lookup)
+        if left is False:
+            return False
+        right = _eval_values(expr.right, lookup)
+        if right is False:
+            return False
+        return None if left is None or right is None else True
+    if isinstance(expr, Or):
+        left = _eval_values(expr.left, lookup)
+        if left is True:
+            return True
+        right = _eval_values(expr.right, lookup)
+        if right is True:
+            return True
+        return None if left is None or right is None else False
+    if isinstance(expr, Not):
+        child = _eval_values(expr.child, lookup)
+        return None if child is None else not child
+    if isinstance(expr, Predicate):
+        return _test(expr, lookup(expr.term))
+    raise ValidationError(f"Cannot evaluate expression: unknown expression {expr!r}")
+
+
+def _tuple_lookup(field_ids: list[int], names: list[str], partition: tuple[Any, ...]) -> Callable[[Term], Any]:
+    if len(partition) != len(field_ids):
+        raise ValidationError(f"Cannot evaluate partition filter: the partition tuple {partition!r} has "
+                              f"{len(partition)} values for {len(field_ids)} partition fields")
+    by_id = {fid: i for i, fid in enumerate(field_ids)}
+    by_name = {name: i for i, name in enumerate(names)}
+
+    def lookup(term: Term) -> Any:
+        i = by_id.get(term.field_id) if isinstance(term, BoundReference) else by_name.get(term.name)
+        if i is None:
+            raise ValidationError(f"Cannot evaluate partition filter: {term.name!r} is not a partition field")
+        return partition[i]
+    return lookup
+
+
+def _spec_lookup(spec: PartitionSpec, partition: tuple[Any, ...]) -> Callable[[Term], Any]:
+    return _tuple_lookup([f.field_id for f in spec.fields], [f.name for f in spec.fields], tuple(partition))
+
+
+def evaluate_partition(expr: BooleanExpression, partition_type: StructType, partition: tuple[Any, ...]) -> bool:
+    """Whether a filter over the partition struct (as :func:`project_inclusive` returns, or unbound with
+    partition field names) is true for one partition tuple of canonical values; null gives false.
+
+    :param partition_type: the spec's partition struct (``spec.partition_type(schema)``)
+    :param partition: the values in the order of the struct's fields
+    :raises ValidationError: when the tuple's length is not the struct's or a term is not a partition field
+    """
+    fields = partition_type.fields
+    lookup = _tuple_lookup([f.field_id for f in fields], [f.name for f in fields], tuple(partition))
+    return _eval_values(expr, lookup) is True
+
+
+def partition_might_match(expr: BooleanExpression, spec: PartitionSpec, schema: Schema,
+                          partition: tuple[Any, ...], *, case_sensitive: bool = True) -> bool:
+    """False only when the partition values prove that no row of the partition matches ``expr``.
+
+    :raises ValidationError: when an unbound expression does not bind or the tuple does not fit the spec
+    """
+    projected = project_inclusive(expr, spec, schema, case_sensitive=case_sensitive)
+    return _eval_values(projected, _spec_lookup(spec, partition)) is True
+
+
+def partition_must_match(expr: BooleanExpression, spec: PartitionSpec, schema: Schema,
+                         partition: tuple[Any, ...], *, case_sensitive: bool = True) -> bool:
+    """True only when the partition values prove that every row of the partition matches ``expr``.
+
+    :raises ValidationError: when an unbound expression does not bind or the tuple does not fit the spec
+    """
+    projected = project_strict(expr, spec, schema, case_sensitive=case_sensitive)
+    return _eval_values(projected, _spec_lookup(spec, partition)) is True
+
+
+# -- residuals ---------------------------------------------------------------------------------------------------
+
+
+def residual(expr: BooleanExpression, spec: PartitionSpec, schema: Schema, partition: tuple[Any, ...], *,
+             case_sensitive: bool = True) -> BooleanExpression:
+    """What is left of a row filter for the rows of one partition (Iceberg Java's ``ResidualEvaluator``).
+
+    Each predicate becomes AlwaysTrue when a strict projection proves it for the partition, AlwaysFalse when an
+    inclusive projection rules it out, and stays otherwise; AND / OR fold the constants. So AlwaysTrue means
+    every row of a file in this partition matches and AlwaysFalse means none does. The result is bound to
+    ``schema`` with NOT pushed into the predicates.
+
+    :param partition: the file's partition tuple, in the order of ``spec``'s fields
+    :raises ValidationError: when an unbound expression does not bind or the tuple does not fit the spec
+    """
+    bound = _bound_nnf(expr, schema, case_sensitive)
+    if not spec.fields:
+        return bound
+    return _residual(bound, spec, _spec_lookup(spec, partition))
+
+
+def _residual(expr: BooleanExpression, spec: PartitionSpec, lookup: Callable[[Term], Any]) -> BooleanExpression:
+    if isinstance(expr, And):
+        return _and2(_residual(expr.left, spec, lookup), _residual(expr.right, spec, lookup))
+    if isinstance(expr, Or):
+        return _or2(_residual(expr.left, spec, lookup), _residual(expr.right, spec, lookup))
+    if isinstance(expr, Predicate) and isinstance(expr.term, BoundReference):
+        for part in spec.fields_by_source_id(expr.term.field_id):
+            strict = _project_one(part, expr, True)
+            if strict is not None and _eval_values(strict, lookup) is True:
+                return AlwaysTrue()
+            inclusive = _project_one(part, expr, False)
+            if inclusive is not None and _eval_values(inclusive, lookup) is not True:
+                return AlwaysFalse()
+    return expr
+
+
+def file_might_match(expr: BooleanExpression, file: DataFile, spec: PartitionSpec, schema: Schema, *,
+                     case_sensitive: bool = True) -> bool:
+    """False only when the file's partition or metrics prove that none of its rows matches.
+
+    :param spec: the spec the file was written with (``file.spec_id``)
+    :raises ValidationError: when an unbound expression does not bind
+    :raises CorruptFileError: when a bound cannot be decoded
+    """
+    rest = residual(expr, spec, schema, file.partition, case_sensitive=case_sensitive)
+    return metrics_might_match(rest, file, schema)
+
+
+def file_must_match(expr: BooleanExpression, file: DataFile, spec: PartitionSpec, schema: Schema, *,
+                    case_sensitive: bool = True) -> bool:
+    """True only when the file's partition and metrics together prove that every row matches: the partition
+    settles what it can (:func:`residual`) and the metrics must prove the rest (:func:`metrics_must_match`).
+
+    :param spec: the spec the file was written with (``file.spec_id``)
+    :raises ValidationError: when an unbound expression does not bind
+    :raises CorruptFileError: when a bound cannot be decoded
+    """
+    rest = residual(expr, spec, schema, file.partition, case_sensitive=case_sensitive)
+    return metrics_must_match(rest, file, schema)
+
+
+# -- manifest pruning --------------------------------------------------------------------------------------------
+
+
+def manifest_might_match(expr: BooleanExpression, spec: PartitionSpec, schema: Schema,
+                         summaries: tuple[FieldSummary, ...] | None, *, case_sensitive: bool = True,
+                         manifest_path: str | None = None) -> bool:
+    """Whether a manifest written with ``spec`` may hold a file with rows matching ``expr``, judged from the
+    manifest list's partition summaries (Iceberg Java's ``ManifestEvaluator`` on the inclusive projection).
+
+    :param summaries: the manifest's ``partitions`` field summaries, one per spec field (None: might match)
+    :param manifest_path: named in errors
+    :raises ValidationError: when an unbound expression does not bind
+    :raises CorruptFileError: when a summary bound cannot be decoded
+    """
+    projected = project_inclusive(expr, spec, schema, case_sensitive=case_sensitive)
+    return summaries_might_match(projected, spec, summaries, manifest_path=manifest_path)
+
+
+def summaries_might_match(partition_expr: BooleanExpression, spec: PartitionSpec,
+                          summaries: tuple[FieldSummary, ...] | None, *, manifest_path: str | None = None) -> bool:
+    """:func:`manifest_might_match` for a filter already projected with :func:`project_inclusive` (project once,
+    then test many manifests).
+
+    A summary's bounds are the smallest and largest non-null, non-NaN partition values (Appendix D bytes); no
+    bounds mean every value is null or NaN. Predicates on fields the summaries do not cover might match.
+
+    :raises ValidationError: when the filter is not bound
+    :raises CorruptFileError: when a summary bound cannot be decoded
+    """
+    _require_bound(partition_expr, "evaluate partition summaries")
+    if summaries is None or len(summaries) != len(spec.fields):
+        return True
+    index = {f.field_id: i for i, f in enumerate(spec.fields)}
+    return _SummaryEvaluator(tuple(summaries), index, manifest_path).eval(partition_expr)
+
+
+class _SummaryEvaluator:
+    def __init__(self, summaries: tuple[FieldSummary, ...], index: dict[int, int], path: str | None) -> None:
+        self._summaries = summaries
+        self._index = index
+        self._path = path
+
+    def eval(self, expr: BooleanExpression) -> bool:
+        if isinstance(expr, AlwaysTrue):
+            return True
+        if isinstance(expr, AlwaysFalse):
+            return False
+        if isinstance(expr, And):
+            return self.eval(expr.left) and self.eval(expr.right)
+        if isinstance(expr, Or):
+            return self.eval(expr.left) or self.eval(expr.right)
+        if isinstance(expr, Predicate) and isinstance(expr.term, BoundReference):
+            i = self._index.get(expr.term.field_id)
+            if i is None:
+                return True
+            return self._predicate(expr, expr.term, self._summaries[i])
+        return True  # NOT (not produced by the projections) prunes nothing
+
+    def _bound(self, ref: BoundReference, raw: bytes | None) -> Any:
+        if raw is None:
+            return None
+        t = ref.field_type
+        if isinstance(t, LongType) and len(raw) == 4:
+            t = IntegerType()
+        elif isinstance(t, DoubleType) and len(raw) == 4:
+            t = FloatType()
+        try:
+            value = values.from_bytes(t, raw)
+        except (ValidationError, ValueError, TypeError, ArithmeticError, struct.error) as e:
+            raise CorruptFileError(f"Cannot read partition summary bound of {ref.name!r} ({ref.field_type}): {e}",
+                                   path=self._path or "<manifest list>") from e
+        return None if _is_nan(value) else value
+
+    @staticmethod
+    def _all_null(s: FieldSummary, ref: BoundReference) -> bool:
+        if not s.contains_null or s.lower_bound is not None:
+            return False
+        if isinstance(ref.field_type, (FloatType, DoubleType)):
+            return s.contains_nan is False  # without bounds the values might be NaN
+        return True
+
+    def _predicate(self, pred: Predicate, ref: BoundReference, s: FieldSummary) -> bool:
+        if isinstance(pred, IsNull):
+            return s.contains_null
+        if isinstance(pred, NotNull):
+            return not self._all_null(s, ref)
+        if isinstance(pred, IsNaN):
+            return s.contains_nan is not False
+        if isinstance(pred, NotNaN):
+            return not (s.contains_nan is True and not s.contains_null and s.lower_bound is None)
+        if isinstance(pred, (NotEqualTo, NotIn)):
+            return not self._all_null(s, ref)
+        if isinstance(pred, NotStartsWith):
+            if s.contains_null:
+                return True
+            lower = self._bound(ref, s.lower_bound)
+            upper = self._bound(ref, s.upper_bound)
+            prefix = pred.literal
+            return not (lower is not None and upper is not None and lower.startswith(prefix)
+                        and upper.startswith(prefix))
+        if s.lower_bound is None or s.upper_bound is None:
+            return False  # every value is null or NaN: no comparison holds
+        lower = self._bound(ref, s.lower_bound)
+        upper = self._bound(ref, s.upper_bound)
+        if isinstance(pred, StartsWith):
+            n = len(pred.literal)
+            if lower is not None and lower[:n] > pred.literal:
+                return False
+            return not (upper is not None and upper[:n] < pred.literal)
+        if isinstance(pred, In):
+            if len(pred.literals) > IN_PREDICATE_LIMIT:
+                return True
+            return any((lower is None or lower <= v) and (upper is None or v <= upper) for v in pred.literals)
+        if not isinstance(pred, LiteralPredicate):
+            return True
+        v = pred.literal
+        if isinstance(pred, EqualTo):
+            return not ((lower is not None and lower > v) or (upper is not None and upper < v))
+        if isinstance(pred, LessThan):
+            return lower is None or lower < v
+        if isinstance(pred, LessThanOrEqual):
+            return lower is None or lower <= v
+        if isinstance(pred, GreaterThan):
+            return upper is None or upper > v
+        if isinstance(pred, GreaterThanOrEqual):
+            return upper is None or upper >= v
         return True
 
 
