@@ -35,7 +35,10 @@ from engine.errors import (
 )
 from engine.events import (
     CATALOG_STREAM,
+    Event,
+    FormatVersionUpgraded,
     NamespaceCreated,
+    PropertiesRemoved,
     PropertiesSet,
     TableCreated,
     TableRegistered,
@@ -57,7 +60,8 @@ from engine.operations.row_delete import (
     row_change_events,
 )
 from engine.operations.snapshot import snapshot_events
-from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams
+from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams, now_ms
+from engine.operations.transaction import run_staged
 from engine.parquet_files import carries_field_ids, read_data_file
 from engine.scan import Scan
 from engine.state import MAIN_BRANCH, Snapshot, TableState
@@ -218,6 +222,17 @@ class Catalog:
             raise NamespaceNotFound(f"Cannot list tables: namespace {'.'.join(ns)} does not exist")
         return [t.namespace + (t.name,) for t in state.tables if t.namespace == ns]
 
+    def transaction(self) -> CatalogTransaction:
+        """Changes to several tables that land atomically (one log commit over their streams) or not at all.
+
+        ::
+
+            with cat.transaction() as tx:
+                tx.load_table("db.a").append(rows)
+                tx.load_table("db.b").delete("id < 10")
+        """
+        return CatalogTransaction(self)
+
     def publish(self) -> None:
         """Bring every table's projection up to its log head."""
         for entry in self.store.catalog().tables:
@@ -239,11 +254,13 @@ class Table:
     :param table_uuid: the table's stream id
     """
 
-    def __init__(self, catalog: Catalog, namespace: tuple[str, ...], name: str, table_uuid: str) -> None:
+    def __init__(self, catalog: Catalog, namespace: tuple[str, ...], name: str, table_uuid: str, *,
+                 staged: list[Any] | None = None) -> None:
         self.catalog = catalog
         self.namespace = namespace
         self.name = name
         self.uuid = table_uuid
+        self._staged = staged
 
     def __repr__(self) -> str:
         return f"Table({'.'.join(self.identifier)!r})"
@@ -255,7 +272,11 @@ class Table:
     # ------------------------------------------------------------ state
     @property
     def state(self) -> TableState:
-        return self.catalog.store.table(self.uuid)
+        state = self.catalog.store.table(self.uuid)
+        if self._staged:
+            ctx = CommitContext(commit_id="staged", time_ms=now_ms())
+            state = run_staged(state, self._staged, ctx)[1]
+        return state
 
     def schema(self) -> Schema:
         return self.state.schema
@@ -284,12 +305,12 @@ class Table:
         return self.state.current_snapshot
 
     # ------------------------------------------------------------ writes
-    def append(self, data: pa.Table) -> Snapshot | None:
+    def append(self, data: pa.Table, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Write ``data`` as Parquet data files (one or more per partition) and commit them as one snapshot."""
         files = write_data_files(self.state, data)
-        return self._commit_append(files)
+        return self._commit_append(files, branch=branch)
 
-    def append_files(self, paths: Iterable[str]) -> Snapshot | None:
+    def append_files(self, paths: Iterable[str], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Register existing Parquet files (unpartitioned tables, or files whose partition is given by their
         values) as one append; metrics come from their footers."""
         state = self.state
@@ -308,7 +329,7 @@ class Table:
         mapping = None
         if without_ids and state.prop(NAME_MAPPING_PROPERTY) is None:
             mapping = name_mapping_json(state.schema)
-        return self._commit_append(files, name_mapping=mapping)
+        return self._commit_append(files, name_mapping=mapping, branch=branch)
 
     def delete(self, where: str, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Delete the rows matching ``where``. Files the filter covers entirely (by their metrics) are dropped
@@ -389,28 +410,86 @@ class Table:
         return read_data_file(path, state.schema, spec_id=spec.spec_id, partition=partition,
                               properties=dict(state.properties))
 
-    def _commit_append(self, files: list[DataFile], name_mapping: str | None = None) -> Snapshot | None:
+    def _commit_append(self, files: list[DataFile], name_mapping: str | None = None,
+                       branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Commit ``files`` as one append; with ``name_mapping``, also set the table's default name mapping (for
         files written without field ids) in the same commit."""
         if not files:
             return None
         snapshot_id = new_snapshot_id()
 
-        def build(ctx: CommitContext) -> list:
-            base = self.catalog.store.table(self.uuid)
+        def build(base: TableState, ctx: CommitContext) -> list:
             events: list = []
             if name_mapping is not None and base.prop(NAME_MAPPING_PROPERTY) is None:
                 events.append(PropertiesSet(updates={NAME_MAPPING_PROPERTY: name_mapping}))
-            events += append_events(base, files, ctx, snapshot_id=snapshot_id)
-            return [(self.uuid, base.version, events)]
+            return events + append_events(base, files, ctx, snapshot_id=snapshot_id, branch=branch)
 
-        landed = commit_streams(self.catalog.store, build, policy=RetryPolicy.of(self.state))
-        state = self._after_commit(landed)
-        return state.snapshot_by_id(snapshot_id)
+        return self.commit_events(build).snapshot_by_id(snapshot_id)
+
+    # ------------------------------------------------------------ table metadata
+    def set_properties(self, properties: Mapping[str, str] | None = None, **kwargs: str) -> TableState:
+        """Set table properties (one commit; values are strings)."""
+        updates = {str(k): str(v) for k, v in {**(properties or {}), **kwargs}.items()}
+
+        def build(base: TableState, ctx: CommitContext) -> list:
+            changed = {k: v for k, v in updates.items() if base.prop(k) != v}
+            return [PropertiesSet(updates=changed)] if changed else []
+
+        return self.commit_events(build)
+
+    def remove_properties(self, *keys: str) -> TableState:
+        """Remove table properties (absent keys are ignored)."""
+        def build(base: TableState, ctx: CommitContext) -> list:
+            present = [k for k in keys if base.prop(k) is not None]
+            return [PropertiesRemoved(removals=present)] if present else []
+
+        return self.commit_events(build)
+
+    def upgrade_format_version(self, format_version: int) -> TableState:
+        """Upgrade the table to a newer format version (2); downgrades raise ValidationError."""
+        def build(base: TableState, ctx: CommitContext) -> list:
+            if format_version not in (1, 2):
+                raise ValidationError(f"Cannot upgrade table: format version {format_version} is not supported")
+            if format_version < base.format_version:
+                raise ValidationError(f"Cannot downgrade table from format version {base.format_version} to "
+                                      f"{format_version}")
+            return [FormatVersionUpgraded(format_version=format_version)] if format_version > base.format_version \
+                else []
+
+        return self.commit_events(build)
+
+    # ------------------------------------------------------------ transactions
+    def transaction(self) -> Table:
+        """A handle whose changes are staged and land as one commit when its ``with`` block ends (or on
+        ``commit_transaction()``); nothing lands if the block raises."""
+        return Table(self.catalog, self.namespace, self.name, self.uuid, staged=[])
+
+    def commit_transaction(self) -> TableState:
+        if self._staged is None:
+            raise ValidationError("Cannot commit: this table handle is not a transaction")
+        builds, self._staged = list(self._staged), []
+        return Table(self.catalog, self.namespace, self.name, self.uuid).commit_events(
+            lambda base, ctx: run_staged(base, builds, ctx)[0])
+
+    def __enter__(self) -> Table:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._staged is not None and exc_type is None:
+            self.commit_transaction()
 
     def commit_events(self, build: Callable[[TableState, CommitContext], Sequence[Event]]) -> TableState:
         """Commit the events ``build(base, ctx)`` makes on the current state, rebuilt on a fresh base after a
-        conflict (up to the table's ``commit.retry.*`` settings); returns the state after the commit."""
+        conflict (up to the table's ``commit.retry.*`` settings); returns the state after the commit.
+
+        In a transaction the build is staged instead, and the state it would lead to comes back."""
+        if self._staged is not None:
+            self._staged.append(build)
+            try:
+                return self.state  # validates the staged change now; it is validated again at commit
+            except BaseException:
+                self._staged.pop()
+                raise
         def commit_build(ctx: CommitContext) -> list:
             base = self.catalog.store.table(self.uuid)
             return [(self.uuid, base.version, list(build(base, ctx)))]
@@ -516,3 +595,46 @@ class Table:
     def scan(self, where: str | None = None, columns: Sequence[str] | None = None,
              snapshot_id: int | None = None) -> Scan:
         return Scan(self.catalog.store, self.state, where=where, columns=columns, snapshot_id=snapshot_id)
+
+
+class CatalogTransaction:
+    """Staged changes to several tables of one catalog, committed together.
+
+    :param catalog: the catalog
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._tables: dict[str, Table] = {}
+
+    def load_table(self, identifier: str | Sequence[str]) -> Table:
+        """A staged handle on a table: its writes and builders are kept until the transaction commits."""
+        table = self.catalog.load_table(identifier)
+        if table.uuid not in self._tables:
+            self._tables[table.uuid] = table.transaction()
+        return self._tables[table.uuid]
+
+    def commit(self) -> None:
+        staged = {uuid: list(t._staged or []) for uuid, t in self._tables.items()}
+        store = self.catalog.store
+
+        def build(ctx: CommitContext) -> list:
+            out = []
+            for uuid, builds in staged.items():
+                base = store.table(uuid)
+                out.append((uuid, base.version, run_staged(base, builds, ctx)[0]))
+            return out
+
+        policies = [RetryPolicy.of(store.table(uuid)) for uuid in staged]
+        policy = min(policies, key=lambda p: p.num_retries) if policies else RetryPolicy()
+        landed = commit_streams(store, build, policy=policy)
+        for t in self._tables.values():
+            t._staged = []
+            Table(self.catalog, t.namespace, t.name, t.uuid)._after_commit(landed)
+
+    def __enter__(self) -> CatalogTransaction:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.commit()
