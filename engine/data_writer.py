@@ -26,6 +26,7 @@ from engine.parquet_files import (
     read_data_file,
     write_parquet,
 )
+from engine.sort_rows import sort_table
 from engine.state import TableState
 from projections import layout
 
@@ -117,6 +118,8 @@ def write_data_files(state: TableState, data: pa.Table) -> list[DataFile]:
     """Write ``data`` as Parquet data files of the table (one or more per partition) and describe them."""
     schema, spec = state.schema, state.spec
     table = conform(data, schema)
+    if not state.sort_order.is_unsorted:
+        table = sort_table(table, state.sort_order, schema)
     files: list[DataFile] = []
     for values, rows in split_by_partition(table, schema, spec):
         files += write_partition_files(state, rows, spec=spec, partition=values)
@@ -140,7 +143,7 @@ def write_partition_files(state: TableState, rows: pa.Table, *, spec: PartitionS
         footer, size = write_parquet(chunk, path, properties=props, schema=schema)
         files.append(read_data_file(path, schema, spec_id=spec.spec_id, partition=partition, properties=props,
                                     nan_counts=nan_counts(chunk, schema), sort_order_id=state.default_sort_order_id,
-                                    metadata=footer, file_size=size))
+                                    metadata=footer, file_size=size, sort_order=state.sort_order))
     return files
 
 

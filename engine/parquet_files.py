@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from typing import Any, Iterator
 
 import attrs
@@ -23,6 +24,7 @@ from engine.errors import CorruptFileError, ValidationError
 from engine.model import types as T
 from engine.model.data_file import DataFile
 from engine.model.schema import Schema
+from engine.model.sort_order import SortOrder
 from engine.model.values import (
     to_bytes,
     truncate_lower_bound,
@@ -32,6 +34,11 @@ from engine.model.values import (
 )
 
 DEFAULT_METRICS_MODE = "truncate(16)"
+DEFAULT_MODE_PROPERTY = "write.metadata.metrics.default"
+COLUMN_MODE_PREFIX = "write.metadata.metrics.column."
+MAX_INFERRED_PROPERTY = "write.metadata.metrics.max-inferred-column-defaults"
+MAX_INFERRED_COLUMN_DEFAULTS = 100
+_TRUNCATE_MODE = re.compile(r"^truncate\((\d+)\)$")
 
 
 @attrs.frozen(kw_only=True)
@@ -101,17 +108,68 @@ def carries_field_ids(path: str) -> bool:
                                path=path) from e
 
 
-def _metrics_mode(properties: dict[str, str], column: str) -> str:
-    mode = properties.get(f"write.metadata.metrics.column.{column}")
-    if mode is None:
-        mode = properties.get("write.metadata.metrics.default", DEFAULT_METRICS_MODE)
-    return mode.strip().lower()
+def parse_metrics_mode(text: str | None, fallback: str) -> str:
+    """A metrics mode in its normal spelling (``none``, ``counts``, ``full``, ``truncate(N)`` with N > 0, any
+    case), or ``fallback`` when ``text`` is None or not a valid mode (Java's MetricsConfig logs and ignores it)."""
+    if text is None:
+        return fallback
+    mode = text.strip().lower()
+    if mode in ("none", "counts", "full"):
+        return mode
+    m = _TRUNCATE_MODE.match(mode)
+    return f"truncate({int(m.group(1))})" if m and int(m.group(1)) > 0 else fallback
+
+
+def _ids_under(t: T.IcebergType) -> list[int]:
+    out: list[int] = []
+    if isinstance(t, T.StructType):
+        for f in t.fields:
+            out += [f.field_id] + _ids_under(f.field_type)
+    elif isinstance(t, T.ListType):
+        out += [t.element_id] + _ids_under(t.element_type)
+    elif isinstance(t, T.MapType):
+        out += [t.key_id] + _ids_under(t.key_type) + [t.value_id] + _ids_under(t.value_type)
+    return out
+
+
+def metrics_modes(properties: dict[str, str], schema: Schema, sort_order: SortOrder | None = None) -> dict[int, str]:
+    """The metrics mode of every field id, as Java's ``MetricsConfig.forTable``: ``write.metadata.metrics.default``
+    (truncate(16) when unset, or when unset only for the first ``write.metadata.metrics.max-inferred-column-defaults``
+    top-level columns of a wider table, none for the rest); columns of the sort order's order-preserving fields
+    at least truncate(16); then ``write.metadata.metrics.column.<full column name>`` (``l.element``, ``m.key``).
+    An invalid mode falls back to the default."""
+    configured = properties.get(DEFAULT_MODE_PROPERTY)
+    inferred: set[int] = set()
+    if configured is not None:
+        default = parse_metrics_mode(configured, DEFAULT_METRICS_MODE)
+    else:
+        try:
+            limit = int(properties.get(MAX_INFERRED_PROPERTY, MAX_INFERRED_COLUMN_DEFAULTS))
+        except ValueError:
+            limit = MAX_INFERRED_COLUMN_DEFAULTS
+        limit = MAX_INFERRED_COLUMN_DEFAULTS if limit < 0 else limit
+        if len(schema.columns) <= limit:
+            default = DEFAULT_METRICS_MODE
+        else:
+            default = "none"
+            for f in schema.columns[:limit]:
+                inferred.update([f.field_id] + _ids_under(f.field_type))
+    sorted_default = "truncate(16)" if default in ("none", "counts") else default
+    sorted_ids = {f.source_id for f in (sort_order.fields if sort_order is not None else ())
+                  if f.transform.preserves_order}
+    modes: dict[int, str] = {}
+    for fid in schema.index_by_id():
+        mode = DEFAULT_METRICS_MODE if fid in inferred else default
+        if fid in sorted_ids:
+            mode = sorted_default
+        override = properties.get(f"{COLUMN_MODE_PREFIX}{schema.find_column_name(fid)}")
+        modes[fid] = mode if override is None else parse_metrics_mode(override, default)
+    return modes
 
 
 def _truncate_width(mode: str) -> int | None:
-    if mode.startswith("truncate(") and mode.endswith(")"):
-        return int(mode[len("truncate("):-1])
-    return None
+    m = _TRUNCATE_MODE.match(mode)
+    return int(m.group(1)) if m else None
 
 
 def _time_unit(stats: Any) -> str:
@@ -149,7 +207,7 @@ def _stat_value(stats: Any, is_min: bool, t: T.PrimitiveType) -> Any:
 def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[Any, ...],
                    properties: dict[str, str] | None = None, nan_counts: dict[int, int] | None = None,
                    sort_order_id: int | None = None, metadata: pq.FileMetaData | None = None,
-                   file_size: int | None = None) -> DataFile:
+                   file_size: int | None = None, sort_order: SortOrder | None = None) -> DataFile:
     """Build a DataFile for a Parquet file from its footer.
 
     :param path: the Parquet file
@@ -159,8 +217,10 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
     :param properties: table properties (metrics modes)
     :param nan_counts: NaN counts per field id when the writer knows them (footers do not carry them)
     :param metadata: the footer when already at hand (just written)
+    :param sort_order: the order the file is sorted by (its columns get bounds even in none/counts modes)
     """
     properties = properties or {}
+    modes = metrics_modes(properties, schema, sort_order)
     try:
         if file_size is None:
             file_size = os.path.getsize(path)
@@ -179,7 +239,6 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
     leaves = _leaves(schema)
     by_id = {leaf.field_id: leaf for leaf in leaves.values()}
     file_ids = _ids_by_path(arrow_schema)
-    names = {leaf.field_id: name for name, leaf in leaves.items()}
 
     column_sizes: dict[int, int] = {}
     value_counts: dict[int, int] = {}
@@ -236,7 +295,7 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
     upper_bounds: dict[int, bytes] = {}
     for fid in sorted(set(lowers) - no_bounds):
         leaf = by_id[fid]
-        mode = _metrics_mode(properties, names[fid])
+        mode = modes[fid]
         if mode in ("none", "counts"):
             continue
         width = _truncate_width(mode)
@@ -252,7 +311,7 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
             upper_bounds[fid] = to_bytes(leaf.field_type, hi)
 
     def keep(counts: dict[int, int]) -> dict[int, int]:
-        return {fid: n for fid, n in counts.items() if _metrics_mode(properties, names[fid]) != "none"}
+        return {fid: n for fid, n in counts.items() if modes.get(fid) != "none"}
 
     return DataFile(
         file_path=path, file_format="PARQUET", spec_id=spec_id, partition=partition,
