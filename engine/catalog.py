@@ -533,6 +533,40 @@ class Table:
 
         return ManageSnapshots(self)
 
+    def row_delta(self, *, branch: str = MAIN_BRANCH) -> Any:
+        """A builder adding data files, position delete files and equality delete files in one commit."""
+        from engine.operations.row_delta import RowDelta
+
+        return RowDelta(self, branch=branch)
+
+    def delete_by_key(self, keys: pa.Table, key_columns: Sequence[str], *, branch: str = MAIN_BRANCH) -> Any:
+        """Delete the rows whose ``key_columns`` equal a row of ``keys``, with an equality delete file."""
+        from engine.operations.row_delta import delete_by_key
+
+        return delete_by_key(self, keys, key_columns, branch=branch)
+
+    def upsert(self, data: pa.Table, key_columns: Sequence[str], *, branch: str = MAIN_BRANCH) -> Any:
+        """Insert ``data``, replacing the rows with the same ``key_columns`` (equality deletes + new data files)."""
+        from engine.operations.row_delta import upsert
+
+        return upsert(self, data, key_columns, branch=branch)
+
+    def rewrite_data_files(self, where: str | None = None, strategy: str = "binpack", sort_order: Any = None,
+                           zorder_columns: Sequence[str] | None = None,
+                           target_file_size_bytes: int | None = None) -> Any:
+        """Compaction (operation ``replace``): bin-pack, sort, or Z-order the live data files matching ``where``,
+        applying and dropping the delete files they cover."""
+        from engine.operations.rewrite import rewrite_data_files
+
+        return rewrite_data_files(self, where=where, strategy=strategy, sort_order=sort_order,
+                                  zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes)
+
+    def rewrite_manifests(self) -> Any:
+        """Rewrite the current snapshot's manifests into as few as the target size allows (``replace``)."""
+        from engine.operations.rewrite import rewrite_manifests
+
+        return rewrite_manifests(self)
+
     # ------------------------------------------------------------ projections
     def publish(self) -> str | None:
         """Publish every commit since the last published version (manifests, lists, metadata, hint, pointer)."""
