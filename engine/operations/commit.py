@@ -90,6 +90,9 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
                    message: str | None = None) -> Landed | None:
     """Build and CAS a commit over one or more streams, retrying per ``policy``.
 
+    The build runs inside the log's write transaction (``BEGIN IMMEDIATE``), so it must be quick and pure: read
+    state, validate, return events. Files are written before, never inside.
+
     ``build(ctx)`` reads whatever base state it needs from ``store`` and returns
     ``[(stream, expected_version, events), ...]``; no events at all means nothing to commit
     (returns None).
@@ -98,14 +101,18 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
     started = time.monotonic()
     attempt = 0
     while True:
-        ctx = CommitContext(commit_id=commit_id, time_ms=now_ms(), actor=actor, message=message)
-        writes_spec = [(s, v, tuple(evs)) for s, v, evs in build(ctx) if evs]
-        if not writes_spec:
-            return None
-        writes = tuple(StreamWrite(stream=s, expected_version=v, events=to_new_events(s, evs))
-                       for s, v, evs in writes_spec)
         try:
-            result = store.log.commit(commit_id, writes, time_ms=ctx.time_ms, actor=actor, message=message)
+            # Build inside the write transaction: the heads cannot move between reading the base and appending,
+            # so a commit from this catalog never loses a race; validation still covers everything that landed
+            # since the operation read its snapshot. The CAS check stays for writers that build outside.
+            with store.log.transaction():
+                ctx = CommitContext(commit_id=commit_id, time_ms=now_ms(), actor=actor, message=message)
+                writes_spec = [(s, v, tuple(evs)) for s, v, evs in build(ctx) if evs]
+                if not writes_spec:
+                    return None
+                writes = tuple(StreamWrite(stream=s, expected_version=v, events=to_new_events(s, evs))
+                               for s, v, evs in writes_spec)
+                result = store.log.commit(commit_id, writes, time_ms=ctx.time_ms, actor=actor, message=message)
         except StreamVersionConflict as e:
             attempt += 1
             elapsed_ms = (time.monotonic() - started) * 1000
