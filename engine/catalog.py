@@ -527,6 +527,18 @@ class Table:
 
         return ReplaceSortOrder(self, case_sensitive=case_sensitive)
 
+    def expire_snapshots(self, older_than_ms: int | None = None, retain_last: int | None = None) -> Any:
+        """Expire snapshots (``history.expire.*`` and per-ref retention) and delete the files only they reached."""
+        from engine.operations.expire import expire_snapshots
+
+        return expire_snapshots(self, older_than_ms=older_than_ms, retain_last=retain_last)
+
+    def remove_orphan_files(self, older_than_ms: int | None = None) -> list[str]:
+        """Delete files under the table location that nothing references, older than ``older_than_ms``."""
+        from engine.operations.expire import remove_orphan_files
+
+        return remove_orphan_files(self, older_than_ms=older_than_ms)
+
     def manage_snapshots(self) -> Any:
         """Branches, tags, rollback, set current snapshot, cherry-pick."""
         from engine.operations.manage_snapshots import ManageSnapshots
@@ -604,9 +616,12 @@ class Table:
     def verify_projection(self) -> list[str]:
         """Published files that differ from a fresh rendering, are missing, or were not written by icelog."""
         problems = []
+        from engine.operations.expire import projection_files
+
         rendered = self.render()
         published = self.catalog.projector.published_version(self.uuid)
         io = self.catalog.io
+        needed = projection_files(self, self.state)  # None: some snapshot never projected
         for path, data in sorted(rendered.items()):
             if path.endswith(layout.VERSION_HINT):
                 continue
@@ -615,7 +630,8 @@ class Table:
                 if version > published:
                     continue
             if not io.exists(path):
-                problems.append(f"{path}: missing")
+                if needed is None or path in needed:  # expired or cleaned up files may be gone
+                    problems.append(f"{path}: missing")
             elif io.read_bytes(path) != data:
                 problems.append(f"{path}: differs from the log's rendering")
         metadata_dir = layout.metadata_dir(self.state.location)

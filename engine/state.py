@@ -98,6 +98,7 @@ class TableState:
     default_sort_order_id: int
     properties: tuple[tuple[str, str], ...] = ()
     snapshots: tuple[Snapshot, ...] = ()
+    expired_snapshots: tuple[Snapshot, ...] = ()
     refs: tuple[tuple[str, SnapshotRef], ...] = ()
     snapshot_log: tuple[tuple[int, int], ...] = ()
     metadata_log: tuple[tuple[int, int], ...] = ()
@@ -170,9 +171,12 @@ class TableState:
         main = self.ref(MAIN_BRANCH)
         return None if main is None else self.snapshot_by_id(main.snapshot_id)
 
-    def ancestors(self, snapshot_id: int | None) -> list[Snapshot]:
-        """The snapshot and its ancestors, newest first (stops where expired history ends)."""
+    def ancestors(self, snapshot_id: int | None, *, through_expired: bool = False) -> list[Snapshot]:
+        """The snapshot and its ancestors, newest first (stops where expired history ends, unless
+        ``through_expired``: the files live in a snapshot still come from its expired ancestors)."""
         by_id = {s.snapshot_id: s for s in self.snapshots}
+        if through_expired:
+            by_id.update((s.snapshot_id, s) for s in self.expired_snapshots)
         out: list[Snapshot] = []
         while snapshot_id is not None and snapshot_id in by_id:
             snap = by_id[snapshot_id]
@@ -345,6 +349,8 @@ def _(event: RefRemoved, state: TableState, at: LogPosition) -> TableState:
 def _(event: SnapshotsRemoved, state: TableState, at: LogPosition) -> TableState:
     gone = set(event.snapshot_ids)
     return attrs.evolve(_next_commit(state, at), snapshots=tuple(s for s in state.snapshots if s.snapshot_id not in gone),
+                        expired_snapshots=state.expired_snapshots + tuple(
+                            s for s in state.snapshots if s.snapshot_id in gone),
                         snapshot_log=tuple(e for e in state.snapshot_log if e[1] not in gone))
 
 
@@ -386,6 +392,7 @@ def state_to_json(state: TableState) -> dict[str, Any]:
                        [list(p) for p in s.summary], s.schema_id, s.commit_id, s.log_position, s.log_version]
                       for s in state.snapshots],
         "refs": [[name, attrs.asdict(r)] for name, r in state.refs],
+        "expired-snapshots": [_snapshot_to_json(s) for s in state.expired_snapshots],
         "snapshot-log": [list(e) for e in state.snapshot_log],
         "metadata-log": [list(e) for e in state.metadata_log],
         "last-sequence-number": state.last_sequence_number, "last-updated-ms": state.last_updated_ms,
@@ -406,8 +413,20 @@ def state_from_json(obj: Mapping[str, Any]) -> TableState:
                                  operation=s[4], summary=tuple((k, v) for k, v in s[5]), schema_id=s[6],
                                  commit_id=s[7], log_position=s[8], log_version=s[9]) for s in obj["snapshots"]),
         refs=tuple((name, SnapshotRef(**r)) for name, r in obj["refs"]),
+        expired_snapshots=tuple(_snapshot_from_json(s) for s in obj.get("expired-snapshots", ())),
         snapshot_log=tuple((a, b) for a, b in obj["snapshot-log"]),
         metadata_log=tuple((a, b) for a, b in obj["metadata-log"]),
         last_sequence_number=obj["last-sequence-number"], last_updated_ms=obj["last-updated-ms"],
         version=obj["version"], commit_id=obj["commit-id"],
     )
+
+
+def _snapshot_to_json(s: Snapshot) -> list[Any]:
+    return [s.snapshot_id, s.parent_snapshot_id, s.sequence_number, s.timestamp_ms, s.operation,
+            [list(p) for p in s.summary], s.schema_id, s.commit_id, s.log_position, s.log_version]
+
+
+def _snapshot_from_json(s: list[Any]) -> Snapshot:
+    return Snapshot(snapshot_id=s[0], parent_snapshot_id=s[1], sequence_number=s[2], timestamp_ms=s[3], operation=s[4],
+                    summary=tuple((k, v) for k, v in s[5]), schema_id=s[6], commit_id=s[7], log_position=s[8],
+                    log_version=s[9])

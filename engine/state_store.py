@@ -143,7 +143,7 @@ class StateStore:
         each with the sequence numbers and snapshot of the commit that added it, oldest first."""
         if snapshot_id is None:
             return []
-        ancestry = state.ancestors(snapshot_id)
+        ancestry = state.ancestors(snapshot_id, through_expired=True)
         types: dict[int, StructType] = {s.spec_id: s.partition_type(state.schema) for s in state.specs}
         parts = self.log.read_parts_many([s.log_position for s in ancestry])
         live: dict[str, LiveEntry] = {}

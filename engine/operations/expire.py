@@ -1,0 +1,371 @@
+"""Snapshot expiry and orphan-file removal: the table's garbage collection.
+
+Layer: engine.operations (plans from table state, commits through the table, then deletes files
+through the catalog's FileIO; reads the log through the state store and the projector's derived
+manifest-list index). ``plan_expiry`` is pure: Iceberg Java's RemoveSnapshots rules on one state.
+``expire_snapshots`` commits the plan (SnapshotsRemoved plus RefRemoved, one commit), publishes
+the projection, then deletes what no remaining snapshot reaches: data and delete files (known
+from the log), the expired snapshots' manifest lists, manifests no remaining manifest list names,
+and, with ``write.metadata.delete-after-commit.enabled``, metadata files that left the metadata
+log. ``remove_orphan_files`` deletes files under the table location that nothing references.
+
+The log keeps expired snapshots (their events are never removed), so which files a snapshot
+reached is computed on the table's whole lineage, expired ancestors included.
+
+::
+
+    result = expire_snapshots(table, older_than_ms=now_ms() - 3_600_000, retain_last=2)
+    result.expired_snapshot_ids, result.deleted_data_files
+    remove_orphan_files(table, older_than_ms=now_ms() - 3 * 86_400_000)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import TYPE_CHECKING, Iterable
+
+import attrs
+import pyarrow.fs as pafs
+
+from engine.errors import ValidationError
+from engine.events import Event, RefRemoved, SnapshotAdded, SnapshotsRemoved, decode
+from engine.model.data_file import DataFile, DataFileContent
+from engine.operations.commit import CommitContext, now_ms
+from engine.state import MAIN_BRANCH, Snapshot, TableState
+from projections import layout
+from projections.projector import ManifestListIndex
+from storage.errors import FileNotFound
+from storage.files import FileIO
+
+if TYPE_CHECKING:
+    from engine.catalog import Table
+    from engine.state_store import StateStore
+
+MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
+MAX_SNAPSHOT_AGE_MS_DEFAULT = 5 * 24 * 60 * 60 * 1000
+MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
+MIN_SNAPSHOTS_TO_KEEP_DEFAULT = 1
+MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
+MAX_REF_AGE_MS_DEFAULT = sys.maxsize
+GC_ENABLED = "gc.enabled"
+DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
+ORPHAN_AGE_MS_DEFAULT = 3 * 24 * 60 * 60 * 1000
+_METADATA_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
+
+
+@attrs.frozen(kw_only=True)
+class ExpireResult:
+    """What an expiry removed: snapshots and refs from the metadata, files from storage (sorted paths)."""
+
+    expired_snapshot_ids: tuple[int, ...] = ()
+    removed_refs: tuple[str, ...] = ()
+    deleted_data_files: tuple[str, ...] = ()
+    deleted_delete_files: tuple[str, ...] = ()
+    deleted_manifests: tuple[str, ...] = ()
+    deleted_manifest_lists: tuple[str, ...] = ()
+    deleted_metadata_files: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------- planning (pure)
+
+
+def plan_expiry(state: TableState, now: int, older_than_ms: int | None = None,
+                retain_last: int | None = None) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Snapshot ids to expire and refs to remove at time ``now``, by Iceberg Java's rules.
+
+    Refs other than ``main`` whose head is older than their ``max-ref-age-ms`` (else the table's
+    ``history.expire.max-ref-age-ms``) go. Each remaining branch keeps its head and the ancestors that
+    are younger than its ``max-snapshot-age-ms`` (else ``older_than_ms``, else now minus
+    ``history.expire.max-snapshot-age-ms``) or among its first ``min-snapshots-to-keep`` (else
+    ``retain_last``, else ``history.expire.min-snapshots-to-keep``); each tag keeps its snapshot; snapshots
+    no ref reaches are kept while younger than the table-wide cutoff.
+
+    :param older_than_ms: the default cutoff: snapshots committed before it may expire
+    :param retain_last: the default number of snapshots each branch keeps (at least 1)
+    """
+    if retain_last is not None and retain_last < 1:
+        raise ValidationError(f"Cannot expire snapshots: retain_last must be at least 1, got {retain_last}")
+    if not state.snapshots:
+        return (), ()
+    default_cutoff = (older_than_ms if older_than_ms is not None
+                      else now - state.int_property(MAX_SNAPSHOT_AGE_MS, MAX_SNAPSHOT_AGE_MS_DEFAULT))
+    default_min = (retain_last if retain_last is not None
+                   else state.int_property(MIN_SNAPSHOTS_TO_KEEP, MIN_SNAPSHOTS_TO_KEEP_DEFAULT))
+    default_max_ref_age = state.int_property(MAX_REF_AGE_MS, MAX_REF_AGE_MS_DEFAULT)
+    by_id = {s.snapshot_id: s for s in state.snapshots}
+
+    kept_refs = {}
+    for name, ref in state.refs:
+        if name == MAIN_BRANCH:
+            kept_refs[name] = ref
+            continue
+        head = by_id.get(ref.snapshot_id)
+        max_age = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else default_max_ref_age
+        if head is not None and now - head.timestamp_ms <= max_age:
+            kept_refs[name] = ref
+
+    keep: set[int] = {ref.snapshot_id for ref in kept_refs.values()}
+    referenced: set[int] = set()
+    for ref in kept_refs.values():
+        if ref.type != "branch":
+            referenced.add(ref.snapshot_id)
+            continue
+        cutoff = now - ref.max_snapshot_age_ms if ref.max_snapshot_age_ms is not None else default_cutoff
+        min_keep = ref.min_snapshots_to_keep if ref.min_snapshots_to_keep is not None else default_min
+        branch_keep: set[int] = set()
+        ancestry = state.ancestors(ref.snapshot_id)
+        for snap in ancestry:
+            if len(branch_keep) < min_keep or snap.timestamp_ms >= cutoff:
+                branch_keep.add(snap.snapshot_id)
+            else:
+                break
+        keep |= branch_keep
+        referenced.update(s.snapshot_id for s in ancestry)
+    keep.update(s.snapshot_id for s in state.snapshots
+                if s.snapshot_id not in referenced and s.timestamp_ms >= default_cutoff)
+
+    expired = tuple(s.snapshot_id for s in state.snapshots if s.snapshot_id not in keep)
+    removed_refs = tuple(name for name, _ in state.refs if name not in kept_refs)
+    return expired, removed_refs
+
+
+# ---------------------------------------------------------------- what snapshots reach
+
+
+def lineage_state(store: StateStore, state: TableState) -> TableState:
+    """``state`` with every snapshot the table's log ever added, expired ones included, so ancestry (and with it
+    the files live in a snapshot) reaches back past earlier expiries."""
+    known = {s.snapshot_id for s in state.snapshots}
+    extra: list[Snapshot] = []
+    for e in store.log.read_stream(state.table_uuid, up_to_version=state.version):
+        if e.type != SnapshotAdded.TYPE:
+            continue
+        event = decode(e.type, e.type_version, e.payload)
+        assert isinstance(event, SnapshotAdded)
+        if event.snapshot_id in known:
+            continue
+        known.add(event.snapshot_id)
+        extra.append(Snapshot(snapshot_id=event.snapshot_id, parent_snapshot_id=event.parent_snapshot_id,
+                              sequence_number=event.sequence_number, timestamp_ms=event.timestamp_ms,
+                              operation=event.operation, summary=event.summary, schema_id=event.schema_id,
+                              commit_id=e.commit_id, log_position=e.position, log_version=e.version))
+    return attrs.evolve(state, snapshots=tuple(extra) + state.snapshots) if extra else state
+
+
+def reachable_files(store: StateStore, lineage: TableState, snapshot_ids: Iterable[int]) -> dict[str, DataFile]:
+    """Data and delete files live in any of ``snapshot_ids`` (path -> file), read from the log.
+
+    The files live in a snapshot are those live in its parent plus those it adds, so a run of snapshots costs one
+    live-file walk at its oldest member plus the adds of the others.
+    """
+    ids = set(snapshot_ids)
+    by_id = {s.snapshot_id: s for s in lineage.snapshots}
+    files: dict[str, DataFile] = {}
+    for sid in sorted(ids):
+        snap = by_id.get(sid)
+        if snap is None:
+            continue
+        if snap.parent_snapshot_id is None or snap.parent_snapshot_id not in ids:
+            for entry in store.live_entries(lineage, sid):
+                files[entry.file.file_path] = entry.file
+        else:
+            for change in store.file_changes_of(lineage, snap):
+                if change.added:
+                    files[change.file.file_path] = change.file
+    return files
+
+
+def projection_files(table: Table, state: TableState) -> set[str] | None:
+    """The projection files the table's current metadata needs: the snapshots' manifest lists and manifests, the
+    metadata files of the metadata log, the current and published ones, and the version hint (None when a
+    snapshot's manifest list was never projected, so its manifests are unknown)."""
+    catalog = table.catalog
+    location = state.location
+    paths = {layout.version_hint_file(location), layout.metadata_file(location, state.version)}
+    published = catalog.projector.published_version(state.table_uuid)
+    if published:
+        paths.add(layout.metadata_file(location, published))
+    paths.update(layout.metadata_file(location, v) for _, v in state.metadata_log)
+    paths.update(layout.manifest_list_file(location, s.snapshot_id, s.commit_id) for s in state.snapshots)
+    manifests, complete = _manifest_paths(catalog.projector.index, state.table_uuid,
+                                          [s.snapshot_id for s in state.snapshots])
+    return paths | manifests if complete else None
+
+
+# ---------------------------------------------------------------- expiry
+
+
+def expire_snapshots(table: Table, older_than_ms: int | None = None, retain_last: int | None = None) -> ExpireResult:
+    """Expire snapshots per the table's retention settings and delete the files only they reached.
+
+    One commit removes the expired snapshots and the aged-out refs (nothing is committed when nothing expires);
+    the projection is then published, and only then are files deleted, so readers of the new metadata never
+    miss one.
+
+    :param table: the table (an ``engine.catalog.Table``)
+    :param older_than_ms: snapshots committed before this time may expire (default: now minus
+        ``history.expire.max-snapshot-age-ms``, 5 days); a ref's own ``max-snapshot-age-ms`` takes precedence
+    :param retain_last: how many snapshots each branch keeps at least (default
+        ``history.expire.min-snapshots-to-keep``, 1); a branch's own ``min-snapshots-to-keep`` takes precedence
+    :raises ValidationError: ``gc.enabled`` is false, or ``retain_last`` is below 1
+    """
+    if retain_last is not None and retain_last < 1:
+        raise ValidationError(f"Cannot expire snapshots: retain_last must be at least 1, got {retain_last}")
+    _check_gc(table.state)
+    attempts: list[_Attempt] = []
+
+    def build(base: TableState, ctx: CommitContext) -> list[Event]:
+        _check_gc(base)
+        expired, removed_refs = plan_expiry(base, ctx.time_ms, older_than_ms, retain_last)
+        attempts.append(_Attempt(base=base, expired=expired, removed_refs=removed_refs))
+        events: list[Event] = [RefRemoved(name=name) for name in removed_refs]
+        if expired:
+            events.append(SnapshotsRemoved(snapshot_ids=expired))
+        return events
+
+    table.commit_events(build)
+    table.publish()
+    landed = attempts[-1]  # the last attempt is the one that committed (or found nothing to commit)
+    catalog = table.catalog
+    store, io, index = catalog.store, catalog.io, catalog.projector.index
+    state = table.state
+    expired = landed.expired
+
+    deleted_data: list[str] = []
+    deleted_deletes: list[str] = []
+    deleted_manifests: list[str] = []
+    deleted_lists: list[str] = []
+    if expired:
+        lineage = lineage_state(store, state)
+        current = {s.snapshot_id for s in state.snapshots}
+        reachable = reachable_files(store, lineage, current)
+        for path, f in sorted(reachable_files(store, lineage, expired).items()):
+            if path not in reachable and _delete(io, path):
+                (deleted_data if f.content == DataFileContent.DATA else deleted_deletes).append(path)
+
+        kept, complete = _manifest_paths(index, state.table_uuid, current)
+        if complete:  # else a snapshot was never projected: its manifests are unknown, so keep them all
+            gone, _ = _manifest_paths(index, state.table_uuid, expired)
+            deleted_manifests = [p for p in sorted(gone - kept) if _delete(io, p)]
+
+        for sid in expired:
+            snap = landed.base.snapshot_by_id(sid)
+            if snap is not None and sid not in current:
+                path = layout.manifest_list_file(landed.base.location, sid, snap.commit_id)
+                if _delete(io, path):
+                    deleted_lists.append(path)
+
+    return ExpireResult(expired_snapshot_ids=tuple(sorted(expired)), removed_refs=tuple(sorted(landed.removed_refs)),
+                        deleted_data_files=tuple(deleted_data), deleted_delete_files=tuple(deleted_deletes),
+                        deleted_manifests=tuple(deleted_manifests), deleted_manifest_lists=tuple(sorted(deleted_lists)),
+                        deleted_metadata_files=tuple(_delete_old_metadata(table, state)))
+
+
+@attrs.frozen(kw_only=True)
+class _Attempt:
+    """What one commit attempt of an expiry planned, on which base."""
+
+    base: TableState
+    expired: tuple[int, ...]
+    removed_refs: tuple[str, ...]
+
+
+def _manifest_paths(index: ManifestListIndex, table_uuid: str,
+                    snapshot_ids: Iterable[int]) -> tuple[set[str], bool]:
+    """The manifests the snapshots' manifest lists name, from the projector's index, and whether every snapshot
+    had its list there."""
+    paths: set[str] = set()
+    complete = True
+    for sid in snapshot_ids:
+        manifests = index.get(table_uuid, sid)
+        if manifests is None:
+            complete = False
+        else:
+            paths.update(m.manifest_path for m in manifests)
+    return paths, complete
+
+
+def _check_gc(state: TableState) -> None:
+    if not state.bool_property(GC_ENABLED, True):
+        raise ValidationError(f"Cannot expire snapshots: {GC_ENABLED} is false (deleting files may corrupt other "
+                              f"tables)")
+
+
+def _delete(io: FileIO, path: str) -> bool:
+    """Delete a file; False when it is already gone."""
+    try:
+        io.delete(path)
+    except FileNotFound:
+        return False
+    return True
+
+
+def _delete_old_metadata(table: Table, state: TableState) -> list[str]:
+    """With ``write.metadata.delete-after-commit.enabled``, the metadata files older than the current one that
+    left the metadata log (``write.metadata.previous-versions-max`` bounds it)."""
+    if not state.bool_property(DELETE_AFTER_COMMIT, False):
+        return []
+    catalog = table.catalog
+    io = catalog.io
+    directory = layout.metadata_dir(state.location)
+    if not io.exists(directory):
+        return []
+    keep = {state.version, catalog.projector.published_version(state.table_uuid)}
+    keep.update(v for _, v in state.metadata_log)
+    deleted = []
+    for path in io.list_dir(directory):
+        match = _METADATA_FILE.match(os.path.basename(path))
+        if match is None:
+            continue
+        version = int(match.group(1))
+        if version < state.version and version not in keep and _delete(io, path):
+            deleted.append(path)
+    return deleted
+
+
+# ---------------------------------------------------------------- orphans
+
+
+def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[str]:
+    """Delete files under the table location that no snapshot of the table and no current projection file
+    references, last modified before ``older_than_ms`` (default: 3 days ago, as Iceberg Java); returns their
+    paths, sorted.
+
+    The cutoff protects files that writers have staged but not committed yet. The projection is published first,
+    so the files of the latest commits count as referenced.
+    """
+    table.publish()
+    catalog = table.catalog
+    store, io = catalog.store, catalog.io
+    state: TableState = table.state
+    cutoff = older_than_ms if older_than_ms is not None else now_ms() - ORPHAN_AGE_MS_DEFAULT
+    root = io.fs_path(state.location)
+    if not io.exists(root):
+        return []
+
+    lineage = lineage_state(store, state)
+    referenced = {io.fs_path(p) for p in reachable_files(store, lineage, [s.snapshot_id for s in state.snapshots])}
+    projection = projection_files(table, state)
+    metadata = io.fs_path(layout.metadata_dir(state.location))
+    # a snapshot whose manifests are unknown (never projected): leave the metadata folder alone
+    protected = [io.fs_path(os.path.join(catalog.warehouse, "catalog.db"))]
+    if projection is None:
+        protected.append(metadata + os.sep)
+    else:
+        referenced.update(io.fs_path(p) for p in projection)
+
+    infos = io.filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
+    deleted = []
+    for info in sorted(infos, key=lambda i: i.path):
+        if info.type != pafs.FileType.File:
+            continue
+        path = info.path
+        if path in referenced or path.startswith(tuple(protected)):
+            continue
+        if info.mtime_ns is None or info.mtime_ns // 1_000_000 >= cutoff:
+            continue
+        if _delete(io, path):
+            deleted.append(path)
+    return deleted
