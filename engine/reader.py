@@ -1,21 +1,64 @@
-"""Read data files into Arrow in the shape of a table schema: columns matched by field id.
+"""Read data files into Arrow in the shape of a table schema, with their delete files applied.
 
-Layer: engine (I/O at the edge: reads Parquet through pyarrow). A column renamed since the
-file was written is found by its id; a column added later reads as nulls; a promoted type
-is cast. Files written without field ids are matched by name.
+Layer: engine (I/O at the edge: reads Parquet data and delete files through pyarrow; the rest is pure Arrow
+work). Columns are matched by field id at every nesting level, as the spec's "Column Projection" section says:
+a field renamed since the file was written is found by its id, a field added later reads as nulls, a dropped
+field is ignored, and a promoted type is cast. Files written without field ids get their ids from the table's
+name mapping (``schema.name-mapping.default``), else from the current schema's names.
+
+Delete files are applied to the file's own rows before projection: position deletes by row position, equality
+deletes by the values of their equality columns, read from the data file by field id (so a column dropped from
+the table since still matches). The row filter is applied last, to the projected rows.
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any, Iterable, Mapping, Sequence
+
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.errors import CorruptFileError
+from engine.model import types as T
 from engine.model.arrow_schema import schema_to_arrow
-from engine.model.data_file import DataFile
+from engine.model.data_file import DataFile, DataFileContent
+from engine.model.expressions import BooleanExpression, evaluate_arrow
+from engine.model.name_mapping import name_mapping
 from engine.model.schema import Schema
 
 FIELD_ID = b"PARQUET:field_id"
+#: The reserved field ids of a position delete file's columns.
+DELETE_FILE_PATH_ID = 2147483546
+DELETE_POS_ID = 2147483545
+DELETE_FILE_PATH = "file_path"
+DELETE_POS = "pos"
+#: The metadata column of a row's position in its data file.
+POS_COLUMN = "_pos"
+POS_COLUMN_ID = 2147483645
+
+MappingEntries = Sequence[Mapping[str, Any]]
+
+
+# -- paths -----------------------------------------------------------------------------------------------------
+
+
+def normalize_path(path: str) -> str:
+    """A local path in one spelling: ``file:/x``, ``file:///x`` and ``/x`` all give ``/x``."""
+    if path.startswith("file://") and path[7:8] == "/":
+        return path[7:]
+    if path.startswith("file:/"):
+        return path[5:]
+    return path
+
+
+def _normalize_paths(paths: pa.Array) -> pa.Array:
+    """:func:`normalize_path` over a string array."""
+    return pc.replace_substring_regex(paths, pattern="^file:(?://)?/", replacement="/", max_replacements=1)
+
+
+# -- field ids -------------------------------------------------------------------------------------------------
 
 
 def _field_id(f: pa.Field) -> int | None:
@@ -23,30 +66,367 @@ def _field_id(f: pa.Field) -> int | None:
     return int(raw) if raw is not None else None
 
 
-def read_data_file(data_file: DataFile, schema: Schema) -> pa.Table:
-    """The rows of ``data_file`` with ``schema``'s top-level columns (names, order, types)."""
-    path = data_file.file_path
+def _carries_ids(schema: pa.Schema) -> bool:
+    def any_id(f: pa.Field) -> bool:
+        if _field_id(f) is not None:
+            return True
+        return any(any_id(c) for c in _children(f.type))
+
+    return any(any_id(f) for f in schema)
+
+
+def _children(t: pa.DataType) -> list[pa.Field]:
+    if pa.types.is_struct(t):
+        return [t.field(i) for i in range(t.num_fields)]
+    if pa.types.is_map(t):
+        return [t.key_field, t.item_field]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [t.value_field]
+    return []
+
+
+def _with_id(f: pa.Field, field_id: int | None, t: pa.DataType | None = None) -> pa.Field:
+    metadata = {k: v for k, v in (f.metadata or {}).items() if k != FIELD_ID}
+    if field_id is not None:
+        metadata[FIELD_ID] = str(field_id).encode()
+    return pa.field(f.name, t if t is not None else f.type, f.nullable, metadata or None)
+
+
+def _map_field(f: pa.Field, entry: Mapping[str, Any] | None) -> pa.Field:
+    """``f`` with the field ids a name-mapping entry gives it and its children (no id where none maps)."""
+    field_id = entry.get("field-id") if entry is not None else None
+    sub = _entries_by_name(entry.get("fields") or []) if entry is not None else {}
+    t = f.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_map_field(c, sub.get(c.name)) for c in _children(t)])
+    elif pa.types.is_map(t):
+        t = pa.map_(_map_field(t.key_field, sub.get("key")), _map_field(t.item_field, sub.get("value")))
+    elif pa.types.is_large_list(t):
+        t = pa.large_list(_map_field(t.value_field, sub.get("element")))
+    elif pa.types.is_list(t):
+        t = pa.list_(_map_field(t.value_field, sub.get("element")))
+    return _with_id(f, field_id, t)
+
+
+def _entries_by_name(entries: MappingEntries) -> dict[str, Mapping[str, Any]]:
+    out: dict[str, Mapping[str, Any]] = {}
+    for entry in entries:
+        for name in entry.get("names") or []:
+            out[name] = entry
+    return out
+
+
+def apply_name_mapping(schema: pa.Schema, entries: MappingEntries) -> pa.Schema:
+    """A file's Arrow schema with field ids from a name mapping (columns the mapping does not name get none)."""
+    by_name = _entries_by_name(entries)
+    return pa.schema([_map_field(f, by_name.get(f.name)) for f in schema])
+
+
+def parse_name_mapping(text: str | None) -> list[dict[str, Any]] | None:
+    """The entries of a ``schema.name-mapping.default`` property value (None when absent)."""
+    if text is None:
+        return None
     try:
-        table = pq.read_table(path)
-    except FileNotFoundError as e:
-        raise CorruptFileError(f"Cannot read data file: {path} does not exist", path=path) from e
-    except (pa.ArrowInvalid, OSError) as e:
-        raise CorruptFileError(f"Cannot read data file: {path} is not a readable Parquet file ({e})", path=path) from e
-    by_id = {fid: i for i, f in enumerate(table.schema) if (fid := _field_id(f)) is not None}
-    by_name = {f.name: i for i, f in enumerate(table.schema)} if not by_id else {}
+        entries = json.loads(text)
+    except ValueError as e:
+        raise CorruptFileError(f"Cannot read name mapping: not JSON ({e})", path="schema.name-mapping.default") from e
+    if not isinstance(entries, list):
+        raise CorruptFileError("Cannot read name mapping: not a JSON list", path="schema.name-mapping.default")
+    return entries
+
+
+def _subtree_ids(f: pa.Field) -> set[int]:
+    out = set()
+    fid = _field_id(f)
+    if fid is not None:
+        out.add(fid)
+    for c in _children(f.type):
+        out |= _subtree_ids(c)
+    return out
+
+
+# -- reading files ---------------------------------------------------------------------------------------------
+
+
+class _RawFile:
+    """A Parquet file's rows as written (the needed top-level columns), with a schema carrying field ids."""
+
+    def __init__(self, path: str, *, mapping: MappingEntries | None, needed_ids: set[int] | None) -> None:
+        self.path = path
+        try:
+            pf = pq.ParquetFile(path)
+            file_schema = pf.schema_arrow
+            if not _carries_ids(file_schema) and mapping is not None:
+                file_schema = apply_name_mapping(file_schema, mapping)
+            keep = [i for i, f in enumerate(file_schema)
+                    if needed_ids is None or _subtree_ids(f) & needed_ids]
+            self.schema = pa.schema([file_schema.field(i) for i in keep])
+            names = [file_schema.field(i).name for i in keep]
+            self.table = pf.read(columns=names, use_threads=False) if keep else None
+            self.num_rows = pf.metadata.num_rows
+        except FileNotFoundError as e:
+            raise CorruptFileError(f"Cannot read file: {path} does not exist", path=path) from e
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptFileError(f"Cannot read file: {path} is not a readable Parquet file ({e})", path=path) from e
+
+    def column_by_id(self, field_id: int) -> pa.Array | None:
+        """The values of the field with this id, found at the top level or inside structs (null where a parent
+        struct is null); None when the file does not have it."""
+        if self.table is None:
+            return None
+        for i, f in enumerate(self.schema):
+            if field_id not in _subtree_ids(f):
+                continue
+            arr: pa.Array = self.table.column(i).combine_chunks()
+            field = f
+            while _field_id(field) != field_id:
+                if not pa.types.is_struct(field.type):
+                    return None  # inside a list or map: not a row-level value
+                index = next(j for j, c in enumerate(_children(field.type)) if field_id in _subtree_ids(c))
+                arr = arr.flatten()[index]
+                field = field.type.field(index)
+            return _plain(arr)
+        return None
+
+
+def _plain(arr: pa.Array) -> pa.Array:
+    if isinstance(arr.type, pa.DictionaryType):
+        arr = arr.dictionary_decode()
+    if isinstance(arr.type, pa.BaseExtensionType):
+        arr = arr.storage
+    return arr
+
+
+# -- projection ------------------------------------------------------------------------------------------------
+
+
+def _cast(arr: pa.Array, target: pa.DataType, where: str, path: str) -> pa.Array:
+    if isinstance(arr.type, pa.DictionaryType):
+        arr = arr.dictionary_decode()
+    if arr.type == target:
+        return arr
+    try:
+        if isinstance(target, pa.BaseExtensionType):
+            storage = _plain(arr)
+            if storage.type != target.storage_type:
+                storage = storage.cast(target.storage_type)
+            return pa.ExtensionArray.from_storage(target, storage)
+        arr = _plain(arr)
+        if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(target):
+            if arr.type.unit != target.unit:
+                arr = arr.cast(pa.timestamp(target.unit, arr.type.tz), safe=False)
+            if arr.type.tz != target.tz:
+                arr = pa.Array.from_buffers(target, len(arr), arr.buffers(), arr.null_count, arr.offset)
+            return arr
+        return arr.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise CorruptFileError(f"Cannot read data file {path}: column {where!r} of type {arr.type} does not read "
+                               f"as {target} ({e})", path=path) from e
+
+
+def _project(arr: pa.Array, file_field: pa.Field, target: T.IcebergType, arrow_type: pa.DataType, where: str,
+             path: str) -> pa.Array:
+    """One column of the file (``arr``, described by ``file_field``) in the shape of ``target``, by field id."""
+    if isinstance(arr.type, pa.DictionaryType):
+        arr = arr.dictionary_decode()
+    mask = arr.is_null() if arr.null_count else None
+    ftype = file_field.type
+    if isinstance(target, T.StructType):
+        if not pa.types.is_struct(ftype):
+            raise CorruptFileError(f"Cannot read data file {path}: column {where!r} is a {ftype}, not a struct",
+                                   path=path)
+        children = arr.flatten()
+        by_id = {fid: i for i, c in enumerate(_children(ftype)) if (fid := _field_id(c)) is not None}
+        out = []
+        for nf, af in zip(target.fields, arrow_type):
+            i = by_id.get(nf.field_id)
+            if i is None:
+                out.append(pa.nulls(len(arr), type=af.type))
+            else:
+                out.append(_project(children[i], ftype.field(i), nf.field_type, af.type, f"{where}.{nf.name}", path))
+        return pa.StructArray.from_arrays(out, fields=list(arrow_type), mask=mask)
+    if isinstance(target, T.ListType):
+        if not (pa.types.is_list(ftype) or pa.types.is_large_list(ftype)):
+            raise CorruptFileError(f"Cannot read data file {path}: column {where!r} is a {ftype}, not a list",
+                                   path=path)
+        values = _project(arr.values, ftype.value_field, target.element_type, arrow_type.value_type,
+                          f"{where}.element", path)
+        return pa.ListArray.from_arrays(arr.offsets.cast(pa.int32()), values, type=arrow_type, mask=mask)
+    if isinstance(target, T.MapType):
+        if not pa.types.is_map(ftype):
+            raise CorruptFileError(f"Cannot read data file {path}: column {where!r} is a {ftype}, not a map",
+                                   path=path)
+        keys = _project(arr.keys, ftype.key_field, target.key_type, arrow_type.key_type, f"{where}.key", path)
+        items = _project(arr.items, ftype.item_field, target.value_type, arrow_type.item_type, f"{where}.value",
+                         path)
+        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=arrow_type, mask=mask)
+    return _cast(arr, arrow_type, where, path)
+
+
+def project(table: pa.Table | None, file_schema: pa.Schema, num_rows: int, schema: Schema, path: str) -> pa.Table:
+    """The rows of ``table`` (columns described by ``file_schema``, with field ids) as ``schema``'s columns."""
     target = schema_to_arrow(schema)
+    by_id = {fid: i for i, f in enumerate(file_schema) if (fid := _field_id(f)) is not None}
     columns = []
     for field, arrow_field in zip(schema.columns, target):
-        index = by_id.get(field.field_id) if by_id else by_name.get(field.name)
-        if index is None:
-            columns.append(pa.nulls(table.num_rows, type=arrow_field.type))
+        i = by_id.get(field.field_id)
+        if i is None or table is None:
+            columns.append(pa.nulls(num_rows, type=arrow_field.type))
             continue
-        col = table.column(index)
-        if col.type != arrow_field.type:
-            try:
-                col = col.cast(arrow_field.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise CorruptFileError(f"Cannot read data file {path}: column {field.name!r} of type {col.type} "
-                                       f"does not read as {field.field_type} ({e})", path=path) from e
-        columns.append(col)
+        chunks = [_project(c, file_schema.field(i), field.field_type, arrow_field.type, field.name, path)
+                  for c in table.column(i).chunks]
+        columns.append(pa.chunked_array(chunks, type=arrow_field.type))
     return pa.Table.from_arrays(columns, schema=target)
+
+
+# -- deletes ---------------------------------------------------------------------------------------------------
+
+
+class DeleteLoader:
+    """Reads delete files once per scan: position deletes grouped by data file, equality delete keys.
+
+    :param mapping: the table's name mapping, for delete files written without field ids
+    """
+
+    def __init__(self, mapping: MappingEntries | None = None) -> None:
+        self.mapping = mapping
+        self._positions: dict[str, dict[str, pa.Array]] = {}
+        self._keys: dict[str, list[pa.Array]] = {}
+
+    def positions(self, delete_file: DataFile, data_path: str) -> pa.Array | None:
+        """The positions a position delete file deletes in the data file at ``data_path``."""
+        by_path = self._positions.get(delete_file.file_path)
+        if by_path is None:
+            by_path = self._positions[delete_file.file_path] = self._read_positions(delete_file)
+        return by_path.get(normalize_path(data_path))
+
+    def _read_positions(self, delete_file: DataFile) -> dict[str, pa.Array]:
+        path = delete_file.file_path
+        raw = _RawFile(path, mapping=_POSITION_MAPPING, needed_ids={DELETE_FILE_PATH_ID, DELETE_POS_ID})
+        paths, positions = raw.column_by_id(DELETE_FILE_PATH_ID), raw.column_by_id(DELETE_POS_ID)
+        if paths is None or positions is None:
+            if raw.num_rows == 0:
+                return {}
+            raise CorruptFileError(f"Cannot read position delete file: {path} has no file_path and pos columns",
+                                   path=path)
+        table = pa.table({"file_path": _normalize_paths(paths.cast(pa.string())), "pos": positions.cast(pa.int64())})
+        grouped = table.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
+        lists = grouped.column("pos_list").combine_chunks()
+        return {p: lists[i].values for i, p in enumerate(grouped.column("file_path").to_pylist())}
+
+    def equality_keys(self, delete_file: DataFile) -> list[pa.Array]:
+        """The deleted values of an equality delete file, one array per equality field id (in their order)."""
+        keys = self._keys.get(delete_file.file_path)
+        if keys is None:
+            path = delete_file.file_path
+            ids = list(delete_file.equality_ids or ())
+            if not ids:
+                raise CorruptFileError(f"Cannot apply equality delete file: {path} has no equality ids", path=path)
+            raw = _RawFile(path, mapping=self.mapping, needed_ids=set(ids))
+            keys = []
+            for fid in ids:
+                col = raw.column_by_id(fid)
+                if col is None:
+                    raise CorruptFileError(f"Cannot apply equality delete file: {path} has no column with field id "
+                                           f"{fid}", path=path)
+                keys.append(col)
+            self._keys[delete_file.file_path] = keys
+        return keys
+
+
+_POSITION_MAPPING = [{"field-id": DELETE_FILE_PATH_ID, "names": [DELETE_FILE_PATH]},
+                     {"field-id": DELETE_POS_ID, "names": [DELETE_POS]}]
+
+
+def _row_numbers(n: int) -> pa.Array:
+    if n == 0:
+        return pa.array([], pa.int64())
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+
+
+def _equal_rows(data: list[pa.Array], deleted: list[pa.Array], rows: pa.Array) -> pa.Array:
+    """Which data rows equal some deleted row, column by column, a null equal to a null (IS NULL)."""
+    if len(data) == 1:
+        return pc.is_in(data[0], value_set=pc.unique(deleted[0]), skip_nulls=False)
+    left: dict[str, pa.Array] = {}
+    right: dict[str, pa.Array] = {}
+    for i, (d, x) in enumerate(zip(data, deleted)):
+        left[f"n{i}"], right[f"n{i}"] = d.is_null(), x.is_null()
+        filler = next((c.drop_null()[0] for c in (x, d) if len(c) - c.null_count), None)
+        if filler is not None:  # a column null on both sides compares by its null flags alone
+            left[f"v{i}"], right[f"v{i}"] = pc.fill_null(d, filler), pc.fill_null(x, filler)
+    keys = list(right)
+    right_table = pa.table(right).group_by(keys, use_threads=False).aggregate([])
+    left["__row"] = rows
+    matched = pa.table(left).join(right_table, keys, join_type="left semi", use_threads=False)
+    return pc.is_in(rows, value_set=matched.column("__row").combine_chunks())
+
+
+def deleted_rows(raw: _RawFile, data_file: DataFile, deletes: Iterable[DataFile], loader: DeleteLoader,
+                 ) -> pa.Array | None:
+    """A mask of the data file's rows its delete files delete (None when none is deleted)."""
+    n = raw.num_rows
+    rows = _row_numbers(n)
+    mask: pa.Array | None = None
+
+    def add(m: pa.Array) -> None:
+        nonlocal mask
+        mask = m if mask is None else pc.or_(mask, m)
+
+    positions = [p for d in deletes if d.content == DataFileContent.POSITION_DELETES
+                 if (p := loader.positions(d, data_file.file_path)) is not None]
+    if positions:
+        add(pc.is_in(rows, value_set=pa.concat_arrays([p.cast(pa.int64()) for p in positions])))
+    for d in deletes:
+        if d.content != DataFileContent.EQUALITY_DELETES:
+            continue
+        deleted = loader.equality_keys(d)
+        if not len(deleted[0]):
+            continue
+        data = []
+        for fid, x in zip(d.equality_ids or (), deleted):
+            col = raw.column_by_id(fid)
+            data.append(pa.nulls(n, type=x.type) if col is None else _cast(col, x.type, str(fid), raw.path))
+        add(_equal_rows(data, deleted, rows))
+    return mask
+
+
+# -- the public reader -----------------------------------------------------------------------------------------
+
+
+def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[DataFile] = (),
+                   name_mapping_entries: MappingEntries | None = None, row_filter: BooleanExpression | None = None,
+                   loader: DeleteLoader | None = None, with_positions: bool = False) -> pa.Table:
+    """The live rows of ``data_file`` with ``schema``'s top-level columns (names, order, types).
+
+    :param deletes: the delete files that apply to the file (scan planning decides which)
+    :param name_mapping_entries: the table's name mapping, for files without field ids (default: the schema's
+        current names)
+    :param row_filter: a filter bound to ``schema``, applied after the deletes
+    :param loader: caches delete files across the data files of one scan
+    :param with_positions: add a last column ``_pos`` (int64): each row's position in the file, from 0 (what a
+        position delete file records)
+    """
+    mapping = name_mapping_entries if name_mapping_entries is not None else name_mapping(schema)
+    needed = {f.field_id for f in schema.columns}
+    for d in deletes:
+        if d.content == DataFileContent.EQUALITY_DELETES:
+            needed |= set(d.equality_ids or ())
+    raw = _RawFile(data_file.file_path, mapping=mapping, needed_ids=needed)
+    mask = deleted_rows(raw, data_file, deletes, loader or DeleteLoader(mapping)) if deletes else None
+    table, num_rows = raw.table, raw.num_rows
+    if mask is not None and table is not None:
+        table = table.filter(pc.invert(mask))
+        num_rows = table.num_rows
+    elif mask is not None:
+        num_rows = raw.num_rows - int(pc.sum(mask).as_py() or 0)
+    out = project(table, raw.schema, num_rows, schema, data_file.file_path)
+    if with_positions:
+        positions = _row_numbers(raw.num_rows)
+        if mask is not None:
+            positions = positions.filter(pc.invert(mask))
+        out = out.append_column(pa.field(POS_COLUMN, pa.int64(), nullable=False,
+                                         metadata={FIELD_ID: str(POS_COLUMN_ID).encode()}), positions)
+    if row_filter is not None:
+        out = out.filter(evaluate_arrow(row_filter, out))
+    return out
