@@ -1,0 +1,697 @@
+"""Row deltas: data files, position delete files and equality delete files in one commit; delete by key; upsert.
+
+Layer: engine.operations (I/O once, up front: the builder's methods write the data and delete files they are
+given as they are called, and ``delete_by_key`` / ``upsert`` read the rows their keys match when they must; the
+commit step, :meth:`RowDelta.events`, is pure and re-validates on every retry). Iceberg Java's RowDelta is the
+model: the snapshot's operation is ``append`` (data only), ``delete`` (deletes only) or ``overwrite`` (both).
+
+::
+
+    with table.row_delta() as delta:
+        delta.add_rows(new_rows)
+        delta.add_position_deletes({data_file.file_path: [0, 7]})
+        delta.add_equality_deletes(pa.table({"id": [3, 9]}), ["id"])
+    table.delete_by_key(pa.table({"id": [3, 9]}), ["id"])
+    table.upsert(rows, ["id"])
+
+How keys become delete files (``add_equality_deletes``, ``delete_by_key``, ``upsert``). An equality delete file
+applies to data files of its own partition (spec id and partition tuple), or to every data file when its spec is
+unpartitioned, and only to data files with a strictly smaller data sequence number. The keys are therefore
+written once for every spec that has live data files (and the current spec):
+
+- a spec that is unpartitioned: one global equality delete file with that spec covers the whole table;
+- a spec whose every partition source column is a key column: one equality delete file per partition the keys
+  fall in, computed from the key values themselves (Flink's upsert writer; it requires the same of its keys);
+- any other spec: the keys do not say which partition a matching row is in. Iceberg allows delete files only in
+  the table's own specs, so instead of a global file icelog does what Spark's merge-on-read DELETE does: it reads
+  the rows the keys match (existing deletes applied) and writes position delete files for them.
+  ``add_equality_deletes`` refuses such keys instead (ValidationError), since it promises equality deletes.
+
+Validation on retry (against every snapshot that landed on the branch since the one the builder read, or since
+``validate_from_snapshot``): the data files that position deletes refer to must still be live (a compaction or
+copy-on-write delete that removed one fails the delta), and no position delete file may have been added for them
+meanwhile (two deletes of the same rows: the second fails instead of counting them twice). ``delete_by_key`` and
+``upsert`` under serializable isolation (``write.delete.isolation-level`` / ``write.update.isolation-level``, the
+default) also fail when a data file added meanwhile (by an append or overwrite; a compaction's ``replace`` adds no
+rows) might hold one of the keys, judged from its column metrics against an ``IN`` (or range) filter on the key
+columns, so appends of other keys never conflict; a builder's
+``conflict_detection_filter(where)`` asks for the same check with its own filter. Equality deletes themselves
+need no check: they apply to whatever older data holds the keys, rewritten or not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Any, Iterable, Mapping, Sequence
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from engine.data_writer import conform, split_by_partition, write_data_files
+from engine.delete_files import write_equality_deletes, write_position_deletes
+from engine.errors import CorruptFileError, ValidationConflict, ValidationError
+from engine.model import types as T
+from engine.model.arrow_schema import schema_to_arrow
+from engine.model.data_file import DataFile, DataFileContent
+from engine.model.expressions import (
+    AlwaysFalse,
+    BooleanExpression,
+    GreaterThanOrEqual,
+    In,
+    IsNull,
+    LessThanOrEqual,
+    and_,
+    bind,
+    metrics_might_match,
+    or_,
+    parse_expression,
+)
+from engine.model.name_mapping import NAME_MAPPING_PROPERTY
+from engine.model.partitioning import PartitionSpec
+from engine.model.schema import Schema
+from engine.model.values import from_bytes
+from engine.operations.append import new_snapshot_id
+from engine.operations.commit import CommitContext
+from engine.operations.pending import PendingUpdate
+from engine.operations.snapshot import snapshot_events
+from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
+from engine.reader import (
+    DELETE_FILE_PATH,
+    DELETE_FILE_PATH_ID,
+    POS_COLUMN,
+    DeleteLoader,
+    normalize_path,
+    parse_name_mapping,
+    read_data_file,
+)
+from engine.scan import Scan
+from engine.state import MAIN_BRANCH, Snapshot, TableState
+
+#: Up to this many distinct values per key column, conflict checks use ``IN``; beyond it, the values' range.
+KEY_FILTER_MAX_VALUES = 200
+
+APPEND = "append"
+DELETE = "delete"
+OVERWRITE = "overwrite"
+#: The snapshot operations that add rows (Java's VALIDATE_ADDED_FILES_OPERATIONS).
+ADDS_ROWS = (APPEND, OVERWRITE)
+
+
+# -- key columns -----------------------------------------------------------------------------------------------
+
+
+def key_fields(schema: Schema, key_columns: Sequence[str], action: str) -> tuple[T.NestedField, ...]:
+    """The top-level fields named by ``key_columns``, checked against the spec's rules for equality fields.
+
+    :raises ValidationError: for no columns, a column listed twice or missing, a nested, non-primitive, float or
+        double column
+    """
+    if isinstance(key_columns, str):
+        key_columns = [key_columns]
+    names = list(key_columns)
+    if not names:
+        raise ValidationError(f"Cannot {action}: no key columns given")
+    by_name = {f.name: f for f in schema.columns}
+    out = []
+    for name in names:
+        if not isinstance(name, str):
+            raise ValidationError(f"Cannot {action}: key column {name!r} is not a column name")
+        if names.count(name) > 1:
+            raise ValidationError(f"Cannot {action}: key column {name!r} is listed twice")
+        field = by_name.get(name)
+        if field is None:
+            raise ValidationError(f"Cannot {action}: key column {name!r} is not a top-level column of the table "
+                                  f"({', '.join(sorted(by_name))})")
+        if not isinstance(field.field_type, T.PrimitiveType):
+            raise ValidationError(f"Cannot {action}: key column {name!r} is a {field.field_type}, not a primitive "
+                                  f"type")
+        if isinstance(field.field_type, (T.FloatType, T.DoubleType)):
+            raise ValidationError(f"Cannot {action}: key column {name!r} is a {field.field_type} (floating point "
+                                  f"columns cannot be equality columns)")
+        out.append(field)
+    return tuple(out)
+
+
+def conform_keys(keys: pa.Table, schema: Schema, fields: Sequence[T.NestedField], action: str) -> pa.Table:
+    """The key columns of ``keys`` (other columns dropped) cast to the table's Arrow types, with field ids."""
+    if isinstance(keys, pa.RecordBatch):
+        keys = pa.Table.from_batches([keys])
+    if not isinstance(keys, pa.Table):
+        raise ValidationError(f"Cannot {action}: expected a pyarrow.Table of keys, got {type(keys).__name__}")
+    arrow = {f.name: f for f in schema_to_arrow(schema)}
+    columns = []
+    for field in fields:
+        if field.name not in keys.column_names:
+            raise ValidationError(f"Cannot {action}: key column {field.name!r} is missing from the rows "
+                                  f"({', '.join(keys.column_names)})")
+        target = arrow[field.name]
+        col = keys.column(field.name)
+        try:
+            col = col if col.type == target.type else col.cast(target.type, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            raise ValidationError(f"Cannot {action}: key column {field.name!r} of type {col.type} does not fit "
+                                  f"{field.field_type} ({e})") from e
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=pa.schema([arrow[f.name] for f in fields]))
+
+
+def _groupable(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Arrow cannot group or join on extension types (uuid): use their storage, the same bytes."""
+    if isinstance(col.type, pa.BaseExtensionType):
+        if isinstance(col, pa.ChunkedArray):
+            return pa.chunked_array([c.storage for c in col.chunks], type=col.type.storage_type)
+        return col.storage
+    return col
+
+
+def distinct_keys(keys: pa.Table) -> pa.Table:
+    """The distinct rows of ``keys`` (nulls equal to nulls), in order of first appearance."""
+    if keys.num_rows == 0:
+        return keys
+    names = [f"k{i}" for i in range(keys.num_columns)]
+    proxy = pa.table([_groupable(c) for c in keys.columns] + [pa.array(range(keys.num_rows), pa.int64())],
+                     names=names + ["row"])
+    first = proxy.group_by(names, use_threads=False).aggregate([("row", "min")]).column("row_min")
+    return keys.take(pc.sort_indices(first))
+
+
+def rows_matching_keys(rows: pa.Table, keys: pa.Table) -> pa.Array:
+    """A mask of the ``rows`` whose key columns (the columns of ``keys``) equal some row of ``keys``, a null equal
+    to a null, as equality deletes compare."""
+    if rows.num_rows == 0 or keys.num_rows == 0:
+        return pa.array([False] * rows.num_rows, pa.bool_())
+    left: dict[str, Any] = {}
+    right: dict[str, Any] = {}
+    for i, name in enumerate(keys.column_names):
+        d = _groupable(rows.column(name).combine_chunks())
+        k = _groupable(keys.column(name).combine_chunks())
+        left[f"n{i}"], right[f"n{i}"] = d.is_null(), k.is_null()
+        present = k.drop_null()
+        if len(present):  # a key column null in every key compares by its null flag alone
+            left[f"v{i}"], right[f"v{i}"] = pc.fill_null(d, present[0]), pc.fill_null(k, present[0])
+    names = list(right)
+    right_table = pa.table(right).group_by(names, use_threads=False).aggregate([])
+    index = pa.array(range(rows.num_rows), pa.int64())
+    left["__row"] = index
+    matched = pa.table(left).join(right_table, names, join_type="left semi", use_threads=False)
+    return pc.is_in(index, value_set=matched.column("__row").combine_chunks())
+
+
+def key_filter(keys: pa.Table, schema: Schema) -> BooleanExpression:
+    """A filter (bound to ``schema``) that every row holding one of ``keys`` matches: per key column ``IN`` its
+    values (their range beyond :data:`KEY_FILTER_MAX_VALUES`), or ``IS NULL`` where a key is null."""
+    terms = []
+    for name in keys.column_names:
+        col = keys.column(name).combine_chunks()
+        present = col.drop_null()
+        term: BooleanExpression | None = None
+        if len(present):
+            values = pc.unique(_groupable(present))
+            if len(values) <= KEY_FILTER_MAX_VALUES or isinstance(col.type, pa.BaseExtensionType):
+                term = In(name, tuple(present.take(_first_of_each(present)).to_pylist()))
+            else:
+                bounds = pc.min_max(present)
+                term = and_(GreaterThanOrEqual(name, bounds["min"].as_py()),
+                            LessThanOrEqual(name, bounds["max"].as_py()))
+        if col.null_count:
+            term = IsNull(name) if term is None else or_(IsNull(name), term)
+        terms.append(AlwaysFalse() if term is None else term)  # no keys at all
+    return bind(and_(*terms), schema)
+
+
+def _first_of_each(values: pa.Array) -> pa.Array:
+    """Indices of the first occurrence of each distinct value."""
+    proxy = pa.table({"v": _groupable(values), "row": pa.array(range(len(values)), pa.int64())})
+    return proxy.group_by(["v"], use_threads=False).aggregate([("row", "min")]).column("row_min")
+
+
+# -- planning the deletes of keys --------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class KeyDeletes:
+    """The delete files written for a set of keys.
+
+    :param files: equality delete files, and position delete files for specs the keys do not partition
+    :param referenced: the live data files those position deletes refer to
+    :param filter: a filter every row holding a key matches (bound to the table schema)
+    """
+
+    files: tuple[DataFile, ...]
+    referenced: tuple[DataFile, ...]
+    filter: BooleanExpression
+
+
+def _covers(spec: PartitionSpec, key_ids: set[int]) -> bool:
+    """Whether the key columns determine a row's partition in ``spec``."""
+    return all(pf.source_id in key_ids for pf in spec.fields)
+
+
+def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, keys: pa.Table,
+                     fields: Sequence[T.NestedField], *, action: str, fallback: bool) -> KeyDeletes:
+    """Write the delete files that delete every row of snapshot ``snapshot_id`` whose key columns equal a row of
+    ``keys`` (conformed, distinct), as the module docstring describes."""
+    store = table.catalog.store
+    schema = state.schema
+    ids = [f.field_id for f in fields]
+    bound = key_filter(keys, schema)
+    if keys.num_rows == 0:
+        return KeyDeletes(files=(), referenced=(), filter=bound)
+    entries = [e for e in store.live_entries(state, snapshot_id) if e.file.content == DataFileContent.DATA]
+    spec_ids = sorted({e.file.spec_id for e in entries} | {state.spec.spec_id})
+    specs = [state.spec_by_id(i) for i in spec_ids]
+    unpartitioned = [s for s in specs if s.is_unpartitioned]
+    if unpartitioned:
+        spec = state.spec if state.spec.is_unpartitioned else unpartitioned[0]
+        eq = write_equality_deletes(state, keys, equality_ids=ids, spec_id=spec.spec_id, partition=())
+        return KeyDeletes(files=(eq,), referenced=(), filter=bound)
+    files: list[DataFile] = []
+    uncovered: list[PartitionSpec] = []
+    for spec in specs:
+        if not _covers(spec, set(ids)):
+            uncovered.append(spec)
+            continue
+        for values, part in split_by_partition(keys, schema, spec):
+            files.append(write_equality_deletes(state, part, equality_ids=ids, spec_id=spec.spec_id,
+                                                partition=values))
+    referenced: list[DataFile] = []
+    if uncovered:
+        if not fallback:
+            spec = uncovered[0]
+            missing = [schema.find_column_name(pf.source_id) for pf in spec.fields if pf.source_id not in ids]
+            raise ValidationError(
+                f"Cannot {action}: partition spec {spec.spec_id} partitions by {', '.join(map(repr, missing))}, "
+                f"which the equality columns do not include, so the deletes' partitions are unknown "
+                f"(include the column, or use delete_by_key, which writes position deletes for such rows)")
+        pos_files, referenced = _position_deletes(table, state, snapshot_id, keys, bound,
+                                                  {s.spec_id for s in uncovered})
+        files += pos_files
+    return KeyDeletes(files=tuple(files), referenced=tuple(referenced), filter=bound)
+
+
+def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, keys: pa.Table,
+                      bound: BooleanExpression, spec_ids: set[int]) -> tuple[list[DataFile], list[DataFile]]:
+    """Position delete files for the live rows of data files in ``spec_ids`` that hold one of ``keys``."""
+    if snapshot_id is None:
+        return [], []
+    schema = state.schema
+    mapping = parse_name_mapping(state.prop(NAME_MAPPING_PROPERTY))
+    loader = DeleteLoader(mapping)
+    groups: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = defaultdict(dict)
+    referenced: list[DataFile] = []
+    for task in Scan(table.catalog.store, state, snapshot_id=snapshot_id).plan_files():
+        f = task.file
+        if f.spec_id not in spec_ids or not metrics_might_match(bound, f, schema):
+            continue
+        rows = read_data_file(f, schema, deletes=task.deletes, name_mapping_entries=mapping, loader=loader,
+                              with_positions=True)
+        mask = rows_matching_keys(rows.select(keys.column_names), keys)
+        positions = rows.column(POS_COLUMN).filter(mask).to_pylist()
+        if positions:
+            groups[(f.spec_id, f.partition)][f.file_path] = positions
+            referenced.append(f)
+    files = [write_position_deletes(state, deletes, spec_id=spec_id, partition=partition)
+             for (spec_id, partition), deletes in groups.items()]
+    return files, referenced
+
+
+def _referenced_path(delete_file: DataFile) -> str | None:
+    """The one data file a position delete file refers to, when its ``file_path`` bounds say so."""
+    lower = dict(delete_file.lower_bounds or ()).get(DELETE_FILE_PATH_ID)
+    upper = dict(delete_file.upper_bounds or ()).get(DELETE_FILE_PATH_ID)
+    if lower is None or lower != upper:
+        return None
+    return normalize_path(from_bytes(T.StringType(), lower))
+
+
+def _paths_in_position_deletes(delete_file: DataFile) -> list[str]:
+    """The data file paths a position delete file refers to (from its bounds, else from its ``file_path``)."""
+    single = _referenced_path(delete_file)
+    if single is not None:
+        return [single]
+    path = delete_file.file_path
+    try:
+        column = pq.read_table(path, columns=[DELETE_FILE_PATH]).column(DELETE_FILE_PATH)
+    except (pa.ArrowInvalid, OSError, KeyError) as e:
+        raise CorruptFileError(f"Cannot read position delete file: {path} has no readable {DELETE_FILE_PATH} "
+                               f"column ({e})", path=path) from e
+    return [normalize_path(p) for p in pc.unique(column.combine_chunks()).to_pylist() if p is not None]
+
+
+# -- the builder -------------------------------------------------------------------------------------------------
+
+
+class RowDelta(PendingUpdate):
+    """Data files, position delete files and equality delete files that land as one snapshot (Java's RowDelta).
+
+    ::
+
+        delta = table.row_delta()
+        delta.add_rows(rows).add_equality_deletes(pa.table({"id": [1, 2]}), ["id"])
+        delta.commit()
+        table.state.snapshot_by_id(delta.snapshot_id)
+
+    Files are written when the methods are called, with the table as it was when the builder was made; the
+    commit validates against what landed on the branch since (see the module docstring) and retries.
+
+    :param table: the table handle
+    :param branch: the branch to commit to
+    """
+
+    def __init__(self, table: Any, *, branch: str = MAIN_BRANCH) -> None:
+        super().__init__(table)
+        self.branch = branch
+        self._state: TableState = table.state
+        ref = self._state.ref(branch)
+        self._read_snapshot_id: int | None = ref.snapshot_id if ref is not None else None
+        self._validate_from: int | None = self._read_snapshot_id
+        #: the id of the snapshot the commit makes (fixed across retries)
+        self.snapshot_id: int = new_snapshot_id()
+        self._data: list[DataFile] = []
+        self._deletes: list[DataFile] = []
+        self._referenced: dict[str, DataFile] = {}
+        self._live: dict[str, DataFile] | None = None
+        self._conflict_filter: BooleanExpression | None = None
+        self._key_filters: list[tuple[BooleanExpression, str]] = []
+        self._committed = False
+
+    # ------------------------------------------------------------ what the builder reads
+    @property
+    def state(self) -> TableState:
+        """The table state the builder reads and writes files with."""
+        return self._state
+
+    def _live_data(self) -> dict[str, DataFile]:
+        if self._live is None:
+            store = self._table.catalog.store
+            self._live = {normalize_path(e.file.file_path): e.file
+                          for e in store.live_entries(self._state, self._read_snapshot_id)
+                          if e.file.content == DataFileContent.DATA}
+        return self._live
+
+    def _pending_data(self) -> dict[str, DataFile]:
+        return {normalize_path(f.file_path): f for f in self._data}
+
+    def _check_spec(self, f: DataFile, action: str) -> None:
+        if not any(s.spec_id == f.spec_id for s in self._state.specs):
+            raise ValidationError(f"Cannot {action}: {f.file_path} has partition spec {f.spec_id}, which the table "
+                                  f"does not have")
+
+    def _check_new_paths(self, files: Sequence[DataFile], action: str) -> None:
+        known = {f.file_path for f in self._data + self._deletes}
+        seen: set[str] = set()
+        for f in files:
+            if f.file_path in known or f.file_path in seen:
+                raise ValidationError(f"Cannot {action}: {f.file_path} is added twice")
+            seen.add(f.file_path)
+
+    # ------------------------------------------------------------ data
+    def add_rows(self, data: pa.Table) -> RowDelta:
+        """Write ``data`` as data files of the table (one or more per partition) and add them."""
+        self._data += write_data_files(self._state, data)
+        return self
+
+    def add_data_files(self, files: Iterable[DataFile]) -> RowDelta:
+        """Add data files already written (as :class:`DataFile` values)."""
+        files = list(files)
+        action = "add data files"
+        for f in files:
+            if not isinstance(f, DataFile):
+                raise ValidationError(f"Cannot {action}: expected DataFile values, got {type(f).__name__}")
+            if f.content != DataFileContent.DATA:
+                raise ValidationError(f"Cannot {action}: {f.file_path} is a delete file (use add_delete_files)")
+            self._check_spec(f, action)
+        self._check_new_paths(files, action)
+        self._data += files
+        return self
+
+    # ------------------------------------------------------------ deletes
+    def add_position_deletes(self, deletes: Mapping[str, Sequence[int]]) -> RowDelta:
+        """Write position delete files (one per partition) deleting, in each data file, the rows at the given
+        positions (from 0). The data files must be live in the branch, or added by this builder.
+
+        :param deletes: data file path -> row positions
+        :raises ValidationError: for an unknown data file, or a position past its last row
+        """
+        action = "add position deletes"
+        if not isinstance(deletes, Mapping):
+            raise ValidationError(f"Cannot {action}: expected a mapping of data file path to positions, got "
+                                  f"{type(deletes).__name__}")
+        live, pending = self._live_data(), self._pending_data()
+        groups: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = defaultdict(dict)
+        referenced: dict[str, DataFile] = {}
+        for path, positions in deletes.items():
+            key = normalize_path(os.fspath(path))
+            data_file = pending.get(key) or live.get(key)
+            if data_file is None:
+                raise ValidationError(f"Cannot {action}: {path} is not a live data file of branch {self.branch}")
+            positions = list(positions)
+            for pos in positions:
+                if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
+                    raise ValidationError(f"Cannot {action}: position {pos!r} of {path} is not a row number")
+                if pos >= data_file.record_count:
+                    raise ValidationError(f"Cannot {action}: position {pos} is past the last row of {path} "
+                                          f"({data_file.record_count} rows)")
+            if not positions:
+                continue
+            groups[(data_file.spec_id, data_file.partition)][data_file.file_path] = positions
+            if key not in pending:
+                referenced[key] = data_file
+        files = [write_position_deletes(self._state, group, spec_id=spec_id, partition=partition)
+                 for (spec_id, partition), group in groups.items()]
+        self._deletes += files
+        self._referenced.update(referenced)
+        return self
+
+    def add_delete_files(self, files: Iterable[DataFile]) -> RowDelta:
+        """Add position or equality delete files already written (as :class:`DataFile` values). The data files a
+        position delete file refers to must be live in the branch, or added by this builder."""
+        files = list(files)
+        action = "add delete files"
+        live, pending = self._live_data(), self._pending_data()
+        referenced: dict[str, DataFile] = {}
+        for f in files:
+            if not isinstance(f, DataFile):
+                raise ValidationError(f"Cannot {action}: expected DataFile values, got {type(f).__name__}")
+            if f.content == DataFileContent.DATA:
+                raise ValidationError(f"Cannot {action}: {f.file_path} is a data file (use add_data_files)")
+            self._check_spec(f, action)
+            if f.content == DataFileContent.EQUALITY_DELETES:
+                if not f.equality_ids:
+                    raise ValidationError(f"Cannot {action}: equality delete file {f.file_path} has no equality ids")
+                continue
+            for path in _paths_in_position_deletes(f):
+                data_file = pending.get(path) or live.get(path)
+                if data_file is None:
+                    raise ValidationError(f"Cannot {action}: {f.file_path} deletes rows of {path}, which is not a "
+                                          f"live data file of branch {self.branch}")
+                if path not in pending:
+                    referenced[path] = data_file
+        if self._state.format_version < 2 and files:
+            raise ValidationError(f"Cannot {action}: the table is format version {self._state.format_version} "
+                                  f"(row-level deletes need version 2)")
+        self._check_new_paths(files, action)
+        self._deletes += files
+        self._referenced.update(referenced)
+        return self
+
+    def add_equality_deletes(self, keys: pa.Table, equality_columns: Sequence[str]) -> RowDelta:
+        """Write equality delete files deleting the older rows whose ``equality_columns`` equal a row of ``keys``
+        (a null matches a null): one file per partition of the keys, or one global file when a live spec is
+        unpartitioned.
+
+        :raises ValidationError: for a bad equality column, or when a spec with live data partitions by a column
+            that is not an equality column (the deletes' partitions would be unknown)
+        """
+        self._delete_keys(keys, equality_columns, action="add equality deletes", fallback=False)
+        return self
+
+    def _delete_keys(self, keys: pa.Table, key_columns: Sequence[str], *, action: str, fallback: bool,
+                     isolation_for: str | None = None) -> KeyDeletes:
+        state = self._state
+        if state.format_version < 2:
+            raise ValidationError(f"Cannot {action}: the table is format version {state.format_version} "
+                                  f"(row-level deletes need version 2)")
+        fields = key_fields(state.schema, key_columns, action)
+        conformed = distinct_keys(conform_keys(keys, state.schema, fields, action))
+        planned = plan_key_deletes(self._table, state, self._read_snapshot_id, conformed, fields, action=action,
+                                   fallback=fallback)
+        self._deletes += planned.files
+        self._referenced.update({normalize_path(f.file_path): f for f in planned.referenced})
+        if isolation_for is not None and conformed.num_rows:
+            self._key_filters.append((planned.filter, isolation_for))
+        return planned
+
+    # ------------------------------------------------------------ validation
+    def validate_from_snapshot(self, snapshot_id: int) -> RowDelta:
+        """Validate against every snapshot committed to the branch after ``snapshot_id`` (default: the branch head
+        when the builder was made)."""
+        if self._state.snapshot_by_id(snapshot_id) is None:
+            raise ValidationError(f"Cannot validate from snapshot {snapshot_id}: it does not exist")
+        self._validate_from = snapshot_id
+        return self
+
+    def conflict_detection_filter(self, where: str) -> RowDelta:
+        """Fail the commit if a data file added to the branch since the validation snapshot might hold rows
+        matching ``where`` (judged from its column metrics), as Java's ``validateNoConflictingDataFiles`` does
+        with a conflict detection filter."""
+        if not isinstance(where, str):
+            raise ValidationError(f"Cannot set conflict detection filter: expected a filter string, got "
+                                  f"{type(where).__name__}")
+        self._conflict_filter = bind(parse_expression(where), self._state.schema)
+        return self
+
+    def _validate(self, base: TableState, head: int | None) -> None:
+        action = "commit row delta"
+        start = self._validate_from
+        if start is not None:
+            head_snap = base.snapshot_by_id(head) if head is not None else None
+            if head_snap is None or all(s.snapshot_id != start for s in base.ancestors(head)):
+                raise ValidationConflict(
+                    f"Cannot {action}: snapshot {start} is no longer an ancestor of branch {self.branch} "
+                    f"(commit {base.commit_id} moved it)",
+                    commit_id=head_snap.commit_id if head_snap is not None else base.commit_id,
+                    snapshot_id=head)
+        v = Validator(self._table.catalog.store, base, start, head)
+        referenced = list(self._referenced.values())
+        if referenced:
+            v.files_still_live(referenced, action)
+            _no_new_position_deletes_for(v, referenced, action)
+        if self._conflict_filter is not None:
+            _no_new_rows_matching(v, self._conflict_filter, action)
+        for bound, isolation_for in self._key_filters:
+            if isolation_level(base, isolation_for) == SERIALIZABLE:
+                _no_new_rows_matching(v, bound, action)
+
+    # ------------------------------------------------------------ commit
+    def operation(self) -> str:
+        """``append`` (data only), ``delete`` (deletes only) or ``overwrite`` (both), as Java's RowDelta."""
+        if self._data and not self._deletes:
+            return APPEND
+        if self._deletes and not self._data:
+            return DELETE
+        return OVERWRITE
+
+    def events(self, base: TableState, ctx: CommitContext) -> list:
+        added = self._data + self._deletes
+        if not added:
+            return []
+        ref = base.ref(self.branch)
+        head = ref.snapshot_id if ref is not None else None
+        if head != self._validate_from:
+            self._validate(base, head)
+        return snapshot_events(base, ctx, operation=self.operation(), snapshot_id=self.snapshot_id, added=added,
+                               branch=self.branch)
+
+    def commit(self) -> TableState:
+        """Land the data and delete files as one snapshot (none when nothing was added)."""
+        if self._committed:
+            raise ValidationError(f"Cannot commit row delta: snapshot {self.snapshot_id} was committed already")
+        state = super().commit()
+        self._committed = True
+        return state
+
+
+def _no_new_rows_matching(v: Validator, bound: BooleanExpression, action: str) -> None:
+    """No data file added since by a snapshot that adds rows (Java's ``validateAddedDataFiles`` looks at append and
+    overwrite snapshots only: a compaction's ``replace`` rewrites rows that were there) might match ``bound``."""
+    schema = v.base.schema
+    for snap in v.new:
+        if snap.operation not in ADDS_ROWS:
+            continue
+        for change in v.store.file_changes_of(v.base, snap):
+            f = change.file
+            if change.added and f.content == DataFileContent.DATA and metrics_might_match(bound, f, schema):
+                raise ValidationConflict(
+                    f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}, {snap.operation}) "
+                    f"added {f.file_path}, which may hold rows with the keys or filter this delta deletes by",
+                    commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
+
+
+def _no_new_position_deletes_for(v: Validator, data_files: Sequence[DataFile], action: str) -> None:
+    """No position delete file added since that may delete rows of ``data_files`` (the same rows would be
+    deleted, and counted, twice)."""
+    paths = {normalize_path(f.file_path) for f in data_files}
+    partitions = {(f.spec_id, f.partition) for f in data_files}
+    for snap in v.new:
+        for change in v.store.file_changes_of(v.base, snap):
+            f = change.file
+            if not change.added or f.content != DataFileContent.POSITION_DELETES:
+                continue
+            single = _referenced_path(f)
+            if (single in paths) if single is not None else ((f.spec_id, f.partition) in partitions):
+                raise ValidationConflict(
+                    f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}, {snap.operation}) "
+                    f"added position delete file {f.file_path} for a data file whose rows this delta deletes",
+                    commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
+
+
+def _committed_snapshot(delta: RowDelta) -> Snapshot | None:
+    state = delta.commit()
+    return state.snapshot_by_id(delta.snapshot_id)
+
+
+# -- entry points ------------------------------------------------------------------------------------------------
+
+
+def delete_by_key(table: Any, keys: pa.Table, key_columns: Sequence[str], *,
+                  branch: str = MAIN_BRANCH) -> Snapshot | None:
+    """Delete the rows of ``branch`` whose ``key_columns`` equal a row of ``keys`` (a null key matches null),
+    with equality delete files (position delete files for specs the keys do not partition; see the module
+    docstring). Returns the new snapshot (operation ``delete``), or None when there is nothing to delete.
+
+    :raises ValidationError: for a bad key column or ill-typed keys; nothing is committed
+    :raises ValidationConflict: a data file that might hold one of the keys landed meanwhile and
+        ``write.delete.isolation-level`` is serializable (the default)
+    """
+    delta = RowDelta(table, branch=branch)
+    delta._delete_keys(keys, key_columns, action="delete by key", fallback=True, isolation_for="delete")
+    if not delta._deletes:
+        return None
+    return _committed_snapshot(delta)
+
+
+def upsert(table: Any, data: pa.Table, key_columns: Sequence[str], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
+    """Insert the rows of ``data``, replacing the rows of ``branch`` with the same ``key_columns``, as one
+    ``overwrite`` snapshot: equality deletes for the keys of ``data`` and ``data`` as new data files. The new
+    rows share the deletes' sequence number, so the deletes (which apply only to older data) leave them alone.
+    Returns the new snapshot, or None when ``data`` has no rows.
+
+    :raises ValidationError: for a bad key column, rows that do not fit the table, or two rows of ``data`` with
+        the same key; nothing is committed
+    :raises ValidationConflict: a data file that might hold one of the keys landed meanwhile and
+        ``write.update.isolation-level`` is serializable (the default)
+    """
+    action = "upsert"
+    delta = RowDelta(table, branch=branch)
+    state = delta.state
+    fields = key_fields(state.schema, key_columns, action)
+    rows = conform(data, state.schema)
+    if rows.num_rows == 0:
+        return None
+    keys = rows.select([f.name for f in fields])
+    distinct = distinct_keys(keys)
+    if distinct.num_rows != keys.num_rows:
+        duplicate = _a_duplicate(keys)
+        raise ValidationError(f"Cannot {action}: {keys.num_rows - distinct.num_rows} row(s) of the data repeat a "
+                              f"key, e.g. {duplicate} (each key may appear once)")
+    delta._delete_keys(keys, [f.name for f in fields], action=action, fallback=True, isolation_for="update")
+    delta.add_rows(rows)
+    return _committed_snapshot(delta)
+
+
+def _a_duplicate(keys: pa.Table) -> dict[str, Any]:
+    names = [f"k{i}" for i in range(keys.num_columns)]
+    proxy = pa.table([_groupable(c) for c in keys.columns] + [pa.array(range(keys.num_rows), pa.int64())],
+                     names=names + ["row"])
+    counts = proxy.group_by(names, use_threads=False).aggregate([("row", "min"), ("row", "count")])
+    repeated = counts.filter(pc.greater(counts.column("row_count"), 1))
+    row = repeated.column("row_min")[0].as_py()
+    return {name: keys.column(name)[row].as_py() for name in keys.column_names}
+
+
+__all__ = ["KeyDeletes", "RowDelta", "conform_keys", "delete_by_key", "distinct_keys", "key_fields", "key_filter",
+           "plan_key_deletes", "rows_matching_keys", "upsert"]
