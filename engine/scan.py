@@ -70,7 +70,7 @@ class FileScanTask:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
-def _referenced_path(delete_file: DataFile) -> str | None:
+def referenced_path(delete_file: DataFile) -> str | None:
     """The one data file a position delete file refers to, when its ``file_path`` bounds say so."""
     lower = dict(delete_file.lower_bounds or ()).get(DELETE_FILE_PATH_ID)
     upper = dict(delete_file.upper_bounds or ()).get(DELETE_FILE_PATH_ID)
@@ -95,7 +95,7 @@ class DeleteIndex:
             item = (e.data_sequence_number, order, e.file)
             f = e.file
             if f.content == DataFileContent.POSITION_DELETES:
-                path = _referenced_path(f)
+                path = referenced_path(f)
                 if path is not None:
                     self._pos_by_path[path].append(item)
                 else:

@@ -236,6 +236,12 @@ class Renderer:
         live files leaves the list unless this snapshot wrote it; then small manifests merge as Java's merge
         append does. Order: new manifests first, then the parent's, rewritten in place.
         """
+        if snap.operation == "replace" and not changes:
+            # a manifest rewrite (engine.operations.rewrite.rewrite_manifests): the parent's live manifests pack
+            # into as few as the target size allows, whatever the minimum merge count
+            self._pending.clear()
+            live = [m for m in parent if m.added_files_count or m.existing_files_count]
+            return self.merge(state, snap, live, [], 0, min_count=1)
         v1 = state.format_version == 1
         inherited = None if not v1 else snap.snapshot_id
         groups: dict[tuple[int, ManifestContent], list[ManifestEntry]] = {}
@@ -299,10 +305,11 @@ class Renderer:
         return out, writes, ordinal
 
     def merge(self, state: TableState, snap: Snapshot, manifests: list[ManifestFile], new: list[ManifestFile],
-              ordinal: int) -> tuple[list[ManifestWrite], list[ManifestFile]]:
+              ordinal: int, min_count: int | None = None) -> tuple[list[ManifestWrite], list[ManifestFile]]:
         """Java's merge append: per (spec, content), pack manifests from the oldest into bins of the target
         size; a bin holding the newest manifest merges only once it reaches the minimum count."""
-        min_count = state.int_property("commit.manifest.min-count-to-merge", MIN_COUNT_TO_MERGE_DEFAULT)
+        if min_count is None:
+            min_count = state.int_property("commit.manifest.min-count-to-merge", MIN_COUNT_TO_MERGE_DEFAULT)
         target = state.int_property("commit.manifest.target-size-bytes", TARGET_MANIFEST_SIZE_DEFAULT)
         groups: dict[tuple[int, int], list[ManifestFile]] = {}
         for m in manifests:

@@ -431,14 +431,10 @@ def manifest_rewrite_events(base: TableState, ctx: CommitContext, *, snapshot_id
 def rewrite_manifests(table: Any) -> Snapshot | None:
     """Rewrite the current snapshot's manifests into as few as ``commit.manifest.target-size-bytes`` allows.
 
-    Not available yet: manifests are projections, rendered from the log's file changes, and the projector has no
-    way to tell a manifest rewrite from an empty snapshot. :func:`manifest_rewrite_events` builds the engine's
-    half (a ``replace`` snapshot without file changes); the projector must learn to pack the parent's manifests
-    for such a snapshot before this can commit it.
-
-    :raises NotImplementedError: always, for now
+    The log records a ``replace`` snapshot without file changes (the data is the parent's); the projector
+    renders it by packing the parent's live manifests, so entries keep their snapshot ids and sequence numbers.
+    Returns None when the table has no snapshot.
     """
-    raise NotImplementedError(
-        "Cannot rewrite manifests: the projector cannot yet render a manifest rewrite (a 'replace' snapshot "
-        "without file changes); manifests are merged on append per commit.manifest.min-count-to-merge and "
-        "commit.manifest.target-size-bytes meanwhile")
+    sid = new_snapshot_id()
+    state = table.commit_events(lambda base, ctx: manifest_rewrite_events(base, ctx, snapshot_id=sid))
+    return state.snapshot_by_id(sid)

@@ -23,7 +23,9 @@ from engine.model.expressions import bind, evaluate_arrow, metrics_might_match, 
 from engine.operations.commit import CommitContext
 from engine.operations.snapshot import snapshot_events
 from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
-from engine.reader import read_data_file
+from engine.reader import POS_COLUMN, read_data_file
+from engine.reader import normalize_path
+from engine.scan import DELETE_FILE_PATH_ID, Scan
 from engine.state import TableState
 from engine.state_store import StateStore
 
@@ -57,6 +59,31 @@ def delete_mode(state: TableState) -> str:
     return mode
 
 
+def dangling_position_deletes(tasks: Sequence[Any], removed: set[str]) -> list[DataFile]:
+    """Position delete files every one of whose possible data files is being removed (judged by their
+    ``file_path`` bounds over the live data files): they would only dangle, so they go too."""
+    from engine.model.types import StringType
+    from engine.model.values import from_bytes
+    from engine.reader import normalize_path
+
+    live = sorted(normalize_path(t.file.file_path) for t in tasks)
+    out: dict[str, DataFile] = {}
+    for task in tasks:
+        for d in task.deletes:
+            if d.content != DataFileContent.POSITION_DELETES or d.file_path in out:
+                continue
+            lo = dict(d.lower_bounds or ()).get(DELETE_FILE_PATH_ID)
+            hi = dict(d.upper_bounds or ()).get(DELETE_FILE_PATH_ID)
+            if lo is None or hi is None:
+                continue
+            low, high = normalize_path(from_bytes(StringType(), lo)), normalize_path(from_bytes(StringType(), hi))
+            # upper bounds may be truncated and incremented: a prefix range is still an upper limit
+            reach = [p for p in live if low <= p <= high or p.startswith(high)]
+            if reach and all(p in removed for p in reach):
+                out[d.file_path] = d
+    return list(out.values())
+
+
 def _matching_mask(rows: pa.Table, bound: Any) -> pa.Array:
     """True where the filter holds (null counts as not matching, as in SQL)."""
     return pc.fill_null(evaluate_arrow(bound, rows), False)
@@ -66,35 +93,40 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
                     mode: str) -> RowChanges:
     """Decide which files to drop, rewrite (copy-on-write) or cover with position deletes (merge-on-read)."""
     schema = state.schema
-    entries = [e for e in store.live_entries(state, start_snapshot_id) if e.file.content == DataFileContent.DATA]
+    # every live data file with the delete files that apply to it: rows already deleted stay deleted
+    tasks = Scan(store, state, snapshot_id=start_snapshot_id).plan_files() if start_snapshot_id is not None else []
     removed: list[DataFile] = []
     added: list[DataFile] = []
     touched: list[DataFile] = []
     positions: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = {}
-    for entry in entries:
-        f = entry.file
+    for task in tasks:
+        f = task.file
         if expressions.metrics_must_match(bound, f, schema):
             removed.append(f)
             touched.append(f)
             continue
         if not metrics_might_match(bound, f, schema):
             continue
-        rows = read_data_file(f, schema)
+        rows = read_data_file(f, schema, deletes=task.deletes, with_positions=True)
+        physical = rows.column(POS_COLUMN)
+        rows = rows.drop_columns([POS_COLUMN])
         mask = _matching_mask(rows, bound)
         hits = int(pc.sum(mask).as_py() or 0)
         if hits == 0:
             continue
         touched.append(f)
-        if hits == rows.num_rows:
+        if hits == rows.num_rows:  # no surviving row is left: drop the file
             removed.append(f)
         elif mode == MERGE_ON_READ:
-            where = pc.indices_nonzero(mask).to_pylist()
+            where = physical.filter(mask).to_pylist()
             positions.setdefault((f.spec_id, f.partition), {})[f.file_path] = where
         else:
             survivors = rows.filter(pc.invert(mask))
             spec = state.spec_by_id(f.spec_id)
             added += write_partition_files(state, survivors, spec=spec, partition=f.partition)
             removed.append(f)
+    gone = {normalize_path(f.file_path) for f in removed}
+    removed += dangling_position_deletes(tasks, gone)
     if positions:
         from engine.delete_files import write_position_deletes
 

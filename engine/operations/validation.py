@@ -21,6 +21,8 @@ from engine.state import Snapshot, TableState
 from engine.state_store import StateStore
 
 SERIALIZABLE = "serializable"
+# Java's VALIDATE_ADDED_FILES_OPERATIONS: a compaction (replace) adds files but no rows
+ADDS_ROWS = ("append", "overwrite")
 SNAPSHOT = "snapshot"
 
 
@@ -77,7 +79,7 @@ class Validator:
         """Serializable isolation: no data added since that might match ``bound_filter`` (None: the whole table)."""
         schema = self.base.schema
         for snap, added, f in self._changes():
-            if added and f.content == DataFileContent.DATA and (
+            if added and f.content == DataFileContent.DATA and snap.operation in ADDS_ROWS and (
                     bound_filter is None or metrics_might_match(bound_filter, f, schema)):
                 raise ValidationConflict(
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}, {snap.operation}) "
@@ -87,7 +89,8 @@ class Validator:
     def no_new_data_in_partitions(self, partitions: set[tuple[int, tuple]], action: str) -> None:
         """Serializable dynamic overwrite: no data added since to a partition the operation replaces."""
         for snap, added, f in self._changes():
-            if added and f.content == DataFileContent.DATA and (f.spec_id, f.partition) in partitions:
+            if added and f.content == DataFileContent.DATA and snap.operation in ADDS_ROWS and (
+                    (f.spec_id, f.partition) in partitions):
                 raise ValidationConflict(
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added {f.file_path} "
                     f"to a partition the operation replaces", commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)

@@ -410,12 +410,28 @@ def test_all_rows_deleted_leaves_no_data_files(cat):
 # ------------------------------------------------------------ manifests
 
 
-def test_rewrite_manifests_is_not_available_yet(cat):
-    t = shuffled_table(cat, files=2)
-    with pytest.raises(NotImplementedError, match="Cannot rewrite manifests"):
-        rewrite_manifests(t)
-    with pytest.raises(NotImplementedError):
-        t.rewrite_manifests()
+def test_rewrite_manifests_packs_the_manifests(cat):
+    import json
+
+    from projections.manifests import read_manifest_list
+
+    def manifests(table):
+        meta = json.load(open(table.metadata_location))
+        snap = next(x for x in meta["snapshots"] if x["snapshot-id"] == meta["current-snapshot-id"])
+        return read_manifest_list(open(snap["manifest-list"], "rb").read(), snap["manifest-list"])
+
+    t = shuffled_table(cat, files=5)
+    t.set_properties({"commit.manifest-merge.enabled": "false"})
+    for i in range(3):
+        t.append(t.scan(where=f"id = {i}").to_arrow())
+    before = manifests(t)
+    rows = sorted(t.scan().to_arrow().column("id").to_pylist())
+    snap = rewrite_manifests(t)
+    after = manifests(t)
+    assert snap.operation == "replace" and len(before) > 1 and len(after) == 1
+    assert after[0].existing_files_count == sum(m.added_files_count + m.existing_files_count for m in before)
+    assert sorted(t.scan().to_arrow().column("id").to_pylist()) == rows
+    assert cat.verify(t.identifier) == []
 
 
 def test_manifest_rewrite_event_is_a_replace_without_file_changes(cat):

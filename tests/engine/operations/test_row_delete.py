@@ -125,3 +125,15 @@ def test_two_deletes_of_the_same_rows_never_lose_data(cat):
         race_delete(t, "id < 3", lambda: t.delete("id < 3"))
     assert ids(t) == list(range(3, 10))
     assert t.current_snapshot().summary_value("total-records") == "7"
+
+
+def test_deletes_after_merge_on_read_deletes_keep_deleted_rows_deleted(cat):
+    t = cat.create_table("db.t", schema=SCHEMA, properties={"write.delete.mode": "merge-on-read"})
+    t.append(rows(range(10)))
+    t.delete("id < 3")
+    s = t.delete("id < 5")  # only rows 3 and 4 are new deletes
+    assert s.summary_value("added-position-deletes") == "2"
+    t.set_properties({"write.delete.mode": "copy-on-write"})
+    t.delete("id = 9")  # rewrites the file: rows deleted before must not come back
+    assert ids(t) == [5, 6, 7, 8]
+    assert t.current_snapshot().summary_value("total-records") == "4"
