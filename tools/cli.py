@@ -121,6 +121,228 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_parquet(paths: Sequence[str]) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from engine.errors import CorruptFileError
+
+    tables = []
+    for p in paths:
+        try:
+            tables.append(pq.read_table(p))
+        except (OSError, pa.ArrowInvalid) as e:
+            raise CorruptFileError(f"Cannot read {p}: not a readable Parquet file ({e})", path=p) from e
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def _report(snap: Any, what: str) -> None:
+    if snap is None:
+        print(f"{what}: nothing to change")
+    else:
+        print(f"{what}: snapshot {snap.snapshot_id} ({snap.operation}), "
+              f"total {snap.summary_value('total-records')} record(s) in {snap.summary_value('total-data-files')} "
+              f"data file(s)")
+
+
+def _table(args: argparse.Namespace, cat: Any) -> Any:
+    return cat.load_table(args.table)
+
+
+def cmd_delete(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _report(_table(args, cat).delete(args.where, branch=args.branch), "delete")
+
+
+def cmd_overwrite(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _report(_table(args, cat).overwrite(_read_parquet(args.files), where=args.where, branch=args.branch),
+                "overwrite")
+
+
+def cmd_dynamic_overwrite(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _report(_table(args, cat).dynamic_overwrite(_read_parquet(args.files), branch=args.branch),
+                "dynamic overwrite")
+
+
+def cmd_upsert(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _report(_table(args, cat).upsert(_read_parquet(args.files), args.key, branch=args.branch), "upsert")
+
+
+def cmd_delete_by_key(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _report(_table(args, cat).delete_by_key(_read_parquet(args.files), args.key, branch=args.branch),
+                "delete by key")
+
+
+def cmd_compact(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        snap = _table(args, cat).rewrite_data_files(
+            where=args.where, strategy=args.strategy, sort_order=args.sort_by or None,
+            zorder_columns=args.zorder_by or None, target_file_size_bytes=args.target_file_size)
+        _report(snap, f"compaction ({args.strategy})")
+
+
+def cmd_rewrite_manifests(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _report(_table(args, cat).rewrite_manifests(), "rewrite manifests")
+
+
+def cmd_add_column(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        path = tuple(args.name.split("."))
+        _table(args, cat).update_schema(allow_incompatible_changes=args.required).add_column(
+            path, args.type, doc=args.doc, required=args.required).commit()
+        print(f"added column {args.name} {args.type}")
+
+
+def cmd_drop_column(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _table(args, cat).update_schema().delete_column(args.name).commit()
+        print(f"dropped column {args.name}")
+
+
+def cmd_rename_column(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _table(args, cat).update_schema().rename_column(args.name, args.new_name).commit()
+        print(f"renamed column {args.name} to {args.new_name}")
+
+
+def cmd_update_column(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _table(args, cat).update_schema().update_column(
+            args.name, field_type=args.type, required=False if args.optional else None, doc=args.doc).commit()
+        print(f"updated column {args.name}")
+
+
+def cmd_add_partition_field(args: argparse.Namespace) -> None:
+    from engine.model.partitioning import parse_partition_term
+
+    with _catalog(args) as cat:
+        transform, column = parse_partition_term(args.term)
+        _table(args, cat).update_spec().add_field(column, transform, args.name).commit()
+        print(f"added partition field {args.term}")
+
+
+def cmd_remove_partition_field(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _table(args, cat).update_spec().remove_field(args.name).commit()
+        print(f"removed partition field {args.name}")
+
+
+def cmd_rename_partition_field(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _table(args, cat).update_spec().rename_field(args.name, args.new_name).commit()
+        print(f"renamed partition field {args.name} to {args.new_name}")
+
+
+def cmd_set_sort_order(args: argparse.Namespace) -> None:
+    from engine.model.sort_order import SortDirection, parse_sort_term
+
+    with _catalog(args) as cat:
+        update = _table(args, cat).replace_sort_order()
+        for term in args.terms:
+            transform, column, direction, null_order = parse_sort_term(term)
+            add = update.asc if direction == SortDirection.ASC else update.desc
+            add(column, transform, null_order) if null_order is not None else add(column, transform)
+        update.commit()
+        print(f"sort order: {', '.join(args.terms) or 'unsorted'}")
+
+
+def cmd_set_properties(args: argparse.Namespace) -> None:
+    from engine.errors import ValidationError
+
+    pairs = [p.split("=", 1) for p in args.pairs]
+    if any(len(p) != 2 for p in pairs):
+        raise ValidationError("Cannot set properties: give them as key=value")
+    with _catalog(args) as cat:
+        _table(args, cat).set_properties(dict(pairs))  # type: ignore[arg-type]
+        print(f"set {len(pairs)} propert{'y' if len(pairs) == 1 else 'ies'}")
+
+
+def cmd_remove_properties(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _table(args, cat).remove_properties(*args.keys)
+        print(f"removed {', '.join(args.keys)}")
+
+
+def cmd_upgrade_format_version(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        _table(args, cat).upgrade_format_version(args.version)
+        print(f"format version {args.version}")
+
+
+def _snapshots(args: argparse.Namespace, action: Callable[[Any], Any], what: str) -> None:
+    with _catalog(args) as cat:
+        t = _table(args, cat)
+        builder = t.manage_snapshots()
+        action(builder)
+        builder.commit()
+        current = t.current_snapshot()
+        print(f"{what}; main is at {current.snapshot_id if current else None}")
+
+
+def cmd_create_branch(args: argparse.Namespace) -> None:
+    def act(b: Any) -> None:
+        b.create_branch(args.snapshot_id or _current_id(b), args.name)
+    _snapshots(args, act, f"created branch {args.name}")
+
+
+def cmd_create_tag(args: argparse.Namespace) -> None:
+    def act(b: Any) -> None:
+        b.create_tag(args.snapshot_id or _current_id(b), args.name)
+    _snapshots(args, act, f"created tag {args.name}")
+
+
+def _current_id(builder: Any) -> int:
+    from engine.errors import ValidationError
+
+    current = builder._table.current_snapshot()
+    if current is None:
+        raise ValidationError("Cannot create a ref: the table has no snapshot yet; give --snapshot-id")
+    return current.snapshot_id
+
+
+def cmd_remove_branch(args: argparse.Namespace) -> None:
+    _snapshots(args, lambda b: b.remove_branch(args.name), f"removed branch {args.name}")
+
+
+def cmd_remove_tag(args: argparse.Namespace) -> None:
+    _snapshots(args, lambda b: b.remove_tag(args.name), f"removed tag {args.name}")
+
+
+def cmd_rollback(args: argparse.Namespace) -> None:
+    _snapshots(args, lambda b: b.rollback_to_snapshot(args.snapshot_id), f"rolled back to {args.snapshot_id}")
+
+
+def cmd_set_current_snapshot(args: argparse.Namespace) -> None:
+    _snapshots(args, lambda b: b.set_current_snapshot(args.snapshot_id), f"current snapshot {args.snapshot_id}")
+
+
+def cmd_cherrypick(args: argparse.Namespace) -> None:
+    _snapshots(args, lambda b: b.cherrypick_snapshot(args.snapshot_id), f"cherry-picked {args.snapshot_id}")
+
+
+def cmd_fast_forward(args: argparse.Namespace) -> None:
+    _snapshots(args, lambda b: b.fast_forward(args.branch_name, args.to), f"fast-forwarded {args.branch_name}")
+
+
+def cmd_expire_snapshots(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        result = _table(args, cat).expire_snapshots(older_than_ms=args.older_than_ms, retain_last=args.retain_last)
+        print(f"expired: {result}")
+
+
+def cmd_remove_orphan_files(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        removed = _table(args, cat).remove_orphan_files(older_than_ms=args.older_than_ms)
+        for path in removed:
+            print(path)
+        print(f"removed {len(removed)} orphan file(s)", file=sys.stderr)
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from tools.demo import run_demo
 
@@ -173,6 +395,91 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--into", required=True)
     p = add("verify", cmd_verify, "Check the log's hash chain and that published files match the log.")
     p.add_argument("table")
+    def table_cmd(name: str, func: Callable[[argparse.Namespace], None], help_text: str,
+                  branch: bool = False) -> argparse.ArgumentParser:
+        p = add(name, func, help_text)
+        p.add_argument("table")
+        if branch:
+            p.add_argument("--branch", default="main", help="the branch to commit to (default main)")
+        return p
+
+    p = table_cmd("delete", cmd_delete, "Delete the rows matching a filter (write.delete.mode decides CoW or MoR).",
+                  branch=True)
+    p.add_argument("--where", required=True)
+    p = table_cmd("overwrite", cmd_overwrite, "Replace the rows matching --where (or all) with Parquet files' rows.",
+                  branch=True)
+    p.add_argument("files", nargs="+")
+    p.add_argument("--where")
+    p = table_cmd("dynamic-overwrite", cmd_dynamic_overwrite,
+                  "Replace exactly the partitions present in the Parquet files' rows.", branch=True)
+    p.add_argument("files", nargs="+")
+    p = table_cmd("upsert", cmd_upsert, "Insert rows, replacing those with the same key columns.", branch=True)
+    p.add_argument("files", nargs="+")
+    p.add_argument("--key", action="append", required=True, help="a key column; repeatable")
+    p = table_cmd("delete-by-key", cmd_delete_by_key, "Delete rows by key with an equality delete file.",
+                  branch=True)
+    p.add_argument("files", nargs="+", help="Parquet files holding the keys")
+    p.add_argument("--key", action="append", required=True, help="a key column; repeatable")
+    p = table_cmd("compact", cmd_compact, "Rewrite data files (binpack, sort or zorder), applying delete files.")
+    p.add_argument("--where")
+    p.add_argument("--strategy", choices=["binpack", "sort", "zorder"], default="binpack")
+    p.add_argument("--sort-by", action="append", help="a sort term such as 'ts DESC'; repeatable")
+    p.add_argument("--zorder-by", action="append", help="a column; repeatable")
+    p.add_argument("--target-file-size", type=int)
+    table_cmd("rewrite-manifests", cmd_rewrite_manifests, "Rewrite the current snapshot's manifests.")
+    p = table_cmd("add-column", cmd_add_column, "Add a column (dotted name for nested) of an Iceberg type.")
+    p.add_argument("name")
+    p.add_argument("type", help="an Iceberg type such as long, string, decimal(10,2)")
+    p.add_argument("--doc")
+    p.add_argument("--required", action="store_true")
+    p = table_cmd("drop-column", cmd_drop_column, "Drop a column.")
+    p.add_argument("name")
+    p = table_cmd("rename-column", cmd_rename_column, "Rename a column.")
+    p.add_argument("name")
+    p.add_argument("new_name")
+    p = table_cmd("update-column", cmd_update_column, "Promote a column's type, make it optional, or set its doc.")
+    p.add_argument("name")
+    p.add_argument("--type")
+    p.add_argument("--optional", action="store_true")
+    p.add_argument("--doc")
+    p = table_cmd("add-partition-field", cmd_add_partition_field, "Add a partition field such as 'bucket(16, id)'.")
+    p.add_argument("term")
+    p.add_argument("--name")
+    p = table_cmd("remove-partition-field", cmd_remove_partition_field, "Remove a partition field.")
+    p.add_argument("name")
+    p = table_cmd("rename-partition-field", cmd_rename_partition_field, "Rename a partition field.")
+    p.add_argument("name")
+    p.add_argument("new_name")
+    p = table_cmd("set-sort-order", cmd_set_sort_order, "Replace the default sort order ('id', 'ts DESC', ...).")
+    p.add_argument("terms", nargs="*")
+    p = table_cmd("set-properties", cmd_set_properties, "Set table properties key=value.")
+    p.add_argument("pairs", nargs="+")
+    p = table_cmd("remove-properties", cmd_remove_properties, "Remove table properties.")
+    p.add_argument("keys", nargs="+")
+    p = table_cmd("upgrade-format-version", cmd_upgrade_format_version, "Upgrade the table's format version.")
+    p.add_argument("version", type=int)
+    for name, func, help_text in (("create-branch", cmd_create_branch, "Create a branch (at the current snapshot)."),
+                                  ("create-tag", cmd_create_tag, "Create a tag (at the current snapshot).")):
+        p = table_cmd(name, func, help_text)
+        p.add_argument("name")
+        p.add_argument("--snapshot-id", type=int)
+    for name, func, help_text in (("remove-branch", cmd_remove_branch, "Remove a branch."),
+                                  ("remove-tag", cmd_remove_tag, "Remove a tag.")):
+        p = table_cmd(name, func, help_text)
+        p.add_argument("name")
+    for name, func, help_text in (("rollback", cmd_rollback, "Roll main back to an ancestor snapshot."),
+                                  ("set-current-snapshot", cmd_set_current_snapshot, "Point main at a snapshot."),
+                                  ("cherrypick", cmd_cherrypick, "Apply an append or overwrite snapshot to main.")):
+        p = table_cmd(name, func, help_text)
+        p.add_argument("snapshot_id", type=int)
+    p = table_cmd("fast-forward", cmd_fast_forward, "Fast-forward a branch to another ref.")
+    p.add_argument("branch_name")
+    p.add_argument("to")
+    p = table_cmd("expire-snapshots", cmd_expire_snapshots, "Expire old snapshots and delete unreachable files.")
+    p.add_argument("--older-than-ms", type=int)
+    p.add_argument("--retain-last", type=int)
+    p = table_cmd("remove-orphan-files", cmd_remove_orphan_files, "Delete files under the table no snapshot uses.")
+    p.add_argument("--older-than-ms", type=int)
     p = add("demo", cmd_demo, "Run the demo pipeline: create, append, and read back through Spark.")
     p.add_argument("--warehouse-dir", help="where the demo warehouse goes (default ./warehouse)")
     p = add("bench", cmd_bench, "Run the benchmarks and print JSON.")
