@@ -148,7 +148,7 @@ def bench_icelog_history(root: str, commits: int, samples: int, files: list[str]
 # ---------------------------------------------------------------- PyIceberg
 
 
-def _pyiceberg_table(warehouse: str, name: str) -> Any:
+def _pyiceberg_table(warehouse: str, name: str, schema: pa.Schema | None = None) -> Any:
     from pyiceberg.catalog.sql import SqlCatalog
 
     os.makedirs(warehouse, exist_ok=True)
@@ -157,7 +157,7 @@ def _pyiceberg_table(warehouse: str, name: str) -> Any:
         cat.create_namespace("db")
     except Exception:  # noqa: BLE001 - already there from an earlier size
         pass
-    return cat.create_table(f"db.{name}", schema=small_table(0).schema)
+    return cat.create_table(f"db.{name}", schema=schema if schema is not None else small_table(0).schema)
 
 
 def bench_pyiceberg(root: str, sizes: list[int], samples: int, files: list[str]) -> dict[str, Any]:
@@ -192,12 +192,67 @@ def bench_pyiceberg_history(root: str, commits: int, samples: int) -> dict[str, 
     return {"append_first_commits_ms": percentiles(first), f"append_after_{commits}_commits_ms": percentiles(later)}
 
 
+def row_delete_table(rows: int, seed: int = 7) -> pa.Table:
+    """``rows`` rows: a sequential id, a uniform value in [0, 1) (1% of rows have value < 0.01), a category."""
+    import pyarrow.compute as pc
+
+    ids = pa.array(range(rows), pa.int64())
+    value = pc.divide(pc.cast(pc.bit_wise_and(pc.multiply(ids, 2654435761), 0xFFFFFF), pa.float64()),
+                      float(0x1000000))
+    return pa.table({"id": ids, "value": value,
+                     "category": pc.cast(pc.bit_wise_and(ids, 7), pa.string())})
+
+
+def bench_row_delete(root: str, rows: int, files: int) -> dict[str, Any]:
+    """A delete of the 1% of rows with value < 0.01, spread over every file: icelog's merge-on-read (position
+    delete files) against PyIceberg's delete (which can only copy on write)."""
+    from engine import Catalog
+
+    data = row_delete_table(rows)
+    step = rows // files
+    where = "value < 0.01"
+    expected = rows - int(pa.compute.sum(pa.compute.less(data.column("value"), 0.01)).as_py())
+    out: dict[str, Any] = {"rows": rows, "files": files, "filter": where}
+
+    cat = Catalog.open(os.path.join(root, "icelog-delete"))
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=data.schema, properties={"write.delete.mode": "merge-on-read"})
+    for i in range(files):
+        t.append(data.slice(i * step, step))
+    start = time.perf_counter()
+    snap = t.delete(where)
+    out["icelog_merge_on_read_seconds"] = round(time.perf_counter() - start, 3)
+    out["icelog_added_position_deletes"] = int(snap.summary_value("added-position-deletes") or 0)
+    assert t.scan().count() == expected
+    t.set_properties({"write.delete.mode": "copy-on-write"})
+    t.manage_snapshots().rollback_to_snapshot(snap.parent_snapshot_id).commit()
+    start = time.perf_counter()
+    t.delete(where)
+    out["icelog_copy_on_write_seconds"] = round(time.perf_counter() - start, 3)
+    assert t.scan().count() == expected
+    cat.close()
+
+    table = _pyiceberg_table(os.path.join(root, "pyiceberg-delete"), "deletes", data.schema)
+    for i in range(files):
+        table.append(data.slice(i * step, step))
+    start = time.perf_counter()
+    table.delete(where)
+    out["pyiceberg_copy_on_write_seconds"] = round(time.perf_counter() - start, 3)
+    assert table.scan().to_arrow().num_rows == expected
+    out["speedup_merge_on_read_vs_pyiceberg"] = round(
+        out["pyiceberg_copy_on_write_seconds"] / out["icelog_merge_on_read_seconds"], 1)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="icelog bench", description=__doc__)
     parser.add_argument("--sizes", default="10,1000,10000", help="existing file counts (comma-separated)")
     parser.add_argument("--samples", type=int, default=50, help="timed appends per measurement")
     parser.add_argument("--history", type=int, default=200, help="commits before the 'after N commits' figure")
     parser.add_argument("--skip-pyiceberg", action="store_true")
+    parser.add_argument("--delete-rows", type=int, default=1_000_000, help="rows of the row-delete table")
+    parser.add_argument("--delete-files", type=int, default=10, help="data files of the row-delete table")
+    parser.add_argument("--skip-operations", action="store_true", help="skip the row delete and compaction")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     warnings.filterwarnings("ignore")
@@ -216,6 +271,12 @@ def main(argv: list[str] | None = None) -> None:
             result["pyiceberg"] = {"add_files_1_file": bench_pyiceberg(root, sizes, args.samples, files),
                                    "history": bench_pyiceberg_history(root, args.history, args.samples)}
             result["speedup"] = speedups(result, sizes, args.history)
+        if not args.skip_operations:
+            from tools.bench_compaction import bench_compaction
+
+            if not args.skip_pyiceberg:
+                result["row_delete_1_percent"] = bench_row_delete(root, args.delete_rows, args.delete_files)
+            result["compaction_100_files"] = bench_compaction(os.path.join(root, "compaction"))
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
     finally:

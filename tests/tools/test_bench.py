@@ -8,7 +8,7 @@ from tools.bench import main
 
 
 def test_bench_prints_json_with_every_figure(capsys):
-    main(["--sizes", "10,120", "--samples", "3", "--history", "6"])
+    main(["--sizes", "10,120", "--samples", "3", "--history", "6", "--delete-rows", "4000", "--delete-files", "2"])
     result = json.loads(capsys.readouterr().out)
     for size in ("10", "120"):
         ours = result["icelog"]["append_1_file"][size]
@@ -20,3 +20,8 @@ def test_bench_prints_json_with_every_figure(capsys):
     assert result["pyiceberg"]["history"]["append_after_6_commits_ms"]["p50"] > 0
     assert set(result["speedup"]) >= {"log_commit_vs_pyiceberg_add_files_p50_at_10",
                                       "append_vs_pyiceberg_append_p50_after_6_commits"}
+    deletes = result["row_delete_1_percent"]
+    assert deletes["rows"] == 4000 and deletes["icelog_added_position_deletes"] > 0
+    assert deletes["icelog_merge_on_read_seconds"] > 0 and deletes["pyiceberg_copy_on_write_seconds"] > 0
+    compaction = result["compaction_100_files"]
+    assert compaction["files_before"] == 100 and 0 < compaction["files_after"] < 100
