@@ -50,6 +50,13 @@ from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec, build_s
 from engine.model.schema import Schema
 from engine.model.sort_order import UNSORTED_ORDER
 from engine.operations.append import append_events, new_snapshot_id
+from engine.operations.commit import (
+    CommitContext,
+    Landed,
+    RetryPolicy,
+    commit_streams,
+    now_ms,
+)
 from engine.operations.row_delete import (
     COPY_ON_WRITE,
     RowChanges,
@@ -60,7 +67,6 @@ from engine.operations.row_delete import (
     row_change_events,
 )
 from engine.operations.snapshot import snapshot_events
-from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams, now_ms
 from engine.operations.transaction import run_staged
 from engine.parquet_files import carries_field_ids, read_data_file
 from engine.scan import Scan
@@ -307,7 +313,7 @@ class Table:
     # ------------------------------------------------------------ writes
     def append(self, data: pa.Table, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Write ``data`` as Parquet data files (one or more per partition) and commit them as one snapshot."""
-        files = write_data_files(self.state, data)
+        files = write_data_files(self.state, data, stage=self.stage_file)
         return self._commit_append(files, branch=branch)
 
     def append_files(self, paths: Iterable[str], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
@@ -341,7 +347,8 @@ class Table:
         state = self.state
         bound = bind_filter(state, where)
         start = self._head(state, branch)
-        changes = plan_row_delete(self.catalog.store, state, bound, start, mode=delete_mode(state))
+        changes = plan_row_delete(self.catalog.store, state, bound, start, mode=delete_mode(state),
+                                  stage=self.stage_file)
         if not changes.removed and not changes.added:
             return None
         return self._commit_rows(changes, "delete", branch, isolation_for="delete")
@@ -351,14 +358,14 @@ class Table:
         (rows to keep in partly matched files are rewritten)."""
         state = self.state
         start = self._head(state, branch)
-        new_files = write_data_files(state, data)
+        new_files = write_data_files(state, data, stage=self.stage_file)
         if where is None:
             live = [e.file for e in self.catalog.store.live_entries(state, start)
                     if e.file.content == DataFileContent.DATA]
             changes = RowChanges(start_snapshot_id=start, removed=tuple(live), touched=tuple(live))
         else:
             changes = plan_row_delete(self.catalog.store, state, bind_filter(state, where), start,
-                                      mode=COPY_ON_WRITE)
+                                      mode=COPY_ON_WRITE, stage=self.stage_file)
         return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files,
                                  whole_table=where is None)
 
@@ -366,8 +373,12 @@ class Table:
         """Replace exactly the partitions present in ``data`` (Iceberg's ReplacePartitions)."""
         state = self.state
         start = self._head(state, branch)
-        changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, start)
+        changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, start, stage=self.stage_file)
         return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files)
+
+    def stage_file(self, path: str) -> None:
+        """Record a file about to be written for this table, before it is written (see remove_orphan_files)."""
+        self.catalog.log.record_staged(self.uuid, path, now_ms())
 
     @staticmethod
     def _head(state: TableState, branch: str) -> int | None:
@@ -670,9 +681,9 @@ class CatalogTransaction:
 
         def build(ctx: CommitContext) -> list:
             out = []
-            for uuid, builds in staged.items():
-                base = store.table(uuid)
-                out.append((uuid, base.version, run_staged(base, builds, ctx)[0]))
+            for stream, builds in staged.items():
+                base = store.table(stream)
+                out.append((stream, base.version, run_staged(base, builds, ctx)[0]))
             return out
 
         policies = [RetryPolicy.of(store.table(uuid)) for uuid in staged]

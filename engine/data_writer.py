@@ -8,7 +8,7 @@ failure before that leaves only orphans (no metadata points at them).
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -114,7 +114,8 @@ def split_by_partition(table: pa.Table, schema: Schema, spec: PartitionSpec) -> 
     return out
 
 
-def write_data_files(state: TableState, data: pa.Table) -> list[DataFile]:
+def write_data_files(state: TableState, data: pa.Table, *, stage: Callable[[str], None] | None = None
+                     ) -> list[DataFile]:
     """Write ``data`` as Parquet data files of the table (one or more per partition) and describe them."""
     schema, spec = state.schema, state.spec
     table = conform(data, schema)
@@ -122,12 +123,12 @@ def write_data_files(state: TableState, data: pa.Table) -> list[DataFile]:
         table = sort_table(table, state.sort_order, schema)
     files: list[DataFile] = []
     for values, rows in split_by_partition(table, schema, spec):
-        files += write_partition_files(state, rows, spec=spec, partition=values)
+        files += write_partition_files(state, rows, spec=spec, partition=values, stage=stage)
     return files
 
 
-def write_partition_files(state: TableState, rows: pa.Table, *, spec: PartitionSpec,
-                          partition: tuple[Any, ...]) -> list[DataFile]:
+def write_partition_files(state: TableState, rows: pa.Table, *, spec: PartitionSpec, partition: tuple[Any, ...],
+                          stage: Callable[[str], None] | None = None) -> list[DataFile]:
     """Write rows that all belong to one partition of ``spec`` (already conformed to the schema), split by the
     target file size."""
     schema = state.schema
@@ -140,7 +141,7 @@ def write_partition_files(state: TableState, rows: pa.Table, *, spec: PartitionS
     files = []
     for chunk_index, chunk in enumerate(iter_row_chunks(rows, target)):
         path = f"{folder}/{chunk_index:05d}-{write_id}.parquet"
-        footer, size = write_parquet(chunk, path, properties=props, schema=schema)
+        footer, size = write_parquet(chunk, path, properties=props, schema=schema, stage=stage)
         files.append(read_data_file(path, schema, spec_id=spec.spec_id, partition=partition, properties=props,
                                     nan_counts=nan_counts(chunk, schema), sort_order_id=state.default_sort_order_id,
                                     metadata=footer, file_size=size, sort_order=state.sort_order))

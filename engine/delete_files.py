@@ -11,7 +11,7 @@ their field ids; those columns must be primitive, not float or double, and not i
 from __future__ import annotations
 
 import uuid
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 import pyarrow as pa
@@ -60,7 +60,7 @@ def _check_version(state: TableState, action: str) -> None:
 
 
 def write_position_deletes(state: TableState, deletes: Mapping[str, Sequence[int]], *, spec_id: int,
-                           partition: tuple[Any, ...]) -> DataFile:
+                           partition: tuple[Any, ...], stage: Callable[[str], None] | None = None) -> DataFile:
     """Write one position delete file that deletes, for each data file path, the rows at the given positions.
 
     ::
@@ -93,7 +93,7 @@ def write_position_deletes(state: TableState, deletes: Mapping[str, Sequence[int
     # Java writes full metrics for both columns, whatever the table's metrics mode
     props[f"write.metadata.metrics.column.{DELETE_FILE_PATH}"] = "full"
     props[f"write.metadata.metrics.column.{DELETE_POS}"] = "full"
-    footer, size = write_parquet(table, path, properties=props, schema=POSITION_DELETE_SCHEMA)
+    footer, size = write_parquet(table, path, properties=props, schema=POSITION_DELETE_SCHEMA, stage=stage)
     described = read_data_file(path, POSITION_DELETE_SCHEMA, spec_id=spec_id, partition=tuple(partition),
                                properties=props, metadata=footer, file_size=size)
     return attrs.evolve(described, content=DataFileContent.POSITION_DELETES)
@@ -171,7 +171,7 @@ def _conform(arr: Any, field: T.NestedField, arrow_type: pa.DataType, where: str
 
 
 def write_equality_deletes(state: TableState, rows: pa.Table, *, equality_ids: Sequence[int], spec_id: int,
-                           partition: tuple[Any, ...]) -> DataFile:
+                           partition: tuple[Any, ...], stage: Callable[[str], None] | None = None) -> DataFile:
     """Write one equality delete file: data rows whose equality columns equal one of ``rows`` are deleted (a null
     matches a null).
 
@@ -205,7 +205,7 @@ def write_equality_deletes(state: TableState, rows: pa.Table, *, equality_ids: S
     table = pa.Table.from_arrays(columns, schema=target)
     path = _folder(state, spec_id, partition, action)
     props = dict(state.properties)
-    footer, size = write_parquet(table, path, properties=props, schema=file_schema)
+    footer, size = write_parquet(table, path, properties=props, schema=file_schema, stage=stage)
     described = read_data_file(path, file_schema, spec_id=spec_id, partition=tuple(partition), properties=props,
                                nan_counts=nan_counts(table, file_schema), metadata=footer, file_size=size)
     return attrs.evolve(described, content=DataFileContent.EQUALITY_DELETES, equality_ids=tuple(equality_ids))

@@ -13,7 +13,7 @@ import json
 import math
 import os
 import re
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import attrs
 import pyarrow as pa
@@ -360,9 +360,15 @@ def statistics_columns(schema: Schema) -> list[str]:
     return [path for path, leaf in _leaves(schema).items() if not isinstance(leaf.field_type, T.UUIDType)]
 
 
-def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str],
-                  schema: Schema) -> tuple[pq.FileMetaData, int]:
-    """Write one Parquet data file; returns its footer and size."""
+def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str], schema: Schema,
+                  stage: Callable[[str], None] | None = None) -> tuple[pq.FileMetaData, int]:
+    """Write one Parquet data file; returns its footer and size.
+
+    :param stage: called with the path before anything is written (icelog records staged files, so the files of
+        a job that fails before its commit are found as orphans without listing storage)
+    """
+    if stage is not None:
+        stage(path)
     codec = properties.get("write.parquet.compression-codec", "zstd").lower()
     codec = {"uncompressed": "none"}.get(codec, codec)
     row_group_bytes = int(properties.get("write.parquet.row-group-size-bytes", str(128 * 1024 * 1024)))

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import zlib
-
-import attrs
 from collections import OrderedDict
 from typing import Iterable
+
+import attrs
 
 from engine.errors import TableNotFound
 from engine.events import CATALOG_STREAM, Event, FileChange, decode, decode_file_change
@@ -25,7 +25,6 @@ from engine.state import (
     Snapshot,
     TableState,
     apply,
-    fold,
     state_from_json,
     state_to_json,
 )

@@ -27,6 +27,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 from os import PathLike
 from pathlib import Path
 
@@ -301,6 +302,9 @@ class Log:
         db["checkpoints"].create(
             {"stream": str, "version": int, "blob": bytes},
             pk=("stream", "version"), not_null={"stream", "version", "blob"}, strict=True, if_not_exists=True)
+        db["staged_files"].create(
+            {"stream": str, "path": str, "time_ms": int},
+            pk=("stream", "path"), not_null={"stream", "path", "time_ms"}, strict=True, if_not_exists=True)
         for table in PROTECTED_TABLES:
             for action in ("UPDATE", "DELETE"):
                 db.execute(
@@ -535,6 +539,41 @@ class Log:
         """
         row = self._live().execute(_SELECT_POSITION_AT, (time_ms,)).fetchone()
         return row[0] if row is not None else 0
+
+    def record_staged(self, stream: str, path: str, time_ms: int) -> None:
+        """Note a file a writer is about to write for ``stream``, before it is written or committed, so files
+        of failed jobs are found later without listing storage. Not part of the hashed log.
+
+        :param stream: the stream the file is staged for
+        :param path: the file's location
+        :param time_ms: when it was staged
+        """
+        with self.transaction() as conn:
+            conn.execute("INSERT OR IGNORE INTO staged_files (stream, path, time_ms) VALUES (?, ?, ?)",
+                         (stream, path, time_ms))
+
+    def staged_files(self, stream: str, before_ms: int | None = None) -> list[tuple[str, int]]:
+        """Files staged for ``stream`` (optionally only those staged before ``before_ms``), oldest first.
+
+        :param stream: the stream
+        :param before_ms: only files staged before this time
+        """
+        sql = "SELECT path, time_ms FROM staged_files WHERE stream = ?"
+        params: list[Any] = [stream]
+        if before_ms is not None:
+            sql += " AND time_ms < ?"
+            params.append(before_ms)
+        return [(p, t) for p, t in self._live().execute(sql + " ORDER BY time_ms, path", params)]
+
+    def forget_staged(self, stream: str, paths: Iterable[str]) -> None:
+        """Drop staging records (of files committed for good, or deleted as orphans).
+
+        :param stream: the stream
+        :param paths: the files
+        """
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM staged_files WHERE stream = ? AND path = ?",
+                             [(stream, p) for p in paths])
 
     def put_checkpoint(self, stream: str, version: int, blob: bytes) -> None:
         """Store a derived checkpoint of a stream at a version (replacing one stored there before).

@@ -356,16 +356,25 @@ def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[
     else:
         referenced.update(io.fs_path(p) for p in projection)
 
-    infos = io.filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
     deleted = []
+    # icelog's own orphans first, from its staging records (no listing needed): files it staged before the
+    # cutoff that no kept snapshot references were left by jobs that failed before their commit
+    staged = catalog.log.staged_files(table.uuid, before_ms=cutoff)
+    for path, _ in staged:
+        local = io.fs_path(path)
+        if local not in referenced and io.exists(local) and _delete(io, local):
+            deleted.append(local)
+    catalog.log.forget_staged(table.uuid, [p for p, _ in staged])
+    # then files other writers left under the table folder, by listing it
+    infos = io.filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
     for info in sorted(infos, key=lambda i: i.path):
         if info.type != pafs.FileType.File:
             continue
         path = info.path
         if path in referenced or path.startswith(tuple(protected)):
             continue
-        if info.mtime_ns is None or info.mtime_ns // 1_000_000 >= cutoff:
+        if info.mtime_ns is None or info.mtime_ns // 1_000_000 >= cutoff or path in deleted:
             continue
         if _delete(io, path):
             deleted.append(path)
-    return deleted
+    return sorted(deleted)

@@ -32,7 +32,14 @@ from engine.operations.append import new_snapshot_id
 from engine.operations.commit import CommitContext, new_commit_id, now_ms
 from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import snapshot_events
-from engine.state import MAIN_BRANCH, LogPosition, Snapshot, SnapshotRef, TableState, apply
+from engine.state import (
+    MAIN_BRANCH,
+    LogPosition,
+    Snapshot,
+    SnapshotRef,
+    TableState,
+    apply,
+)
 
 BRANCH = "branch"
 TAG = "tag"

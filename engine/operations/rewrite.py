@@ -34,7 +34,7 @@ since the start for the partitions it rewrites (ValidationConflict): no deleted 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import attrs
 import pyarrow as pa
@@ -242,15 +242,17 @@ def _order_rows(rows: pa.Table, state: TableState, strategy: str, order: SortOrd
     return sort_table(rows, state.sort_order, state.schema)  # binpack: the table's order, as every write
 
 
-def _write_group(writer: TableState, group: FileGroup, rows: pa.Table) -> list[DataFile]:
+def _write_group(writer: TableState, group: FileGroup, rows: pa.Table,
+                 stage: Callable[[str], None] | None = None) -> list[DataFile]:
     if rows.num_rows == 0:
         return []
     spec: PartitionSpec = writer.spec
     if group.spec_id is not None:
-        return write_partition_files(writer, rows, spec=writer.spec_by_id(group.spec_id), partition=group.partition)
+        return write_partition_files(writer, rows, spec=writer.spec_by_id(group.spec_id), partition=group.partition,
+                                     stage=stage)
     files: list[DataFile] = []
     for values, part in split_by_partition(rows, writer.schema, spec):
-        files += write_partition_files(writer, part, spec=spec, partition=values)
+        files += write_partition_files(writer, part, spec=spec, partition=values, stage=stage)
     return files
 
 
@@ -297,7 +299,8 @@ def droppable_deletes(all_tasks: Sequence[FileScanTask], rewritten: Sequence[Fil
 
 def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = None, strategy: str = BINPACK,
                  sort_order: Any = None, zorder_columns: Sequence[str] | None = None,
-                 target_file_size_bytes: int | None = None) -> RewritePlan | None:
+                 target_file_size_bytes: int | None = None,
+                 stage: Callable[[str], None] | None = None) -> RewritePlan | None:
     """Read and rewrite the files to compact (staged, not committed); None when there is nothing to do.
 
     :param store: the catalog's state store
@@ -341,7 +344,7 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
                  for t in group.tasks]
         rows = conform(pa.concat_tables(parts), schema)
         rows = _order_rows(rows, writer, strategy, order, columns)
-        added += _write_group(writer, group, rows)
+        added += _write_group(writer, group, rows, stage)
         rewritten += group.tasks
     return RewritePlan(start_snapshot_id=snapshot.snapshot_id, rewritten=tuple(t.file for t in rewritten),
                        dropped_deletes=tuple(droppable_deletes(all_tasks, rewritten)), added=tuple(added))
@@ -404,7 +407,8 @@ def rewrite_data_files(table: Any, where: str | None = None, strategy: str = BIN
     :raises ValidationConflict: a concurrent commit removed a file it rewrites or added deletes for one
     """
     plan = plan_rewrite(table.catalog.store, table.state, where=where, strategy=strategy, sort_order=sort_order,
-                        zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes)
+                        zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes,
+                        stage=table.stage_file)
     return commit_rewrite(table, plan)
 
 

@@ -9,22 +9,31 @@ default) or merge-on-read (position delete files).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.data_writer import conform, split_by_partition, write_data_files, write_partition_files
+from engine.data_writer import (
+    conform,
+    split_by_partition,
+    write_data_files,
+    write_partition_files,
+)
 from engine.errors import ValidationError
-from engine.model.data_file import DataFile, DataFileContent
 from engine.model import expressions
-from engine.model.expressions import bind, evaluate_arrow, metrics_might_match, parse_expression
+from engine.model.data_file import DataFile, DataFileContent
+from engine.model.expressions import (
+    bind,
+    evaluate_arrow,
+    metrics_might_match,
+    parse_expression,
+)
 from engine.operations.commit import CommitContext
 from engine.operations.snapshot import snapshot_events
 from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
-from engine.reader import POS_COLUMN, read_data_file
-from engine.reader import normalize_path
+from engine.reader import POS_COLUMN, normalize_path, read_data_file
 from engine.scan import DELETE_FILE_PATH_ID, Scan
 from engine.state import TableState
 from engine.state_store import StateStore
@@ -90,7 +99,7 @@ def _matching_mask(rows: pa.Table, bound: Any) -> pa.Array:
 
 
 def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snapshot_id: int | None, *,
-                    mode: str) -> RowChanges:
+                    mode: str, stage: Callable[[str], None] | None = None) -> RowChanges:
     """Decide which files to drop, rewrite (copy-on-write) or cover with position deletes (merge-on-read)."""
     schema = state.schema
     # every live data file with the delete files that apply to it: rows already deleted stay deleted
@@ -123,7 +132,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
         else:
             survivors = rows.filter(pc.invert(mask))
             spec = state.spec_by_id(f.spec_id)
-            added += write_partition_files(state, survivors, spec=spec, partition=f.partition)
+            added += write_partition_files(state, survivors, spec=spec, partition=f.partition, stage=stage)
             removed.append(f)
     gone = {normalize_path(f.file_path) for f in removed}
     removed += dangling_position_deletes(tasks, gone)
@@ -131,7 +140,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
         from engine.delete_files import write_position_deletes
 
         for (spec_id, partition), deletes in positions.items():
-            added.append(write_position_deletes(state, deletes, spec_id=spec_id, partition=partition))
+            added.append(write_position_deletes(state, deletes, spec_id=spec_id, partition=partition, stage=stage))
     return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(removed), added=tuple(added),
                       touched=tuple(touched), bound_filter=bound)
 
@@ -168,18 +177,18 @@ def bind_filter(state: TableState, where: str | None) -> Any:
     return bind(parse_expression(where), state.schema)
 
 
-def plan_dynamic_overwrite(store: StateStore, state: TableState, data: pa.Table, start_snapshot_id: int | None
-                           ) -> tuple[RowChanges, list[DataFile]]:
+def plan_dynamic_overwrite(store: StateStore, state: TableState, data: pa.Table, start_snapshot_id: int | None,
+                           *, stage: Callable[[str], None] | None = None) -> tuple[RowChanges, list[DataFile]]:
     """Replace exactly the partitions (of the current spec) present in ``data``."""
     spec = state.spec
     if spec.is_unpartitioned:
-        files = write_data_files(state, data)
+        files = write_data_files(state, data, stage=stage)
         live = [e.file for e in store.live_entries(state, start_snapshot_id) if e.file.content == DataFileContent.DATA]
         return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(live), touched=tuple(live),
                           partitions=frozenset({(spec.spec_id, ())})), files
     table = conform(data, state.schema)
     partitions = {values for values, _ in split_by_partition(table, state.schema, spec)}
-    files = write_data_files(state, data)
+    files = write_data_files(state, data, stage=stage)
     removed = [e.file for e in store.live_entries(state, start_snapshot_id)
                if e.file.content == DataFileContent.DATA and e.file.spec_id == spec.spec_id
                and e.file.partition in partitions]

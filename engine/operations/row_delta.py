@@ -266,7 +266,8 @@ def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, key
     unpartitioned = [s for s in specs if s.is_unpartitioned]
     if unpartitioned:
         spec = state.spec if state.spec.is_unpartitioned else unpartitioned[0]
-        eq = write_equality_deletes(state, keys, equality_ids=ids, spec_id=spec.spec_id, partition=())
+        eq = write_equality_deletes(state, keys, equality_ids=ids, spec_id=spec.spec_id, partition=(),
+                                    stage=table.stage_file)
         return KeyDeletes(files=(eq,), referenced=(), filter=bound)
     files: list[DataFile] = []
     uncovered: list[PartitionSpec] = []
@@ -275,7 +276,7 @@ def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, key
             uncovered.append(spec)
             continue
         for values, part in split_by_partition(keys, schema, spec):
-            files.append(write_equality_deletes(state, part, equality_ids=ids, spec_id=spec.spec_id,
+            files.append(write_equality_deletes(state, part, equality_ids=ids, spec_id=spec.spec_id, stage=table.stage_file,
                                                 partition=values))
     referenced: list[DataFile] = []
     if uncovered:
@@ -313,7 +314,7 @@ def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, ke
         if positions:
             groups[(f.spec_id, f.partition)][f.file_path] = positions
             referenced.append(f)
-    files = [write_position_deletes(state, deletes, spec_id=spec_id, partition=partition)
+    files = [write_position_deletes(state, deletes, spec_id=spec_id, partition=partition, stage=table.stage_file)
              for (spec_id, partition), deletes in groups.items()]
     return files, referenced
 
@@ -411,7 +412,7 @@ class RowDelta(PendingUpdate):
     # ------------------------------------------------------------ data
     def add_rows(self, data: pa.Table) -> RowDelta:
         """Write ``data`` as data files of the table (one or more per partition) and add them."""
-        self._data += write_data_files(self._state, data)
+        self._data += write_data_files(self._state, data, stage=self._table.stage_file)
         return self
 
     def add_data_files(self, files: Iterable[DataFile]) -> RowDelta:
@@ -460,7 +461,8 @@ class RowDelta(PendingUpdate):
             groups[(data_file.spec_id, data_file.partition)][data_file.file_path] = positions
             if key not in pending:
                 referenced[key] = data_file
-        files = [write_position_deletes(self._state, group, spec_id=spec_id, partition=partition)
+        files = [write_position_deletes(self._state, group, spec_id=spec_id, partition=partition,
+                                        stage=self._table.stage_file)
                  for (spec_id, partition), group in groups.items()]
         self._deletes += files
         self._referenced.update(referenced)

@@ -33,7 +33,11 @@ import attrs
 
 from engine.errors import ValidationError
 from engine.events import DefaultSpecSet, Event, SpecAdded
-from engine.model.partitioning import PARTITION_DATA_ID_START, PartitionField, PartitionSpec
+from engine.model.partitioning import (
+    PARTITION_DATA_ID_START,
+    PartitionField,
+    PartitionSpec,
+)
 from engine.model.schema import Schema
 from engine.model.transforms import (
     Bucket,

@@ -237,3 +237,23 @@ def test_log_refuses_update_and_delete_and_verify_catches_tampering(catalog):
     con.commit()
     con.close()
     assert catalog.log.verify() != []
+
+
+def test_resending_a_commit_returns_its_first_outcome(catalog):
+    """A client whose commit timed out re-sends it with the same commit id: it learns the outcome, nothing lands
+    twice."""
+    from engine.events import PropertiesSet
+    from engine.operations.commit import RetryPolicy, commit_streams
+
+    t = catalog.create_table("db.t", schema=events_table().schema)
+    base = catalog.store.table(t.uuid)
+
+    def build(ctx):
+        return [(t.uuid, base.version, [PropertiesSet(updates={"owner": "etl"})])]
+
+    first = commit_streams(catalog.store, build, policy=RetryPolicy(), commit_id="nightly-2026-11-21")
+    head = catalog.log.head(t.uuid)
+    again = commit_streams(catalog.store, build, policy=RetryPolicy(), commit_id="nightly-2026-11-21")
+    assert not first.result.duplicate and again.result.duplicate
+    assert again.result.positions == first.result.positions
+    assert catalog.log.head(t.uuid) == head and t.properties["owner"] == "etl"

@@ -386,3 +386,39 @@ def test_expiry_reads_properties_committed_since_the_handle_was_made(catalog):
     t = make_table(catalog, appends=((1,), (2,), (3,)))
     t.commit_events(lambda base, ctx: [PropertiesSet(updates={"history.expire.min-snapshots-to-keep": "2"})])
     assert expire_snapshots(t, older_than_ms=FUTURE).expired_snapshot_ids == (t.snaps[0].snapshot_id,)
+
+
+def test_own_orphans_are_found_from_staging_records_without_listing(tmp_path, monkeypatch):
+    """A job that wrote data files and died before its commit: the files were recorded as staged, so orphan
+    removal finds them even when storage cannot be listed."""
+    import pyarrow as pa
+
+    from engine import Catalog
+    from engine.data_writer import write_data_files
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+        t.append(pa.table({"id": pa.array([1], pa.int64())}))
+        failed = write_data_files(t.state, pa.table({"id": pa.array([2, 3], pa.int64())}), stage=t.stage_file)
+        assert [p for p, _ in cat.log.staged_files(t.uuid)][-1] == failed[0].file_path
+        import pyarrow.fs as pafs
+
+        class NoListing:
+            """The warehouse filesystem, except that listing a folder finds nothing."""
+
+            def __init__(self, fs):
+                self.fs = fs
+
+            def get_file_info(self, what):
+                return [] if isinstance(what, pafs.FileSelector) else self.fs.get_file_info(what)
+
+            def __getattr__(self, name):
+                return getattr(self.fs, name)
+
+        monkeypatch.setattr(cat.io, "filesystem", NoListing(cat.io.filesystem))
+        removed = t.remove_orphan_files(older_than_ms=2**62)
+        assert removed == [failed[0].file_path]
+        assert not os.path.exists(failed[0].file_path)
+        assert t.scan().to_arrow().column("id").to_pylist() == [1]  # the committed file stays
+        assert cat.log.staged_files(t.uuid) == []
