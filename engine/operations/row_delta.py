@@ -72,7 +72,6 @@ from engine.model.expressions import (
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
-from engine.model.values import from_bytes
 from engine.operations.append import new_snapshot_id
 from engine.operations.commit import CommitContext
 from engine.operations.pending import PendingUpdate
@@ -80,14 +79,13 @@ from engine.operations.snapshot import snapshot_events
 from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
 from engine.reader import (
     DELETE_FILE_PATH,
-    DELETE_FILE_PATH_ID,
     POS_COLUMN,
     DeleteLoader,
     normalize_path,
     parse_name_mapping,
     read_data_file,
 )
-from engine.scan import Scan
+from engine.scan import Scan, referenced_path
 from engine.state import MAIN_BRANCH, Snapshot, TableState
 
 #: Up to this many distinct values per key column, conflict checks use ``IN``; beyond it, the values' range.
@@ -319,18 +317,9 @@ def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, ke
     return files, referenced
 
 
-def _referenced_path(delete_file: DataFile) -> str | None:
-    """The one data file a position delete file refers to, when its ``file_path`` bounds say so."""
-    lower = dict(delete_file.lower_bounds or ()).get(DELETE_FILE_PATH_ID)
-    upper = dict(delete_file.upper_bounds or ()).get(DELETE_FILE_PATH_ID)
-    if lower is None or lower != upper:
-        return None
-    return normalize_path(from_bytes(T.StringType(), lower))
-
-
 def _paths_in_position_deletes(delete_file: DataFile) -> list[str]:
     """The data file paths a position delete file refers to (from its bounds, else from its ``file_path``)."""
-    single = _referenced_path(delete_file)
+    single = referenced_path(delete_file)
     if single is not None:
         return [single]
     path = delete_file.file_path
@@ -623,7 +612,7 @@ def _no_new_position_deletes_for(v: Validator, data_files: Sequence[DataFile], a
             f = change.file
             if not change.added or f.content != DataFileContent.POSITION_DELETES:
                 continue
-            single = _referenced_path(f)
+            single = referenced_path(f)
             if (single in paths) if single is not None else ((f.spec_id, f.partition) in partitions):
                 raise ValidationConflict(
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}, {snap.operation}) "
