@@ -8,6 +8,7 @@ same way, and Avro sync markers derive from the file's path.
 from __future__ import annotations
 
 import hashlib
+import uuid
 
 METADATA_DIR = "metadata"
 DATA_DIR = "data"
@@ -31,8 +32,11 @@ def manifest_list_file(location: str, snapshot_id: int, commit_id: str) -> str:
     return f"{metadata_dir(location)}/snap-{snapshot_id}-1-{commit_id}.avro"
 
 
-def manifest_file(location: str, commit_id: str, ordinal: int) -> str:
-    return f"{metadata_dir(location)}/{commit_id}-m{ordinal}.avro"
+def manifest_file(location: str, commit_id: str, snapshot_id: int, ordinal: int) -> str:
+    """``<location>/metadata/<uuid>-m<N>.avro``: the uuid derives from the commit and the snapshot, since one commit
+    (a transaction) may hold several snapshots, each with its own manifests."""
+    name = uuid.uuid5(uuid.NAMESPACE_URL, f"icelog:{commit_id}/{snapshot_id}")
+    return f"{metadata_dir(location)}/{name}-m{ordinal}.avro"
 
 
 def data_dir(location: str) -> str:

@@ -181,7 +181,7 @@ class Renderer:
         spec = state.spec_by_id(spec_id)
         ptype = spec.partition_type(schema)
         pfields = [(f.field_id, f.name, f.field_type) for f in ptype.fields]
-        path = layout.manifest_file(state.location, snap.commit_id, ordinal)
+        path = layout.manifest_file(state.location, snap.commit_id, snap.snapshot_id, ordinal)
         data = render_manifest(
             entries, format_version=state.format_version, content=content,
             schema_json=json.dumps(schema.to_json(), separators=(",", ":")), schema_id=schema.schema_id,
@@ -502,7 +502,7 @@ def render_all(states: Iterable[TableState], changes_of: ChangesOf,
     index = MemoryIndex()
     last: TableState | None = None
     for state in states:
-        files.update(write_commit(state, renderer, index, changes_of, lambda p, d: None))
+        write_commit(state, renderer, index, changes_of, files.__setitem__)
         last = state
     if last is not None:
         files[layout.version_hint_file(last.location)] = str(last.version).encode("ascii")
