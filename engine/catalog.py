@@ -576,13 +576,14 @@ class Table:
 
     def rewrite_data_files(self, where: str | None = None, strategy: str = "binpack", sort_order: Any = None,
                            zorder_columns: Sequence[str] | None = None,
-                           target_file_size_bytes: int | None = None) -> Any:
+                           target_file_size_bytes: int | None = None, *, branch: str = MAIN_BRANCH) -> Any:
         """Compaction (operation ``replace``): bin-pack, sort, or Z-order the live data files matching ``where``,
         applying and dropping the delete files they cover."""
         from engine.operations.rewrite import rewrite_data_files
 
         return rewrite_data_files(self, where=where, strategy=strategy, sort_order=sort_order,
-                                  zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes)
+                                  zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes,
+                                  branch=branch)
 
     def rewrite_manifests(self) -> Any:
         """Rewrite the current snapshot's manifests into as few as the target size allows (``replace``)."""

@@ -101,7 +101,7 @@ class FileGroup:
 class RewritePlan:
     """What a compaction read and wrote, before it is committed.
 
-    :param start_snapshot_id: the snapshot the compaction read (the head of main)
+    :param start_snapshot_id: the snapshot the compaction read (the head of its branch)
     :param rewritten: the data files it replaces
     :param dropped_deletes: the delete files it removes (they apply to rewritten files only)
     :param added: the new data files
@@ -300,7 +300,7 @@ def droppable_deletes(all_tasks: Sequence[FileScanTask], rewritten: Sequence[Fil
 def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = None, strategy: str = BINPACK,
                  sort_order: Any = None, zorder_columns: Sequence[str] | None = None,
                  target_file_size_bytes: int | None = None,
-                 stage: Callable[[str], None] | None = None) -> RewritePlan | None:
+                 stage: Callable[[str], None] | None = None, branch: str = MAIN_BRANCH) -> RewritePlan | None:
     """Read and rewrite the files to compact (staged, not committed); None when there is nothing to do.
 
     :param store: the catalog's state store
@@ -325,10 +325,11 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
         columns = resolve_zorder_columns(state, zorder_columns)
         order_id = 0
     bound = bind_filter(state, where)
-    snapshot = state.current_snapshot
+    ref = state.ref(branch)
+    snapshot = state.snapshot_by_id(ref.snapshot_id) if ref is not None else None
     if snapshot is None:
         return None
-    all_tasks = Scan(store, state).plan_files()
+    all_tasks = Scan(store, state, snapshot_id=snapshot.snapshot_id).plan_files()
     selected = [t for t in all_tasks if _might_match(bound, t.file, state)]
     groups = [g for g in group_files(state, selected) if _needs_rewrite(g, strategy, target)]
     if not groups:
@@ -375,19 +376,20 @@ def rewrite_events(store: StateStore, base: TableState, ctx: CommitContext, plan
                                 removed=plan.removed, branch=branch))
 
 
-def commit_rewrite(table: Any, plan: RewritePlan | None) -> Snapshot | None:
+def commit_rewrite(table: Any, plan: RewritePlan | None, branch: str = MAIN_BRANCH) -> Snapshot | None:
     """Commit a planned compaction on ``table`` (re-validated on every retry); the new snapshot."""
     if plan is None:
         return None
     snapshot_id = new_snapshot_id()
     store = table.catalog.store
-    state = table.commit_events(lambda base, ctx: rewrite_events(store, base, ctx, plan, snapshot_id=snapshot_id))
+    state = table.commit_events(lambda base, ctx: rewrite_events(store, base, ctx, plan, snapshot_id=snapshot_id,
+                                                                 branch=branch))
     return state.snapshot_by_id(snapshot_id)
 
 
 def rewrite_data_files(table: Any, where: str | None = None, strategy: str = BINPACK, sort_order: Any = None,
                        zorder_columns: Sequence[str] | None = None,
-                       target_file_size_bytes: int | None = None) -> Snapshot | None:
+                       target_file_size_bytes: int | None = None, branch: str = MAIN_BRANCH) -> Snapshot | None:
     """Compact the live data files of ``table``'s current snapshot that might match ``where``, as one
     ``replace`` snapshot; None when there is nothing to rewrite.
 
@@ -408,8 +410,8 @@ def rewrite_data_files(table: Any, where: str | None = None, strategy: str = BIN
     """
     plan = plan_rewrite(table.catalog.store, table.state, where=where, strategy=strategy, sort_order=sort_order,
                         zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes,
-                        stage=table.stage_file)
-    return commit_rewrite(table, plan)
+                        stage=table.stage_file, branch=branch)
+    return commit_rewrite(table, plan, branch)
 
 
 # ------------------------------------------------------------ manifests

@@ -516,3 +516,15 @@ def test_bench_compaction_reports_its_numbers(tmp_path):
     assert (result["files_before"], result["files_after"]) == (100, 4)
     assert (result["delete_files_before"], result["delete_files_after"]) == (4, 0)
     assert result["rows"] == 100 * 200 - 60 and result["seconds"] > 0
+
+
+def test_compaction_on_a_branch_leaves_main_alone(cat):
+    t = shuffled_table(cat, files=4)
+    main_before = t.current_snapshot().snapshot_id
+    t.manage_snapshots().create_branch(main_before, "audit").commit()
+    snap = t.rewrite_data_files(branch="audit")
+    assert snap.operation == "replace" and t.current_snapshot().snapshot_id == main_before
+    assert t.state.ref("audit").snapshot_id == snap.snapshot_id
+    assert sorted(t.scan(snapshot_id=snap.snapshot_id).to_arrow().column("id").to_pylist()) == sorted(
+        t.scan().to_arrow().column("id").to_pylist())
+    assert len(t.scan(snapshot_id=snap.snapshot_id).plan_files()) < len(t.scan().plan_files())
