@@ -48,7 +48,7 @@ from engine.model.data_file import DataFile, DataFileContent
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec, build_spec
 from engine.model.schema import Schema
-from engine.model.sort_order import UNSORTED_ORDER
+from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.append import append_events, new_snapshot_id
 from engine.operations.commit import (
     CommitContext,
@@ -70,7 +70,7 @@ from engine.operations.snapshot import snapshot_events
 from engine.operations.transaction import run_staged
 from engine.parquet_files import carries_field_ids, read_data_file
 from engine.scan import Scan
-from engine.state import MAIN_BRANCH, Snapshot, TableState
+from engine.state import MAIN_BRANCH, Snapshot, SnapshotRef, TableState
 from engine.state_store import StateStore
 from projections import layout
 from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
@@ -238,6 +238,25 @@ class Catalog:
                 tx.load_table("db.b").delete("id < 10")
         """
         return CatalogTransaction(self)
+
+    def as_of(self, *, position: int | None = None, time: Any = None) -> Any:
+        """The whole catalog, read-only, as it was right after log ``position`` or at ``time``."""
+        from engine.time_travel import catalog_as_of
+
+        return catalog_as_of(self, position=position, time=time)
+
+    def log(self, since: int = 0) -> list[Any]:
+        """Event-log entries of the whole catalog after position ``since``."""
+        from engine.time_travel import catalog_log
+
+        return catalog_log(self, since)
+
+    def register_table(self, identifier: str | Sequence[str], metadata_location: str,
+                       relocate: Mapping[str, str] | None = None) -> Table:
+        """Take over an existing Iceberg table: its whole history becomes events (see projections.importer)."""
+        from engine.register import register_table
+
+        return register_table(self, identifier, metadata_location, relocate=relocate)
 
     def publish(self) -> None:
         """Bring every table's projection up to its log head."""
@@ -516,6 +535,45 @@ class Table:
         if self.catalog.project:
             self.publish()
         return state
+
+    def sort_order(self) -> SortOrder:
+        return self.state.sort_order
+
+    def snapshot_by_id(self, snapshot_id: int) -> Snapshot | None:
+        return self.state.snapshot_by_id(snapshot_id)
+
+    def refs(self) -> dict[str, SnapshotRef]:
+        return dict(self.state.refs)
+
+    def history(self) -> list[tuple[int, int]]:
+        """The snapshot log, as PyIceberg's ``history()``: ``(timestamp_ms, snapshot_id)`` of main, oldest first."""
+        return list(self.state.snapshot_log)
+
+    # ------------------------------------------------------------ time travel on the log (issue 4)
+    def as_of(self, *, version: int | None = None, time: Any = None) -> Any:
+        """A read-only table exactly as it was right after log version ``version``, or at ``time`` (ms or datetime)."""
+        from engine.time_travel import table_as_of
+
+        return table_as_of(self, version=version, time=time)
+
+    def log(self) -> list[Any]:
+        """This table's event-log entries (position, version, type, time, actor, message, commit id, payload)."""
+        from engine.time_travel import table_log
+
+        return table_log(self)
+
+    def changes(self, from_version: int, to_version: int | None = None) -> Any:
+        """Data and delete files added and removed between two log versions."""
+        from engine.time_travel import table_changes
+
+        return table_changes(self, from_version, to_version)
+
+    @property
+    def inspect(self) -> Any:
+        """Metadata tables as Arrow, with Iceberg Java's column names: ``t.inspect.snapshots()``, ``.files()``..."""
+        from engine.metadata_tables import InspectTable
+
+        return InspectTable(self)
 
     # ------------------------------------------------------------ builders (PyIceberg's names)
     def update_schema(self, allow_incompatible_changes: bool = False, case_sensitive: bool = True) -> Any:
