@@ -93,6 +93,14 @@ def cmd_snapshots(args: argparse.Namespace) -> None:
                   f"{s.operation}\t{s.summary_value('total-records')}\t{s.summary_value('total-data-files')}")
 
 
+def cmd_inspect(args: argparse.Namespace) -> None:
+    from engine.metadata_tables import inspect_kind, to_json_lines
+
+    with _catalog(args) as cat:
+        for line in to_json_lines(inspect_kind(cat.load_table(args.table), args.kind)):
+            print(line)
+
+
 def cmd_scan(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
         columns = args.columns.split(",") if args.columns else None
@@ -384,6 +392,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("table")
     p = add("snapshots", cmd_snapshots, "List a table's snapshots.")
     p.add_argument("table")
+    p = add("inspect", cmd_inspect, "Print one of a table's metadata tables (Iceberg Java's columns) as JSON lines.")
+    p.add_argument("table")
+    p.add_argument("kind", choices=["snapshots", "history", "refs", "manifests", "all_manifests", "entries", "files",
+                                    "data_files", "delete_files", "partitions", "metadata_log_entries", "log"])
     p = add("scan", cmd_scan, "Print a table's rows as JSON lines.")
     p.add_argument("table")
     p.add_argument("--where", help="a filter such as \"id > 10 and category = 'a'\"")

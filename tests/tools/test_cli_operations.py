@@ -131,3 +131,11 @@ def test_upsert_delete_by_key_compact_and_rewrite_manifests(wh, tmp_path, capsys
     assert ids(wh) == [1, 2, 3, 4]
     code, _, err = run(capsys, "--warehouse", wh, "upsert", "db.t", str(changes), "--key", "nosuch")
     assert code == 1 and "nosuch" in err
+
+
+def test_inspect_prints_metadata_tables(wh, capsys):
+    code, out, _ = run(capsys, "--warehouse", wh, "inspect", "db.t", "files")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and sorted(r["record_count"] for r in rows) == [2, 2]
+    code, out, _ = run(capsys, "--warehouse", wh, "inspect", "db.t", "snapshots")
+    assert code == 0 and json.loads(out.splitlines()[0])["operation"] == "append"
