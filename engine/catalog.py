@@ -95,6 +95,16 @@ def parse_namespace(namespace: str | Sequence[str]) -> tuple[str, ...]:
     return parts
 
 
+class CatalogLog(Log):
+    """The catalog's storage log, also callable: ``catalog.log(since=position)`` lists event-log entries
+    (position, version, stream, type, time, actor, message, commit id, payload) after ``since``."""
+
+    def __call__(self, since: int = 0) -> list[Any]:
+        from engine.time_travel import entries_since
+
+        return entries_since(self, since)
+
+
 class Catalog:
     """A warehouse folder and its catalog log (``<warehouse>/catalog.db``).
 
@@ -125,7 +135,7 @@ class Catalog:
         path = os.path.abspath(os.fspath(warehouse))
         os.makedirs(path, exist_ok=True)
         try:
-            log = Log.open(os.path.join(path, CATALOG_DB), synchronous=synchronous)
+            log = CatalogLog.open(os.path.join(path, CATALOG_DB), synchronous=synchronous)
         except LogError as e:
             raise IcelogError(f"Cannot open catalog at {path}: {e}") from e
         return cls(path, log, name=name, project=project)
@@ -244,12 +254,6 @@ class Catalog:
         from engine.time_travel import catalog_as_of
 
         return catalog_as_of(self, position=position, time=time)
-
-    def log(self, since: int = 0) -> list[Any]:
-        """Event-log entries of the whole catalog after position ``since``."""
-        from engine.time_travel import catalog_log
-
-        return catalog_log(self, since)
 
     def register_table(self, identifier: str | Sequence[str], metadata_location: str,
                        relocate: Mapping[str, str] | None = None) -> Table:

@@ -253,6 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--delete-rows", type=int, default=1_000_000, help="rows of the row-delete table")
     parser.add_argument("--delete-files", type=int, default=10, help="data files of the row-delete table")
     parser.add_argument("--skip-operations", action="store_true", help="skip the row delete and compaction")
+    parser.add_argument("--time-travel-events", type=int, default=100_000, help="log events of the as_of table")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     warnings.filterwarnings("ignore")
@@ -277,6 +278,9 @@ def main(argv: list[str] | None = None) -> None:
             if not args.skip_pyiceberg:
                 result["row_delete_1_percent"] = bench_row_delete(root, args.delete_rows, args.delete_files)
             result["compaction_100_files"] = bench_compaction(os.path.join(root, "compaction"))
+            from tools.bench_time_travel import bench_as_of
+
+            result["as_of_version"] = bench_as_of(os.path.join(root, "time-travel"), events=args.time_travel_events)
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
     finally:

@@ -8,7 +8,8 @@ from tools.bench import main
 
 
 def test_bench_prints_json_with_every_figure(capsys):
-    main(["--sizes", "10,120", "--samples", "3", "--history", "6", "--delete-rows", "4000", "--delete-files", "2"])
+    main(["--sizes", "10,120", "--samples", "3", "--history", "6", "--delete-rows", "4000", "--delete-files", "2",
+          "--time-travel-events", "3000"])
     result = json.loads(capsys.readouterr().out)
     for size in ("10", "120"):
         ours = result["icelog"]["append_1_file"][size]
@@ -25,3 +26,4 @@ def test_bench_prints_json_with_every_figure(capsys):
     assert deletes["icelog_merge_on_read_seconds"] > 0 and deletes["pyiceberg_copy_on_write_seconds"] > 0
     compaction = result["compaction_100_files"]
     assert compaction["files_before"] == 100 and 0 < compaction["files_after"] < 100
+    assert result["as_of_version"]["events"] >= 3000 and result["as_of_version"]["as_of_ms"]["p50"] > 0
