@@ -256,11 +256,14 @@ class Catalog:
         return catalog_as_of(self, position=position, time=time)
 
     def register_table(self, identifier: str | Sequence[str], metadata_location: str,
-                       relocate: Mapping[str, str] | None = None) -> Table:
-        """Take over an existing Iceberg table: its whole history becomes events (see projections.importer)."""
+                       relocate: Mapping[str, str] | None = None, *, location: str | None = None) -> Table:
+        """Take over an existing Iceberg table: its whole history becomes events (see projections.importer).
+
+        icelog publishes beside the original metadata unless that would overwrite an original file (then it
+        refuses: pass ``location`` for a new folder; see engine.register)."""
         from engine.register import register_table
 
-        return register_table(self, identifier, metadata_location, relocate=relocate)
+        return register_table(self, identifier, metadata_location, relocate=relocate, location=location)
 
     def publish(self) -> None:
         """Bring every table's projection up to its log head."""

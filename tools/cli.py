@@ -69,6 +69,24 @@ def cmd_append(args: argparse.Namespace) -> None:
                   f"{snap.summary_value('added-records')} record(s)")
 
 
+def cmd_register(args: argparse.Namespace) -> None:
+    from engine.errors import ValidationError
+    from engine.register import register_table
+
+    relocate = {}
+    for rule in args.relocate or []:
+        old, sep, new = rule.partition("=")
+        if not sep or not old:
+            raise ValidationError(f"Cannot parse --relocate {rule!r}: expected OLD=NEW")
+        relocate[old] = new
+    with _catalog(args) as cat:
+        t = register_table(cat, args.table, args.metadata_location, relocate=relocate or None,
+                           location=args.location)
+        print(f"registered {args.table}: {len(t.snapshots())} snapshot(s), metadata at {t.metadata_location}")
+        for note in t.import_notes:
+            print(f"note: {note}")
+
+
 def cmd_tables(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
         namespaces = [args.namespace] if args.namespace else [".".join(ns) for ns in cat.list_namespaces()]
@@ -386,6 +404,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("append", cmd_append, "Append existing Parquet files to a table as one snapshot.")
     p.add_argument("table")
     p.add_argument("files", nargs="+")
+    p = add("register", cmd_register, "Take over an existing Iceberg table: its whole history becomes events.")
+    p.add_argument("table", help="namespace.table")
+    p.add_argument("metadata_location", help="a *.metadata.json file (gzip too) or the table's folder")
+    p.add_argument("--relocate", action="append", metavar="OLD=NEW",
+                   help="rewrite paths starting with OLD to start with NEW; repeatable")
+    p.add_argument("--location", help="publish icelog's metadata here instead of the original table folder")
     p = add("tables", cmd_tables, "List tables (of one namespace, or of all).")
     p.add_argument("namespace", nargs="?")
     p = add("log", cmd_log, "Show a table's events: position, version, type, time, commit id.")

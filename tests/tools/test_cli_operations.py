@@ -139,3 +139,16 @@ def test_inspect_prints_metadata_tables(wh, capsys):
     assert code == 0 and sorted(r["record_count"] for r in rows) == [2, 2]
     code, out, _ = run(capsys, "--warehouse", wh, "inspect", "db.t", "snapshots")
     assert code == 0 and json.loads(out.splitlines()[0])["operation"] == "append"
+
+
+def test_register_takes_over_a_table(wh, tmp_path, capsys):
+    source = f"{wh}/db/t"
+    other = str(tmp_path / "other")
+    assert run(capsys, "--warehouse", other, "create-namespace", "db")[0] == 0
+    code, _, err = run(capsys, "--warehouse", other, "register", "db.copy", source)
+    assert code == 1 and "location" in err  # icelog's own metadata names would clash in place
+    code, out, _ = run(capsys, "--warehouse", other, "register", "db.copy", source,
+                       "--location", str(tmp_path / "copy"))
+    assert code == 0 and "registered db.copy" in out
+    with Catalog.open(other) as cat:
+        assert sorted(cat.load_table("db.copy").scan().to_arrow().column("id").to_pylist()) == [1, 2, 3, 4]

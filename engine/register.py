@@ -1,0 +1,100 @@
+"""Registering an existing Iceberg table: its whole history becomes one log commit, then icelog publishes it.
+
+Layer: engine (glue: reads through projections.importer, commits through the operations' commit loop,
+publishes through Table). One commit holds the catalog stream's TableRegistered and every event of the
+new table stream, so a table is registered with its full history or not at all.
+
+Where icelog's projection goes: the table keeps its original location (after ``relocate``), so icelog's
+metadata lands beside the original's in ``<location>/metadata``. icelog names its metadata files
+``v<N>.metadata.json`` with N its stream version, and the import commit's N is the number of events it
+holds; the version hint then points at icelog's version and a Hadoop-catalog reader (Spark by path) reads
+icelog's projection from then on. That is only safe when no original ``v<M>[.gz].metadata.json`` has
+M >= N: icelog would overwrite it now or on a later commit. In that case register refuses with a
+ValidationError naming the clashing file and recommending ``location=`` (a new folder for icelog's
+projection; the data and delete files stay where they are). Manifest and manifest-list names cannot
+clash (icelog's derive from its commit ids). The original files are never modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from engine.errors import AlreadyExists, NamespaceNotFound, ValidationError
+from engine.events import CATALOG_STREAM, TableCreated, TableRegistered
+from engine.operations.commit import CommitContext, RetryPolicy, commit_streams
+from projections.importer import (
+    ImportedTable,
+    import_table,
+    metadata_files_in,
+    versioned_number,
+)
+
+if TYPE_CHECKING:
+    from engine.catalog import Catalog, Table
+
+
+def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_location: str,
+                   relocate: Mapping[str, str] | None = None, *, location: str | None = None) -> Table:
+    """Take over an existing Iceberg table under ``identifier``.
+
+    :param catalog: the icelog catalog
+    :param identifier: ``"namespace.table"`` (the namespace must exist)
+    :param metadata_location: a ``*.metadata.json`` file (gzip too) or the table's folder
+    :param relocate: old path prefix -> new path prefix, for tables copied from another machine or store
+    :param location: where icelog publishes its projection (default: the original table location)
+    :raises AlreadyExists: the name is taken, or the table (its uuid) is already registered
+    :raises ValidationError: icelog's metadata would overwrite the original's (use ``location=``), or the
+        metadata holds what icelog cannot represent
+    :raises CorruptFileError: a metadata file, manifest list or manifest cannot be read
+    """
+    from engine.catalog import Table, parse_identifier
+
+    ns, name = parse_identifier(identifier)
+    imported = import_table(catalog.io, metadata_location, relocate=relocate, location=location)
+    check_no_clash(catalog, imported, explicit_location=location is not None)
+    events = list(imported.events)
+    created = events[0]
+    assert isinstance(created, TableCreated)
+    table_uuid = imported.table_uuid
+
+    def build(ctx: CommitContext) -> list:
+        state = catalog.store.catalog()
+        full = ".".join(ns + (name,))
+        if not state.has_namespace(ns):
+            raise NamespaceNotFound(f"Cannot register table {full}: namespace {'.'.join(ns)} does not exist")
+        if state.table(ns, name) is not None:
+            raise AlreadyExists(f"Cannot register table {full}: it already exists")
+        if catalog.log.head(table_uuid) != 0:
+            other = next((".".join(t.namespace + (t.name,)) for t in state.tables if t.table_uuid == table_uuid),
+                         "another name")
+            raise AlreadyExists(f"Cannot register table {full}: table uuid {table_uuid} is already registered "
+                                f"as {other}")
+        return [(CATALOG_STREAM, state.version, [TableRegistered(namespace=ns, name=name, table_uuid=table_uuid)]),
+                (table_uuid, 0, events)]
+
+    landed = commit_streams(catalog.store, build, policy=RetryPolicy(),
+                            message=f"register {imported.metadata_location}")
+    table = Table(catalog, ns, name, table_uuid)
+    table._after_commit(landed)
+    table.import_notes = imported.notes  # type: ignore[attr-defined]  # what the events could not carry
+    return table
+
+
+def first_version(imported: ImportedTable) -> int:
+    """The stream version (and metadata file number) of icelog's first projection of the imported table."""
+    return len(imported.events)
+
+
+def check_no_clash(catalog: Catalog, imported: ImportedTable, *, explicit_location: bool) -> None:
+    """Refuse when icelog's ``v<N>.metadata.json`` files would overwrite files already at the location."""
+    first = first_version(imported)
+    clashes = sorted((n for n in metadata_files_in(catalog.io, imported.location)
+                      if (versioned_number(n) or 0) >= first), key=lambda n: versioned_number(n) or 0)
+    if clashes:
+        hint = "choose another location" if explicit_location else \
+            "pass location= (CLI: --location) with a new folder for icelog's metadata"
+        raise ValidationError(
+            f"Cannot register table: {imported.location}/metadata/{clashes[0]} already exists and icelog would "
+            f"write its own metadata versions from v{first} there; {hint}")
+

@@ -1,0 +1,596 @@
+"""Reading an existing Iceberg table's metadata into icelog events (for ``register_table``).
+
+Layer: projections (reads files through storage.files.FileIO and parses them with the pure
+readers beside it; builds engine.events values; never commits, never writes). The whole
+history becomes events: a TableCreated with the table's first schema, spec and sort order and
+its final properties, the other schemas, specs and sort orders (SchemaAdded, SpecAdded,
+SortOrderAdded), one SnapshotAdded per snapshot in commit order with the ORIGINAL snapshot ids,
+parents, sequence numbers, timestamps, operations and summaries, then the current schema, spec
+and sort order and the refs (RefSet).
+
+A snapshot's file changes are the difference between the files live in it and the files live in
+its parent (both read from their manifests), so manifest rewrites, merges and writers that do
+not mark ADDED/DELETED entries faithfully still give the right live set at every snapshot.
+
+What the events cannot carry is reported in :attr:`ImportedTable.notes`:
+
+- per-file data sequence numbers: icelog gives a file the sequence number of the snapshot that
+  added it; an entry whose data sequence number differs (compaction with
+  ``use-starting-sequence-number``, ``rewrite_data_files`` keeping sequence numbers) is listed;
+- snapshots whose parent was expired from the metadata: the snapshot's parent id is dropped (the
+  projector needs the parent's manifests) and it adds all its live files;
+- format version 3: read only when no v3-only feature is used (deletion vectors, default values,
+  v3-only types, encryption); the table is imported as format version 2 (row lineage is dropped).
+
+Metadata locations: a ``*.metadata.json`` / ``*.gz.metadata.json`` file, or a table folder (or its
+``metadata`` folder): ``version-hint.text`` when present and valid, else the highest
+``vN[.gz].metadata.json``, else the highest ``NNNNN-<uuid>[.gz].metadata.json`` (catalogs that
+name files that way: Hive, JDBC, PyIceberg's SqlCatalog).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import uuid as uuid_mod
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from engine.errors import CorruptFileError, NotFound, ValidationError
+from engine.events import (
+    CurrentSchemaSet,
+    DefaultSortOrderSet,
+    DefaultSpecSet,
+    Event,
+    FileChange,
+    RefRemoved,
+    RefSet,
+    SchemaAdded,
+    SnapshotAdded,
+    SortOrderAdded,
+    SpecAdded,
+    TableCreated,
+)
+from engine.model import types as T
+from engine.model.data_file import (
+    DataFile,
+    DataFileContent,
+    EntryStatus,
+    ManifestEntry,
+    ManifestFile,
+)
+from engine.model.partitioning import PartitionSpec
+from engine.model.schema import Schema
+from engine.model.sort_order import UNSORTED_ORDER, SortOrder
+from engine.model.values import from_bytes, to_bytes
+from projections.manifests import read_manifest, read_manifest_list
+from storage.errors import FileNotFound, LogError
+from storage.files import FileIO
+
+MAIN = "main"
+#: the branch that carries snapshots no ref reaches (rolled back, staged); removed at the end of the import
+ORPHANS_BRANCH = "icelog-import-unreferenced"
+DELETE_FILE_PATH_ID = 2147483546
+SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
+
+_VERSIONED = re.compile(r"^v(\d+)(\.gz)?\.metadata\.json$")
+_NUMBERED = re.compile(r"^(\d+)-[0-9a-fA-F-]+(\.gz)?\.metadata\.json$")
+
+
+@attrs.frozen(kw_only=True)
+class ImportedTable:
+    """An existing table read as events.
+
+    :param metadata_location: the metadata file read (as found, before relocation)
+    :param table_uuid: the table's uuid (from the metadata; a fresh one for v1 tables without one)
+    :param location: the table location after relocation
+    :param events: the table stream's events, TableCreated first
+    :param notes: what the events could not carry exactly (see the module docstring)
+    :param original_format_version: the format version of the metadata read
+    """
+
+    metadata_location: str
+    table_uuid: str
+    location: str
+    events: tuple[Event, ...]
+    notes: tuple[str, ...] = ()
+    original_format_version: int = 2
+
+
+# ---------------------------------------------------------------- relocation
+
+
+class Relocator:
+    """Rewrites path prefixes; ``file:/x``, ``file:///x`` and ``/x`` spell the same local path when matching.
+
+    :param mapping: old prefix -> new prefix (longest prefix wins)
+    """
+
+    def __init__(self, mapping: Mapping[str, str] | None) -> None:
+        self.rules = sorted(((str(k), str(v)) for k, v in (mapping or {}).items()), key=lambda kv: -len(kv[0]))
+        self.normalized = [(_bare(k), v) for k, v in self.rules]
+
+    def __call__(self, path: str) -> str:
+        for old, new in self.rules:
+            if path.startswith(old):
+                return new + path[len(old):]
+        bare = _bare(path)
+        for old, new in self.normalized:
+            if bare.startswith(old) and (len(bare) == len(old) or old.endswith("/") or bare[len(old)] == "/"):
+                return new + bare[len(old):]
+        return path
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+
+def _bare(path: str) -> str:
+    """A local path without its ``file:`` scheme (``file:/x``, ``file:///x``, ``file://localhost/x`` -> ``/x``)."""
+    for prefix in ("file://localhost/", "file:///", "file:/"):
+        if path.startswith(prefix):
+            return "/" + path[len(prefix):]
+    return path
+
+
+def relocate_file(f: DataFile, relocate: Callable[[str], str]) -> DataFile:
+    """The file with its path (and a position delete file's ``file_path`` bounds) relocated."""
+    new_path = relocate(f.file_path)
+    if f.content != DataFileContent.POSITION_DELETES or not (f.lower_bounds or f.upper_bounds):
+        return f if new_path == f.file_path else attrs.evolve(f, file_path=new_path)
+
+    def bounds(pairs: tuple[tuple[int, bytes], ...] | None) -> tuple[tuple[int, bytes], ...] | None:
+        if pairs is None:
+            return None
+        out = []
+        for k, v in pairs:
+            if k == DELETE_FILE_PATH_ID:
+                v = to_bytes(T.StringType(), relocate(from_bytes(T.StringType(), v)))
+            out.append((k, v))
+        return tuple(out)
+
+    return attrs.evolve(f, file_path=new_path, lower_bounds=bounds(f.lower_bounds),
+                        upper_bounds=bounds(f.upper_bounds))
+
+
+# ---------------------------------------------------------------- metadata files
+
+
+def _read(io: FileIO, path: str, what: str) -> bytes:
+    try:
+        return io.read_bytes(path)
+    except FileNotFound as e:
+        raise CorruptFileError(f"Cannot read {what} {path}: it does not exist", path=path) from e
+    except LogError as e:
+        raise CorruptFileError(f"Cannot read {what} {path}: {e}", path=path) from e
+
+
+def resolve_metadata_location(io: FileIO, location: str) -> str:
+    """The metadata file to read for ``location`` (a metadata file, a table folder or its ``metadata`` folder).
+
+    :raises NotFound: when nothing there looks like table metadata
+    """
+    location = location.rstrip("/") if len(location) > 1 else location
+    if location.endswith(".json"):
+        if not io.exists(location):
+            raise NotFound(f"Cannot register table: metadata file {location} does not exist")
+        return location
+    if not io.exists(location):
+        raise NotFound(f"Cannot register table: {location} does not exist")
+    folder = location
+    if os.path.basename(_bare(location)) != "metadata" and io.exists(f"{location}/metadata"):
+        folder = f"{location}/metadata"
+    names = {os.path.basename(p): p for p in io.list_dir(folder)}
+    hint = names.get("version-hint.text")
+    if hint is not None:
+        try:
+            text = io.read_bytes(hint).decode("utf-8").strip()
+            version = int(text)
+        except (ValueError, UnicodeDecodeError, LogError):
+            version = None  # an unreadable hint: fall back to listing, as Java's HadoopTableOperations does
+        if version is not None:
+            for name in (f"v{version}.metadata.json", f"v{version}.gz.metadata.json"):
+                if name in names:
+                    return names[name]
+    versioned = [(int(m.group(1)), n) for n in names if (m := _VERSIONED.match(n))]
+    if versioned:
+        return names[max(versioned)[1]]
+    numbered = [(int(m.group(1)), n) for n in names if (m := _NUMBERED.match(n))]
+    if numbered:
+        return names[max(numbered)[1]]
+    raise NotFound(f"Cannot register table: no metadata file (vN.metadata.json, NNNNN-<uuid>.metadata.json) "
+                   f"in {folder}")
+
+
+def read_metadata_json(io: FileIO, path: str) -> dict[str, Any]:
+    """Parse a table metadata file, gzip-compressed or not.
+
+    :raises CorruptFileError: when it is missing, truncated or not a JSON object
+    """
+    data = _read(io, path, "table metadata")
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise CorruptFileError(f"Cannot read table metadata {path}: bad gzip data: {e}", path=path) from e
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise CorruptFileError(f"Cannot read table metadata {path}: not valid JSON: {e}", path=path) from e
+    if not isinstance(obj, dict):
+        raise CorruptFileError(f"Cannot read table metadata {path}: not a JSON object", path=path)
+    return obj
+
+
+class _Fields:
+    """Typed access to a metadata object's fields, naming the file and field in every error."""
+
+    def __init__(self, obj: Mapping[str, Any], path: str, where: str = "") -> None:
+        self.obj, self.path, self.where = obj, path, where
+
+    def fail(self, field: str, why: str) -> ValidationError:
+        return ValidationError(f"Cannot import table metadata {self.path}: field '{self.where}{field}' {why}")
+
+    def get(self, field: str, kind: type | tuple[type, ...], default: Any = None, *, required: bool = False) -> Any:
+        if field not in self.obj or self.obj[field] is None:
+            if required:
+                raise self.fail(field, "is missing")
+            return default
+        v = self.obj[field]
+        if isinstance(v, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise self.fail(field, f"is not {_kind_name(kind)}: {v!r}")
+        if not isinstance(v, kind):
+            raise self.fail(field, f"is not {_kind_name(kind)}: {v!r}")
+        return v
+
+    def parse(self, field: str, value: Any, parser: Callable[[Any], Any]) -> Any:
+        try:
+            return parser(value)
+        except ValidationError as e:
+            raise self.fail(field, f"cannot be read: {e}") from e
+        except (TypeError, KeyError, ValueError, AttributeError) as e:
+            raise self.fail(field, f"cannot be read: {type(e).__name__}: {e}") from e
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join({int: "an integer", str: "a string", list: "a list", dict: "an object",
+                        bool: "a boolean"}.get(k, k.__name__) for k in kinds)
+
+
+def _check_v3_fields(schema_json: Any, fields: _Fields, where: str) -> None:
+    """Refuse what icelog cannot keep from a v3 schema: default values."""
+    stack = [schema_json]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in ("initial-default", "write-default"):
+                if node.get(key) is not None:
+                    raise fields.fail(f"{where}.{node.get('name', '?')}.{key}",
+                                      "is a v3 default value, which icelog cannot keep")
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+@attrs.frozen(kw_only=True)
+class _SnapshotInfo:
+    snapshot_id: int
+    parent_id: int | None
+    sequence_number: int
+    timestamp_ms: int
+    operation: str
+    summary: tuple[tuple[str, str], ...]
+    schema_id: int
+    manifest_list: str | None
+    manifests: tuple[str, ...] | None
+
+
+# ---------------------------------------------------------------- the import
+
+
+def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, str] | None = None,
+                 location: str | None = None) -> ImportedTable:
+    """Read a table's whole history into events.
+
+    :param io: reads the metadata, manifest lists and manifests
+    :param metadata_location: a metadata file or a table folder (see :func:`resolve_metadata_location`)
+    :param relocate: old path prefix -> new path prefix, applied to every path read (metadata, manifest lists,
+        manifests, data and delete files) and to the table location
+    :param location: the icelog table location (default: the original location, relocated)
+    :raises NotFound: when there is no metadata at ``metadata_location``
+    :raises CorruptFileError: for a truncated or unreadable metadata file, manifest list or manifest
+    :raises ValidationError: for metadata icelog cannot represent (naming the file and field)
+    """
+    reloc = Relocator(relocate)
+    path = resolve_metadata_location(io, metadata_location)
+    meta = read_metadata_json(io, path)
+    f = _Fields(meta, path)
+    fmt = f.get("format-version", int, 1)
+    if fmt not in SUPPORTED_FORMAT_VERSIONS:
+        raise f.fail("format-version", f"is {fmt}: icelog reads format versions 1, 2 and 3")
+    notes: list[str] = []
+    if fmt == 3:
+        if meta.get("encryption-keys"):
+            raise f.fail("encryption-keys", "is set: icelog cannot read encrypted tables")
+        notes.append("format version 3 imported as format version 2: row lineage (next-row-id, first-row-id) "
+                     "is not kept")
+    table_uuid = f.get("table-uuid", str) or str(uuid_mod.uuid4())
+    original_location = f.get("location", str, required=True)
+    table_location = (location or reloc(original_location)).rstrip("/")
+
+    # schemas
+    if "schemas" in meta and meta["schemas"] is not None:
+        schema_jsons = f.get("schemas", list)
+        current_schema_id = f.get("current-schema-id", int, required=True)
+    else:
+        schema_jsons = [f.get("schema", dict, required=True)]
+        current_schema_id = schema_jsons[0].get("schema-id", 0)
+    if fmt == 3:
+        for i, sj in enumerate(schema_jsons):
+            _check_v3_fields(sj, f, f"schemas[{i}]")
+    schemas = sorted((f.parse(f"schemas[{i}]", sj, Schema.from_json) for i, sj in enumerate(schema_jsons)),
+                     key=lambda s: s.schema_id)
+    if not any(s.schema_id == current_schema_id for s in schemas):
+        raise f.fail("current-schema-id", f"is {current_schema_id}, which no schema has")
+    current_schema = next(s for s in schemas if s.schema_id == current_schema_id)
+    last_column_id = f.get("last-column-id", int, 0)
+
+    # partition specs
+    if meta.get("partition-specs") is not None:
+        specs = [f.parse(f"partition-specs[{i}]", sj, PartitionSpec.from_json)
+                 for i, sj in enumerate(f.get("partition-specs", list))]
+        default_spec_id = f.get("default-spec-id", int, required=True)
+    else:
+        specs = [f.parse("partition-spec", f.get("partition-spec", list, required=True), PartitionSpec.from_json)]
+        default_spec_id = 0
+    specs.sort(key=lambda s: s.spec_id)
+    if not any(s.spec_id == default_spec_id for s in specs):
+        raise f.fail("default-spec-id", f"is {default_spec_id}, which no partition spec has")
+    partition_types: dict[int, T.StructType] = {}
+    for s in specs:
+        partition_types[s.spec_id] = _partition_type(s, current_schema, schemas, f)
+
+    # sort orders
+    orders = [f.parse(f"sort-orders[{i}]", o, SortOrder.from_json)
+              for i, o in enumerate(f.get("sort-orders", list, []))] or [UNSORTED_ORDER]
+    orders.sort(key=lambda o: o.order_id)
+    default_order_id = f.get("default-sort-order-id", int, orders[0].order_id)
+    if not any(o.order_id == default_order_id for o in orders):
+        raise f.fail("default-sort-order-id", f"is {default_order_id}, which no sort order has")
+
+    properties = {str(k): str(v) for k, v in (f.get("properties", dict, {}) or {}).items()}
+
+    # snapshots
+    snapshots = [_snapshot_info(s, i, f, fmt, current_schema_id, reloc)
+                 for i, s in enumerate(f.get("snapshots", list, []))]
+    by_id = {s.snapshot_id: s for s in snapshots}
+    if len(by_id) != len(snapshots):
+        raise f.fail("snapshots", "lists a snapshot id twice")
+    refs = _refs(meta, f, by_id)
+    ordered = _commit_order(snapshots, fmt)
+    branch_of = _branch_of(ordered, refs, by_id)
+
+    reader = _ManifestReader(io, reloc, path)
+    events: list[Event] = [TableCreated(
+        table_uuid=table_uuid, location=table_location, format_version=min(fmt, 2), schema=schemas[0],
+        spec=specs[0], sort_order=orders[0], properties=properties)]
+    running_last_id = schemas[0].highest_field_id
+    for i, s in enumerate(schemas[1:], start=1):
+        running_last_id = max(running_last_id, s.highest_field_id)
+        if i == len(schemas) - 1:
+            running_last_id = max(running_last_id, last_column_id)
+        events.append(SchemaAdded(schema=s, last_column_id=running_last_id))
+    if len(schemas) == 1 and last_column_id > schemas[0].highest_field_id:
+        notes.append(f"last-column-id {last_column_id} is above the only schema's highest field id "
+                     f"{schemas[0].highest_field_id}: icelog continues from {schemas[0].highest_field_id}")
+    events += [SpecAdded(spec=s) for s in specs[1:]]
+    events += [SortOrderAdded(sort_order=o) for o in orders[1:]]
+
+    live: dict[int, dict[str, tuple[DataFile, int]]] = {}
+    ref_heads: dict[str, int] = {}
+    for snap in ordered:
+        parent = snap.parent_id
+        if parent is not None and parent not in by_id:
+            notes.append(f"snapshot {snap.snapshot_id}: its parent {parent} was expired from the metadata; "
+                         f"imported without a parent (it adds every file live in it)")
+            parent = None
+        files = reader.live_files(snap)
+        before = live.get(parent, {}) if parent is not None else {}
+        changes = [FileChange(added=False, file=df) for p, (df, _) in before.items() if p not in files]
+        for p, (df, data_seq) in files.items():
+            if p in before:
+                continue
+            changes.append(FileChange(added=True, file=df))
+            if fmt >= 2 and data_seq != snap.sequence_number:
+                notes.append(f"snapshot {snap.snapshot_id}: {p} has data sequence number {data_seq}; icelog "
+                             f"gives it the snapshot's sequence number {snap.sequence_number}")
+        live[snap.snapshot_id] = files
+        branch = branch_of[snap.snapshot_id]
+        ref_heads[branch] = snap.snapshot_id
+        events.append(SnapshotAdded(
+            snapshot_id=snap.snapshot_id, parent_snapshot_id=parent, sequence_number=snap.sequence_number,
+            timestamp_ms=snap.timestamp_ms, operation=snap.operation, summary=snap.summary,
+            schema_id=snap.schema_id, branch=branch, changes=tuple(changes), partition_types=partition_types))
+
+    if current_schema_id != schemas[0].schema_id:
+        events.append(CurrentSchemaSet(schema_id=current_schema_id))
+    if default_spec_id != specs[0].spec_id:
+        events.append(DefaultSpecSet(spec_id=default_spec_id))
+    if default_order_id != orders[0].order_id:
+        events.append(DefaultSortOrderSet(sort_order_id=default_order_id))
+    for name, ref in sorted(refs.items(), key=lambda kv: (kv[0] == MAIN, kv[0])):
+        plain = ref.ref_type == "branch" and ref.min_snapshots_to_keep is None and \
+            ref.max_snapshot_age_ms is None and ref.max_ref_age_ms is None
+        if plain and ref_heads.get(name) == ref.snapshot_id:
+            continue  # the snapshots already moved this branch there
+        events.append(ref)
+    for name in sorted(ref_heads):
+        if name not in refs:
+            events.append(RefRemoved(name=name))
+    return ImportedTable(metadata_location=path, table_uuid=table_uuid, location=table_location,
+                         events=tuple(events), notes=tuple(notes), original_format_version=fmt)
+
+
+def _partition_type(spec: PartitionSpec, current: Schema, schemas: list[Schema], f: _Fields) -> T.StructType:
+    try:
+        return spec.partition_type(current)
+    except ValidationError:
+        for s in reversed(schemas):
+            try:
+                spec.partition_type(s)
+            except ValidationError:
+                continue
+            raise f.fail(f"partition-specs[spec-id={spec.spec_id}]",
+                         "uses a source column dropped from the current schema, which icelog cannot encode")
+        raise f.fail(f"partition-specs[spec-id={spec.spec_id}]", "uses a source column no schema has")
+
+
+def _snapshot_info(s: Any, i: int, f: _Fields, fmt: int, current_schema_id: int,
+                   reloc: Relocator) -> _SnapshotInfo:
+    if not isinstance(s, dict):
+        raise f.fail(f"snapshots[{i}]", "is not an object")
+    sf = _Fields(s, f.path, f"snapshots[{i}].")
+    snapshot_id = sf.get("snapshot-id", int, required=True)
+    summary = {str(k): str(v) for k, v in (sf.get("summary", dict, {}) or {}).items()}
+    operation = summary.pop("operation", None) or "append"
+    manifest_list = sf.get("manifest-list", str)
+    manifests = sf.get("manifests", list)
+    if manifest_list is None and manifests is None:
+        raise sf.fail("manifest-list", "is missing (and there is no inline 'manifests' list)")
+    if fmt >= 2 and "sequence-number" not in s:
+        raise sf.fail("sequence-number", "is missing (required in format version 2)")
+    return _SnapshotInfo(
+        snapshot_id=snapshot_id, parent_id=sf.get("parent-snapshot-id", int),
+        sequence_number=sf.get("sequence-number", int, 0), timestamp_ms=sf.get("timestamp-ms", int, required=True),
+        operation=operation, summary=tuple(summary.items()), schema_id=sf.get("schema-id", int, current_schema_id),
+        manifest_list=None if manifest_list is None else reloc(manifest_list),
+        manifests=None if manifests is None else tuple(reloc(str(m)) for m in manifests))
+
+
+def _refs(meta: Mapping[str, Any], f: _Fields, by_id: Mapping[int, _SnapshotInfo]) -> dict[str, RefSet]:
+    out: dict[str, RefSet] = {}
+    for name, r in (f.get("refs", dict, {}) or {}).items():
+        rf = _Fields(r if isinstance(r, dict) else {}, f.path, f"refs.{name}.")
+        sid = rf.get("snapshot-id", int, required=True)
+        if sid not in by_id:
+            raise rf.fail("snapshot-id", f"is {sid}, which no snapshot has")
+        ref_type = rf.get("type", str, "branch")
+        if ref_type not in ("branch", "tag"):
+            raise rf.fail("type", f"is {ref_type!r} (branch or tag)")
+        out[str(name)] = RefSet(name=str(name), snapshot_id=sid, ref_type=ref_type,
+                                min_snapshots_to_keep=rf.get("min-snapshots-to-keep", int),
+                                max_snapshot_age_ms=rf.get("max-snapshot-age-ms", int),
+                                max_ref_age_ms=rf.get("max-ref-age-ms", int))
+    current = meta.get("current-snapshot-id")
+    if MAIN not in out and isinstance(current, int) and current != -1:
+        if current not in by_id:
+            raise f.fail("current-snapshot-id", f"is {current}, which no snapshot has")
+        out[MAIN] = RefSet(name=MAIN, snapshot_id=current)
+    return out
+
+
+def _commit_order(snapshots: list[_SnapshotInfo], fmt: int) -> list[_SnapshotInfo]:
+    """Snapshots in commit order (sequence number, then timestamp), every parent before its children."""
+    ranked = sorted(snapshots, key=lambda s: (s.sequence_number, s.timestamp_ms, s.snapshot_id))
+    by_id = {s.snapshot_id: s for s in snapshots}
+    done: set[int] = set()
+    out: list[_SnapshotInfo] = []
+    for s in ranked:
+        chain = []
+        cur: _SnapshotInfo | None = s
+        while cur is not None and cur.snapshot_id not in done:
+            chain.append(cur)
+            done.add(cur.snapshot_id)
+            cur = by_id.get(cur.parent_id) if cur.parent_id is not None else None
+        out.extend(reversed(chain))
+    return out
+
+
+def _branch_of(ordered: list[_SnapshotInfo], refs: Mapping[str, RefSet],
+               by_id: Mapping[int, _SnapshotInfo]) -> dict[int, str]:
+    """The branch each snapshot is added on: main for main's ancestry, else the first ref whose ancestry holds it
+    (branches before tags), else a temporary branch removed at the end."""
+    out: dict[int, str] = {}
+    names = sorted(refs, key=lambda n: (n != MAIN, refs[n].ref_type != "branch", n))
+    for name in names:
+        sid: int | None = refs[name].snapshot_id
+        while sid is not None and sid in by_id and sid not in out:
+            out[sid] = name
+            sid = by_id[sid].parent_id
+    for s in ordered:
+        out.setdefault(s.snapshot_id, ORPHANS_BRANCH)
+    return out
+
+
+class _ManifestReader:
+    """Reads manifest lists and manifests once each (snapshots share manifests), relocating every path."""
+
+    def __init__(self, io: FileIO, reloc: Relocator, metadata_path: str) -> None:
+        self.io, self.reloc, self.metadata_path = io, reloc, metadata_path
+        self._manifests: dict[str, list[ManifestEntry]] = {}
+
+    def manifest_list(self, path: str) -> list[ManifestFile]:
+        return read_manifest_list(_read(self.io, path, "manifest list"), path)
+
+    def entries(self, path: str) -> list[ManifestEntry]:
+        found = self._manifests.get(path)
+        if found is None:
+            _, found = read_manifest(_read(self.io, path, "manifest"), path)
+            self._manifests[path] = found
+        return found
+
+    def live_files(self, snap: _SnapshotInfo) -> dict[str, tuple[DataFile, int]]:
+        """Files live in the snapshot: path -> (file, relocated; its data sequence number)."""
+        if snap.manifest_list is not None:
+            manifests = [(self.reloc(m.manifest_path), m.partition_spec_id, m.sequence_number)
+                         for m in self.manifest_list(snap.manifest_list)]
+        else:
+            manifests = [(p, None, 0) for p in snap.manifests or ()]
+        out: dict[str, tuple[DataFile, int]] = {}
+        for path, spec_id, manifest_seq in manifests:
+            for e in self.entries(path):
+                if e.status == EntryStatus.DELETED:
+                    continue
+                df = e.data_file
+                if df.file_format.upper() == "PUFFIN":
+                    raise CorruptFileError(f"Cannot import manifest {path}: {df.file_path} is a deletion vector "
+                                           f"(format version 3 Puffin), which icelog cannot read", path=path)
+                if spec_id is not None and df.spec_id != spec_id:
+                    df = attrs.evolve(df, spec_id=spec_id)
+                moved = relocate_file(df, self.reloc)
+                if self.reloc and moved != df and df.content == DataFileContent.POSITION_DELETES:
+                    # its rows name data files by their old paths, and the scan would no longer match them
+                    raise ValidationError(
+                        f"Cannot import position delete file {df.file_path} (manifest {path}) with relocate: its "
+                        f"rows name data files by their original paths and icelog does not rewrite delete files; "
+                        f"rewrite the table's paths first (Iceberg's rewrite_table_path) or register it unmoved")
+                df = moved
+                if e.data_sequence_number is not None:
+                    data_seq = e.data_sequence_number
+                else:
+                    data_seq = manifest_seq if e.status == EntryStatus.ADDED else 0
+                out[df.file_path] = (df, data_seq)
+        return out
+
+
+def metadata_files_in(io: FileIO, location: str) -> list[str]:
+    """Names of the ``vN[.gz].metadata.json`` files under ``<location>/metadata`` (for collision checks)."""
+    folder = f"{location.rstrip('/')}/metadata"
+    if not io.exists(folder):
+        return []
+    return [os.path.basename(p) for p in io.list_dir(folder) if _VERSIONED.match(os.path.basename(p))]
+
+
+def versioned_number(name: str) -> int | None:
+    m = _VERSIONED.match(name)
+    return None if m is None else int(m.group(1))
+
+
+def all_paths(events: Iterable[Event]) -> list[str]:
+    """Every data and delete file path the events add (for checks and tests)."""
+    return [c.file.file_path for e in events if isinstance(e, SnapshotAdded) for c in e.changes if c.added]
