@@ -719,9 +719,10 @@ class Table:
         return problems
 
     # ------------------------------------------------------------ reads
-    def scan(self, where: str | None = None, columns: Sequence[str] | None = None,
-             snapshot_id: int | None = None) -> Scan:
-        return Scan(self.catalog.store, self.state, where=where, columns=columns, snapshot_id=snapshot_id)
+    def scan(self, where: str | None = None, columns: Sequence[str] | None = None, snapshot_id: int | None = None,
+             as_of_timestamp_ms: int | None = None, ref: str | None = None) -> Scan:
+        return Scan(self.catalog.store, self.state, where=where, columns=columns, snapshot_id=snapshot_id,
+                    as_of_timestamp_ms=as_of_timestamp_ms, ref=ref)
 
 
 class CatalogTransaction:

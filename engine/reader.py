@@ -1,10 +1,10 @@
 """Read data files into Arrow in the shape of a table schema, with their delete files applied.
 
-Layer: engine (I/O at the edge: reads Parquet data and delete files through pyarrow; the rest is pure Arrow
-work). Columns are matched by field id at every nesting level, as the spec's "Column Projection" section says:
-a field renamed since the file was written is found by its id, a field added later reads as nulls, a dropped
-field is ignored, and a promoted type is cast. Files written without field ids get their ids from the table's
-name mapping (``schema.name-mapping.default``), else from the current schema's names.
+Layer: engine (I/O at the edge: reads Parquet and ORC data and delete files through pyarrow, Avro ones through
+fastavro; the rest is pure Arrow work). Columns are matched by field id at every nesting level, as the spec's
+"Column Projection" section says: a field renamed since the file was written is found by its id, a field added
+later reads as nulls, a dropped field is ignored, and a promoted type is cast. Files written without field ids
+get their ids from the table's name mapping (``schema.name-mapping.default``), else from the current schema's names.
 
 Delete files are applied to the file's own rows before projection: position deletes by row position, equality
 deletes by the values of their equality columns, read from the data file by field id (so a column dropped from
@@ -14,6 +14,7 @@ the table since still matches). The row filter is applied last, to the projected
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -44,18 +45,29 @@ MappingEntries = Sequence[Mapping[str, Any]]
 # -- paths -----------------------------------------------------------------------------------------------------
 
 
+#: (pattern, replacement) pairs giving one spelling of a location; RE2 syntax, so Arrow applies them too.
+_PATH_RULES = (
+    (r"^file:(//[^/]*)?/", "/"),  # file:/x, file:///x and file://host/x are /x
+    (r"^(hdfs|viewfs)://[^/]*/", "/"),  # a name node authority: hdfs://host:port/x is /x
+    (r"^s3[an]://", "s3://"),  # Hadoop's S3 connectors' schemes name the same objects
+)
+_PATH_PATTERNS = tuple((re.compile(p), r) for p, r in _PATH_RULES)
+
+
 def normalize_path(path: str) -> str:
-    """A local path in one spelling: ``file:/x``, ``file:///x`` and ``/x`` all give ``/x``."""
-    if path.startswith("file://") and path[7:8] == "/":
-        return path[7:]
-    if path.startswith("file:/"):
-        return path[5:]
+    """A location in one spelling, for matching a position delete's ``file_path`` with its data file:
+    ``file:/x``, ``file:///x`` and ``/x`` all give ``/x``, ``hdfs://host:port/x`` gives ``/x``, and ``s3a://``
+    or ``s3n://`` give ``s3://``."""
+    for pattern, replacement in _PATH_PATTERNS:
+        path = pattern.sub(replacement, path, count=1)
     return path
 
 
 def _normalize_paths(paths: pa.Array) -> pa.Array:
     """:func:`normalize_path` over a string array."""
-    return pc.replace_substring_regex(paths, pattern="^file:(?://)?/", replacement="/", max_replacements=1)
+    for pattern, replacement in _PATH_RULES:
+        paths = pc.replace_substring_regex(paths, pattern=pattern, replacement=replacement, max_replacements=1)
+    return paths
 
 
 # -- field ids -------------------------------------------------------------------------------------------------
@@ -149,25 +161,39 @@ def _subtree_ids(f: pa.Field) -> set[int]:
 
 
 class _RawFile:
-    """A Parquet file's rows as written (the needed top-level columns), with a schema carrying field ids."""
+    """A data file's rows as written (the needed top-level columns), with a schema carrying field ids.
 
-    def __init__(self, path: str, *, mapping: MappingEntries | None, needed_ids: set[int] | None) -> None:
+    Parquet, ORC (pyarrow.orc) and Avro (fastavro) files are read, by ``file_format`` (default: by the file
+    name's extension, else Parquet). ORC files read through pyarrow carry no field ids, so their columns are
+    matched through the name mapping.
+    """
+
+    def __init__(self, path: str, *, mapping: MappingEntries | None, needed_ids: set[int] | None,
+                 file_format: str | None = None) -> None:
         self.path = path
+        fmt = _format_of(path, file_format)
         try:
-            pf = pq.ParquetFile(path)
-            file_schema = pf.schema_arrow
+            if fmt == "ORC":
+                file_schema, read, self.num_rows = _open_orc(path)
+            elif fmt == "AVRO":
+                file_schema, read, self.num_rows = _open_avro(path)
+            else:
+                file_schema, read, self.num_rows = _open_parquet(path)
             if not _carries_ids(file_schema) and mapping is not None:
                 file_schema = apply_name_mapping(file_schema, mapping)
             keep = [i for i, f in enumerate(file_schema)
                     if needed_ids is None or _subtree_ids(f) & needed_ids]
             self.schema = pa.schema([file_schema.field(i) for i in keep])
             names = [file_schema.field(i).name for i in keep]
-            self.table = pf.read(columns=names, use_threads=False) if keep else None
-            self.num_rows = pf.metadata.num_rows
+            self.table = read(names) if keep else None
+        except CorruptFileError:
+            raise
         except FileNotFoundError as e:
             raise CorruptFileError(f"Cannot read file: {path} does not exist", path=path) from e
-        except (pa.ArrowInvalid, OSError) as e:
-            raise CorruptFileError(f"Cannot read file: {path} is not a readable Parquet file ({e})", path=path) from e
+        except (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError, EOFError,
+                UnicodeDecodeError) as e:
+            raise CorruptFileError(f"Cannot read file: {path} is not a readable {fmt.title()} file ({e})",
+                                   path=path) from e
 
     def column_by_id(self, field_id: int) -> pa.Array | None:
         """The values of the field with this id, found at the top level or inside structs (null where a parent
@@ -195,6 +221,127 @@ def _plain(arr: pa.Array) -> pa.Array:
     if isinstance(arr.type, pa.BaseExtensionType):
         arr = arr.storage
     return arr
+
+
+# -- file formats ----------------------------------------------------------------------------------------------
+
+_EXTENSIONS = {".parquet": "PARQUET", ".orc": "ORC", ".avro": "AVRO"}
+
+
+def _format_of(path: str, file_format: str | None) -> str:
+    if file_format:
+        return file_format.upper()
+    for ext, fmt in _EXTENSIONS.items():
+        if path.lower().endswith(ext):
+            return fmt
+    return "PARQUET"
+
+
+def _open_parquet(path: str) -> tuple[pa.Schema, Any, int]:
+    pf = pq.ParquetFile(path)
+    return pf.schema_arrow, lambda names: pf.read(columns=names, use_threads=False), pf.metadata.num_rows
+
+
+def _open_orc(path: str) -> tuple[pa.Schema, Any, int]:
+    from pyarrow import orc
+
+    f = orc.ORCFile(path)
+    return f.schema, lambda names: f.read(columns=names), f.nrows
+
+
+def _open_avro(path: str) -> tuple[pa.Schema, Any, int]:
+    import fastavro
+
+    with open(path, "rb") as fo:
+        reader = fastavro.reader(fo)
+        avro_schema = reader.writer_schema
+        records = list(reader)
+    if not isinstance(avro_schema, dict) or avro_schema.get("type") != "record":
+        raise CorruptFileError(f"Cannot read file: {path} is not an Avro file of records", path=path)
+    fields = [_avro_field(f) for f in avro_schema["fields"]]
+    schema = pa.schema(fields)
+
+    def read(names: list[str]) -> pa.Table:
+        chosen = [schema.field(n) for n in names]
+        columns = [pa.array([_avro_value(f.type, r.get(f.name)) for r in records], type=f.type) for f in chosen]
+        return pa.Table.from_arrays(columns, schema=pa.schema(chosen))
+
+    return schema, read, len(records)
+
+
+def _id_meta(field_id: Any) -> dict[bytes, bytes] | None:
+    return None if field_id is None else {FIELD_ID: str(int(field_id)).encode()}
+
+
+def _avro_field(f: Mapping[str, Any]) -> pa.Field:
+    t, nullable = _avro_type(f["type"])
+    return pa.field(f["name"], t, nullable=nullable, metadata=_id_meta(f.get("field-id")))
+
+
+def _avro_type(t: Any) -> tuple[pa.DataType, bool]:
+    """The Arrow type of an Avro schema, and whether it is nullable (a union with null)."""
+    if isinstance(t, list):
+        rest = [x for x in t if x != "null"]
+        if len(rest) != 1:
+            raise ValueError(f"unsupported Avro union {t!r}")
+        return _avro_type(rest[0])[0], len(rest) != len(t)
+    if isinstance(t, str):
+        t = {"type": t}
+    kind, logical = t["type"], t.get("logicalType")
+    if isinstance(kind, (dict, list)):
+        return _avro_type(kind)
+    if logical == "decimal":
+        return pa.decimal128(int(t["precision"]), int(t.get("scale", 0))), False
+    if logical == "uuid":
+        return pa.binary(16), False
+    if kind == "int":
+        return {"date": pa.date32(), "time-millis": pa.time32("ms")}.get(logical, pa.int32()), False
+    if kind == "long":
+        if logical in ("timestamp-micros", "timestamp-millis"):
+            unit = "us" if logical.endswith("micros") else "ms"
+            return pa.timestamp(unit, tz="UTC" if t.get("adjust-to-utc", False) else None), False
+        if logical in ("local-timestamp-micros", "local-timestamp-millis"):
+            return pa.timestamp("us" if logical.endswith("micros") else "ms"), False
+        return (pa.time64("us"), False) if logical == "time-micros" else (pa.int64(), False)
+    simple = {"boolean": pa.bool_(), "float": pa.float32(), "double": pa.float64(), "string": pa.string(),
+              "bytes": pa.binary()}
+    if kind in simple:
+        return simple[kind], False
+    if kind == "fixed":
+        return pa.binary(int(t["size"])), False
+    if kind == "record":
+        return pa.struct([_avro_field(f) for f in t["fields"]]), False
+    if kind == "array":
+        items = t["items"]
+        if logical == "map" and isinstance(items, dict) and items.get("type") == "record":
+            key, value = (next(f for f in items["fields"] if f["name"] == n) for n in ("key", "value"))
+            kt, _ = _avro_type(key["type"])
+            vt, vnull = _avro_type(value["type"])
+            return pa.map_(pa.field("key", kt, nullable=False, metadata=_id_meta(key.get("field-id"))),
+                           pa.field("value", vt, nullable=vnull, metadata=_id_meta(value.get("field-id")))), False
+        et, enull = _avro_type(items)
+        return pa.list_(pa.field("element", et, nullable=enull, metadata=_id_meta(t.get("element-id")))), False
+    if kind == "map":
+        vt, vnull = _avro_type(t["values"])
+        return pa.map_(pa.field("key", pa.string(), nullable=False, metadata=_id_meta(t.get("key-id"))),
+                       pa.field("value", vt, nullable=vnull, metadata=_id_meta(t.get("value-id")))), False
+    raise ValueError(f"unsupported Avro type {t!r}")
+
+
+def _avro_value(t: pa.DataType, v: Any) -> Any:
+    """A value fastavro decoded, in the form ``pa.array`` takes for ``t``."""
+    if v is None:
+        return None
+    if isinstance(t, pa.MapType):
+        items = v.items() if isinstance(v, dict) else ((x["key"], x["value"]) for x in v)
+        return [(_avro_value(t.key_type, k), _avro_value(t.item_type, x)) for k, x in items]
+    if pa.types.is_struct(t):
+        return {f.name: _avro_value(f.type, v.get(f.name)) for f in t}
+    if pa.types.is_list(t):
+        return [_avro_value(t.value_type, x) for x in v]
+    if pa.types.is_fixed_size_binary(t) and not isinstance(v, bytes):
+        return v.bytes  # a uuid
+    return v
 
 
 # -- projection ------------------------------------------------------------------------------------------------
@@ -302,7 +449,8 @@ class DeleteLoader:
 
     def _read_positions(self, delete_file: DataFile) -> dict[str, pa.Array]:
         path = delete_file.file_path
-        raw = _RawFile(path, mapping=_POSITION_MAPPING, needed_ids={DELETE_FILE_PATH_ID, DELETE_POS_ID})
+        raw = _RawFile(path, mapping=_POSITION_MAPPING, needed_ids={DELETE_FILE_PATH_ID, DELETE_POS_ID},
+                       file_format=delete_file.file_format)
         paths, positions = raw.column_by_id(DELETE_FILE_PATH_ID), raw.column_by_id(DELETE_POS_ID)
         if paths is None or positions is None:
             if raw.num_rows == 0:
@@ -322,7 +470,7 @@ class DeleteLoader:
             ids = list(delete_file.equality_ids or ())
             if not ids:
                 raise CorruptFileError(f"Cannot apply equality delete file: {path} has no equality ids", path=path)
-            raw = _RawFile(path, mapping=self.mapping, needed_ids=set(ids))
+            raw = _RawFile(path, mapping=self.mapping, needed_ids=set(ids), file_format=delete_file.file_format)
             keys = []
             for fid in ids:
                 col = raw.column_by_id(fid)
@@ -412,7 +560,7 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     for d in deletes:
         if d.content == DataFileContent.EQUALITY_DELETES:
             needed |= set(d.equality_ids or ())
-    raw = _RawFile(data_file.file_path, mapping=mapping, needed_ids=needed)
+    raw = _RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format)
     mask = deleted_rows(raw, data_file, deletes, loader or DeleteLoader(mapping)) if deletes else None
     table, num_rows = raw.table, raw.num_rows
     if mask is not None and table is not None:

@@ -3,8 +3,13 @@ reading them into Arrow.
 
 Layer: engine (reads the log through the state store, data and delete files through engine.reader).
 The live files come from the log, not from the published manifests, so a scan never depends on a projection
-being up to date. Files whose column metrics prove that no row matches are skipped (delete files too). Each
-remaining data file gets the delete files the spec's scoping rules apply to it:
+being up to date; engine.file_index keeps them decoded per snapshot, so planning after a commit decodes only
+that commit's files. A filter prunes data files first by their partition, through the inclusive projection of
+the filter on each file's OWN spec (specs evolve), evaluated once per distinct value of the partition fields
+the filter touches, then by column metrics (bounds, null and NaN counts) against the residual, the part of the
+filter the partition does not settle; the residual is what each task's rows must still pass. Delete files whose
+metrics rule the filter out are skipped too; :meth:`Scan.plan_stats` counts what was skipped. Each remaining
+data file gets the delete files the spec's scoping rules apply to it:
 
 - a position delete file applies to data files in the same partition (spec id and partition tuple) whose data
   sequence number is less than or equal to its own; when its ``file_path`` bounds are equal it names a single
@@ -12,28 +17,40 @@ remaining data file gets the delete files the spec's scoping rules apply to it:
 - an equality delete file applies to data files whose data sequence number is strictly smaller than its own, in
   the same partition, or in every partition when the delete file's spec is unpartitioned.
 
-A time-travel scan (``snapshot_id`` given) reads with the schema that snapshot was written with, as Iceberg
-Java and PyIceberg do; a scan of the current state reads with the current schema.
+A time-travel scan (a ``snapshot_id``, an ``as_of_timestamp_ms`` looked up in the snapshot log, or a tag) reads
+with the schema that snapshot was written with, as Iceberg Java and PyIceberg do; a scan of the current state or
+of a branch head reads with the current schema.
 """
 
 from __future__ import annotations
 
 import bisect
+import gc
+import operator
 from collections import defaultdict
-from typing import Any, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import attrs
 import pyarrow as pa
 
 from engine.errors import NotFound, ValidationError
+from engine.file_index import FileIndex, FileItem, entries_of
 from engine.model import types as T
 from engine.model.arrow_schema import empty_arrow_table
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import (
+    AlwaysFalse,
+    AlwaysTrue,
     BooleanExpression,
     bind,
+    evaluate_partition,
     metrics_might_match,
+    metrics_must_match,
     parse_expression,
+    project_inclusive,
+    referenced_field_ids,
+    residual,
 )
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.schema import Schema
@@ -135,71 +152,264 @@ class DeleteIndex:
         return tuple(x[2] for x in found)
 
 
+@attrs.frozen(kw_only=True)
+class PlanStats:
+    """What planning kept and skipped, for one scan.
+
+    :param data_files: live data files in the snapshot
+    :param skipped_by_partition: data files whose partition (through their own spec) rules the filter out
+    :param skipped_by_metrics: data files whose column metrics rule it out (of those the partition kept)
+    :param planned: data files left to read
+    :param partitions_evaluated: distinct (spec, partition) pairs the filter was evaluated on
+    :param delete_files: live delete files
+    :param skipped_delete_files: delete files whose metrics rule the filter out
+    """
+
+    data_files: int = 0
+    skipped_by_partition: int = 0
+    skipped_by_metrics: int = 0
+    planned: int = 0
+    partitions_evaluated: int = 0
+    delete_files: int = 0
+    skipped_delete_files: int = 0
+
+    @property
+    def skipped(self) -> int:
+        return self.skipped_by_partition + self.skipped_by_metrics
+
+
 class Scan:
     """A read of one snapshot of a table, optionally filtered and projected.
 
+    At most one of ``snapshot_id``, ``as_of_timestamp_ms`` and ``ref`` picks the snapshot. A scan of a snapshot
+    id, a timestamp or a tag reads with the schema that snapshot was written with (as Iceberg Java and PyIceberg
+    do); a scan of the current state or of a branch reads with the current schema.
+
     :param store: the catalog's state store
     :param state: the table state to read
-    :param where: a filter such as ``"id > 10 and category = 'a'"``
+    :param where: a filter such as ``"id > 10 and category = 'a'"`` (or an expression)
     :param columns: the columns to return (default: all)
     :param snapshot_id: the snapshot to read (default: the current one)
+    :param as_of_timestamp_ms: read the snapshot that was current at this time (the snapshot log)
+    :param ref: read the head of this branch or tag
+    :raises NotFound: for an unknown snapshot, ref, or a time before the first snapshot
+    :raises ValidationError: for unknown columns, a filter that does not bind, or several snapshot selectors
     """
 
-    def __init__(self, store: StateStore, state: TableState, *, where: str | None = None,
-                 columns: Sequence[str] | None = None, snapshot_id: int | None = None) -> None:
+    def __init__(self, store: StateStore, state: TableState, *, where: str | BooleanExpression | None = None,
+                 columns: Sequence[str] | None = None, snapshot_id: int | None = None,
+                 as_of_timestamp_ms: int | None = None, ref: str | None = None) -> None:
         self.store = store
         self.state = state
         self.schema: Schema = state.schema
+        given = [n for n, v in (("snapshot_id", snapshot_id), ("as_of_timestamp_ms", as_of_timestamp_ms),
+                                ("ref", ref)) if v is not None]
+        if len(given) > 1:
+            raise ValidationError(f"Cannot scan: give one of snapshot_id, as_of_timestamp_ms and ref, not "
+                                  f"{' and '.join(given)}")
+        use_snapshot_schema = True
+        if ref is not None:
+            found = state.ref(ref)
+            if found is None:
+                raise NotFound(f"Cannot scan: ref {ref!r} does not exist")
+            snapshot_id = found.snapshot_id
+            use_snapshot_schema = found.type == "tag"
+        elif as_of_timestamp_ms is not None:
+            snapshot_id = snapshot_as_of(state, as_of_timestamp_ms)
         if snapshot_id is None:
             self.snapshot = state.current_snapshot
         else:
             self.snapshot = state.snapshot_by_id(snapshot_id)
             if self.snapshot is None:
                 raise NotFound(f"Cannot scan: snapshot {snapshot_id} does not exist")
-            if self.snapshot.schema_id is not None and any(s.schema_id == self.snapshot.schema_id
-                                                           for s in state.schemas):
+            if (use_snapshot_schema and self.snapshot.schema_id is not None
+                    and any(s.schema_id == self.snapshot.schema_id for s in state.schemas)):
                 self.schema = state.schema_by_id(self.snapshot.schema_id)
-        self.filter = bind(parse_expression(where), self.schema) if where else None
+        if where is None or isinstance(where, AlwaysTrue):
+            self.filter: BooleanExpression | None = None
+        else:
+            self.filter = bind(parse_expression(where) if isinstance(where, str) else where, self.schema)
+            if isinstance(self.filter, AlwaysTrue):
+                self.filter = None
         if columns is not None:
             names = {f.name for f in self.schema.columns}
             unknown = [c for c in columns if c not in names]
             if unknown:
                 raise ValidationError(f"Cannot scan: unknown column(s) {', '.join(map(repr, unknown))}")
         self.columns = list(columns) if columns is not None else None
+        self._tasks: list[FileScanTask] | None = None
+        self._stats: PlanStats | None = None
 
+    # ------------------------------------------------------------ planning
     def _might_match(self, f: DataFile) -> bool:
         return self.filter is None or metrics_might_match(self.filter, f, self.schema)
 
+    def _live_items(self) -> list[FileItem]:
+        assert self.snapshot is not None
+        return FileIndex.of(self.store).live_items(self.state, self.snapshot.snapshot_id)
+
+    def _projections(self) -> dict[int, tuple[BooleanExpression | None, Any]]:
+        """Per spec id, the filter's inclusive projection and the spec's partition struct (None: no pruning)."""
+        assert self.filter is not None
+        out: dict[int, tuple[BooleanExpression | None, Any]] = {}
+        for spec in self.state.specs:
+            if spec.is_unpartitioned:
+                out[spec.spec_id] = (None, None)
+                continue
+            try:
+                projected = project_inclusive(self.filter, spec, self.schema)
+                out[spec.spec_id] = (None if isinstance(projected, AlwaysTrue) else projected,
+                                     spec.partition_type(self.schema))
+            except ValidationError:  # a spec over columns this schema no longer has: no pruning by it
+                out[spec.spec_id] = (None, None)
+        return out
+
     def plan_files(self) -> list[FileScanTask]:
-        """The data files that may hold matching rows, each with the delete files that apply to it."""
+        """The data files that may hold matching rows, each with the delete files that apply to it and the part
+        of the filter its partition does not settle (the residual)."""
+        if self._tasks is None:
+            self._tasks, self._stats = self._plan()
+        return list(self._tasks)
+
+    def plan_stats(self) -> PlanStats:
+        """How many files planning kept and skipped (plans first if needed)."""
+        if self._stats is None:
+            self._tasks, self._stats = self._plan()
+        return self._stats
+
+    def _plan(self) -> tuple[list[FileScanTask], PlanStats]:
         if self.snapshot is None:
-            return []
-        entries = self.store.live_entries(self.state, self.snapshot.snapshot_id)
-        data = [e for e in entries if e.file.content == DataFileContent.DATA and self._might_match(e.file)]
-        deletes = [e for e in entries if e.file.content != DataFileContent.DATA and self._might_match(e.file)]
+            return [], PlanStats()
+        collecting = gc.isenabled()
+        gc.disable()  # planning allocates many small acyclic objects: full collections would dominate its time
+        try:
+            return self._plan_files()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _plan_files(self) -> tuple[list[FileScanTask], PlanStats]:
+        items = self._live_items()
+        data_content = DataFileContent.DATA
+        data = [i for i in items if i.content is data_content]
+        all_deletes = [i.entry() for i in items if i.content is not data_content]
+        deletes = [e for e in all_deletes if self._might_match(e.file)]
         unpartitioned = {s.spec_id for s in self.state.specs if s.is_unpartitioned}
         index = DeleteIndex(deletes, unpartitioned)
-        return [FileScanTask(file=e.file, deletes=index.for_data_file(e.file, e.data_sequence_number) if index else (),
-                             residual=self.filter, data_sequence_number=e.data_sequence_number)
-                for e in data]
+        skipped_partition = skipped_metrics = evaluated = 0
+        kept: list[tuple[LiveEntry, BooleanExpression | None]]
+        if self.filter is None:
+            kept = [(e, None) for e in entries_of(data)]
+        else:
+            projections = self._projections()
+            specs = {s.spec_id: s for s in self.state.specs}
+            # the projection and the residual depend only on the partition fields built from columns the filter
+            # names: evaluate once per distinct value of those fields, not once per file or per partition
+            referenced = referenced_field_ids(self.filter)
+            relevant = {s.spec_id: _key_getter(tuple(i for i, pf in enumerate(s.fields) if pf.source_id in referenced))
+                        for s in self.state.specs}
+            residuals: dict[tuple[int, tuple[Any, ...]], BooleanExpression | None] = {}
+            kept = []
+            for item in data:
+                spec_id, partition = item.spec_id, item.partition
+                getter = relevant.get(spec_id)
+                key = (spec_id, partition if getter is None else getter(partition))
+                if key in residuals:
+                    rest = residuals[key]
+                else:
+                    evaluated += 1
+                    projected, ptype = projections.get(spec_id, (None, None))
+                    if projected is not None and not evaluate_partition(projected, ptype, partition):
+                        rest = None
+                    elif spec_id in specs and not specs[spec_id].is_unpartitioned and ptype is not None:
+                        rest = residual(self.filter, specs[spec_id], self.schema, partition)
+                        if isinstance(rest, AlwaysFalse):
+                            rest = None
+                    else:
+                        rest = self.filter
+                    residuals[key] = rest
+                if rest is None:
+                    skipped_partition += 1
+                    continue
+                e = item.entry()
+                if not isinstance(rest, AlwaysTrue) and not metrics_might_match(rest, e.file, self.schema):
+                    skipped_metrics += 1
+                else:
+                    kept.append((e, rest))
+        tasks = [FileScanTask(file=e.file, deletes=index.for_data_file(e.file, e.data_sequence_number) if index else (),
+                              residual=rest,
+                              data_sequence_number=e.data_sequence_number)
+                 for e, rest in kept]
+        stats = PlanStats(data_files=len(data), skipped_by_partition=skipped_partition,
+                          skipped_by_metrics=skipped_metrics, planned=len(tasks), partitions_evaluated=evaluated,
+                          delete_files=len(all_deletes), skipped_delete_files=len(all_deletes) - len(deletes))
+        return tasks, stats
+
+    # ------------------------------------------------------------ reading
+    def _read(self, task: FileScanTask, mapping: Any, loader: DeleteLoader) -> pa.Table:
+        row_filter = None if task.residual is None or isinstance(task.residual, AlwaysTrue) else task.residual
+        table = read_data_file(task.file, self.schema, deletes=task.deletes, name_mapping_entries=mapping,
+                               row_filter=row_filter, loader=loader)
+        if self.columns is not None:
+            table = table.select(self.columns)
+        return table
 
     def to_batches(self) -> Iterator[pa.Table]:
         """The matching rows, one table per data file."""
         mapping = parse_name_mapping(self.state.prop(NAME_MAPPING_PROPERTY))
         loader = DeleteLoader(mapping)
         for task in self.plan_files():
-            table = read_data_file(task.file, self.schema, deletes=task.deletes, name_mapping_entries=mapping,
-                                   row_filter=task.residual, loader=loader)
-            if self.columns is not None:
-                table = table.select(self.columns)
-            yield table
+            yield self._read(task, mapping, loader)
+
+    def _empty(self) -> pa.Table:
+        empty = empty_arrow_table(self.schema)
+        return empty.select(self.columns) if self.columns is not None else empty
 
     def to_arrow(self) -> pa.Table:
         tables = list(self.to_batches())
         if not tables:
-            empty = empty_arrow_table(self.schema)
-            return empty.select(self.columns) if self.columns is not None else empty
+            return self._empty()
         return pa.concat_tables(tables)
 
+    def to_pandas(self, **kwargs: Any) -> Any:
+        """The matching rows as a pandas DataFrame (``pyarrow.Table.to_pandas`` keyword arguments pass through)."""
+        return self.to_arrow().to_pandas(**kwargs)
+
     def count(self) -> int:
-        return sum(t.num_rows for t in self.to_batches())
+        """The number of matching rows: a file with no delete files whose every row matches (its partition or
+        its metrics prove it) counts by its record count, without being read."""
+        mapping = parse_name_mapping(self.state.prop(NAME_MAPPING_PROPERTY))
+        loader = DeleteLoader(mapping)
+        total = 0
+        for task in self.plan_files():
+            rest = task.residual
+            if not task.deletes and (rest is None or isinstance(rest, AlwaysTrue)
+                                     or metrics_must_match(rest, task.file, self.schema)):
+                total += task.file.record_count
+            else:
+                total += self._read(task, mapping, loader).num_rows
+        return total
+
+
+def _key_getter(positions: tuple[int, ...]) -> Callable[[tuple[Any, ...]], Any]:
+    """A function picking the values at ``positions`` out of a partition tuple (cheaply: planning calls it once
+    per live data file)."""
+    if not positions:
+        return lambda partition: ()
+    return operator.itemgetter(*positions)
+
+
+def snapshot_as_of(state: TableState, timestamp_ms: int) -> int:
+    """The id of the snapshot that was current on the main branch at ``timestamp_ms`` (the snapshot log).
+
+    :raises NotFound: when no snapshot was current yet
+    """
+    found = None
+    for ts, sid in state.snapshot_log:
+        if ts <= timestamp_ms:
+            found = sid
+        else:
+            break
+    if found is None:
+        raise NotFound(f"Cannot scan: no snapshot was current at {timestamp_ms} ms")
+    return found

@@ -17,6 +17,7 @@ import attrs
 
 from engine.errors import TableNotFound
 from engine.events import CATALOG_STREAM, Event, FileChange, decode, decode_file_change
+from engine.file_index import FileIndex
 from engine.model.data_file import DataFile
 from engine.model.types import StructType
 from engine.state import (
@@ -60,6 +61,8 @@ class StateStore:
         self._tables: dict[str, TableState] = {}
         self._recent: OrderedDict[tuple[str, int], TableState] = OrderedDict()
         self._catalog = CatalogState()
+        #: decoded file changes and live file sets per snapshot (derived, rebuildable): see engine.file_index
+        self.file_index = FileIndex(log)
 
     # ------------------------------------------------------------ catalog
     def catalog(self) -> CatalogState:
@@ -140,24 +143,7 @@ class StateStore:
     def live_entries(self, state: TableState, snapshot_id: int | None) -> list[LiveEntry]:
         """Data and delete files live in a snapshot, from the log: files its ancestry added minus those it removed,
         each with the sequence numbers and snapshot of the commit that added it, oldest first."""
-        if snapshot_id is None:
-            return []
-        ancestry = state.ancestors(snapshot_id, through_expired=True)
-        types: dict[int, StructType] = {s.spec_id: s.partition_type(state.schema) for s in state.specs}
-        parts = self.log.read_parts_many([s.log_position for s in ancestry])
-        live: dict[str, LiveEntry] = {}
-        removed: set[str] = set()
-        for snap in ancestry:  # newest first: a removal hides every older add of the path
-            for text in parts.get(snap.log_position, []):
-                change = decode_file_change(text, types)
-                path = change.file.file_path
-                if not change.added:
-                    removed.add(path)
-                elif path not in removed and path not in live:
-                    live[path] = LiveEntry(file=change.file, data_sequence_number=snap.sequence_number,
-                                           file_sequence_number=snap.sequence_number,
-                                           snapshot_id=snap.snapshot_id)
-        return list(reversed(list(live.values())))
+        return self.file_index.live_entries(state, snapshot_id)
 
     def live_files(self, state: TableState, snapshot_id: int | None) -> list[DataFile]:
         """The files of :meth:`live_entries`, without their sequence numbers."""

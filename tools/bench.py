@@ -254,6 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--delete-files", type=int, default=10, help="data files of the row-delete table")
     parser.add_argument("--skip-operations", action="store_true", help="skip the row delete and compaction")
     parser.add_argument("--time-travel-events", type=int, default=100_000, help="log events of the as_of table")
+    parser.add_argument("--scan-sizes", default="20000,100000", help="data files of the plan_files tables")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     warnings.filterwarnings("ignore")
@@ -281,6 +282,11 @@ def main(argv: list[str] | None = None) -> None:
             from tools.bench_time_travel import bench_as_of
 
             result["as_of_version"] = bench_as_of(os.path.join(root, "time-travel"), events=args.time_travel_events)
+            from tools.bench_scan import bench_plan_files
+
+            scan_sizes = tuple(int(x) for x in args.scan_sizes.split(",") if x)
+            result["plan_files"] = bench_plan_files(os.path.join(root, "scan"), scan_sizes,
+                                                    pyiceberg=not args.skip_pyiceberg)
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
     finally:

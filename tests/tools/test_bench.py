@@ -9,7 +9,7 @@ from tools.bench import main
 
 def test_bench_prints_json_with_every_figure(capsys):
     main(["--sizes", "10,120", "--samples", "3", "--history", "6", "--delete-rows", "4000", "--delete-files", "2",
-          "--time-travel-events", "3000"])
+          "--time-travel-events", "3000", "--scan-sizes", "1000"])
     result = json.loads(capsys.readouterr().out)
     for size in ("10", "120"):
         ours = result["icelog"]["append_1_file"][size]
@@ -27,3 +27,4 @@ def test_bench_prints_json_with_every_figure(capsys):
     compaction = result["compaction_100_files"]
     assert compaction["files_before"] == 100 and 0 < compaction["files_after"] < 100
     assert result["as_of_version"]["events"] >= 3000 and result["as_of_version"]["as_of_ms"]["p50"] > 0
+    assert result["plan_files"]
