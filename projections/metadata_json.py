@@ -13,6 +13,8 @@ from typing import Any
 from engine.state import Snapshot, SnapshotRef, TableState
 from projections import layout
 
+MAX_SNAPSHOTS = "icelog.metadata.max-snapshots"
+
 
 def snapshot_json(state: TableState, snap: Snapshot) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -41,6 +43,17 @@ def ref_json(ref: SnapshotRef) -> dict[str, Any]:
     return out
 
 
+def published_snapshots(state: TableState) -> list[Snapshot]:
+    """The snapshots metadata.json lists: all of them, or under ``icelog.metadata.max-snapshots`` only the newest
+    N plus every ref head (the log keeps the full history for icelog's own time travel)."""
+    limit = state.int_property(MAX_SNAPSHOTS, 0)
+    if limit <= 0 or len(state.snapshots) <= limit:
+        return list(state.snapshots)
+    heads = {ref.snapshot_id for _, ref in state.refs}
+    newest = {s.snapshot_id for s in state.snapshots[-limit:]}
+    return [s for s in state.snapshots if s.snapshot_id in newest or s.snapshot_id in heads]
+
+
 def metadata_dict(state: TableState) -> dict[str, Any]:
     """The table metadata of ``state`` as an ordered dict (the JSON document)."""
     v1 = state.format_version == 1
@@ -65,10 +78,12 @@ def metadata_dict(state: TableState) -> dict[str, Any]:
     current = state.current_snapshot
     out["current-snapshot-id"] = current.snapshot_id if current is not None else -1
     out["refs"] = {name: ref_json(ref) for name, ref in state.refs}
-    out["snapshots"] = [snapshot_json(state, s) for s in state.snapshots]
+    published = published_snapshots(state)
+    out["snapshots"] = [snapshot_json(state, s) for s in published]
     out["statistics"] = []
     out["partition-statistics"] = []
-    out["snapshot-log"] = [{"timestamp-ms": ts, "snapshot-id": sid} for ts, sid in state.snapshot_log]
+    kept = {s.snapshot_id for s in published}
+    out["snapshot-log"] = [{"timestamp-ms": ts, "snapshot-id": sid} for ts, sid in state.snapshot_log if sid in kept]
     out["metadata-log"] = [{"timestamp-ms": ts, "metadata-file": layout.metadata_file(state.location, version)}
                            for ts, version in state.metadata_log]
     return out
