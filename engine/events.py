@@ -84,6 +84,46 @@ class TableRegistered(Event):
         return cls(namespace=p["namespace"], name=p["name"], table_uuid=p["table-uuid"])
 
 
+@attrs.frozen(kw_only=True)
+class TableRenamed(Event):
+    """A table name moved to another (the table stream, its location and its files stay)."""
+
+    TYPE: ClassVar[str] = "rename-table"
+    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    name: str
+    new_namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    new_name: str
+    table_uuid: str
+
+    def payload(self) -> dict[str, Any]:
+        return {"namespace": list(self.namespace), "name": self.name, "new-namespace": list(self.new_namespace),
+                "new-name": self.new_name, "table-uuid": self.table_uuid}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> TableRenamed:
+        return cls(namespace=p["namespace"], name=p["name"], new_namespace=p["new-namespace"],
+                   new_name=p["new-name"], table_uuid=p["table-uuid"])
+
+
+@attrs.frozen(kw_only=True)
+class TableDropped(Event):
+    """A table name no longer points at its stream (the log keeps the stream for time travel)."""
+
+    TYPE: ClassVar[str] = "drop-table"
+    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    name: str
+    table_uuid: str
+    purge: bool = False
+
+    def payload(self) -> dict[str, Any]:
+        return {"namespace": list(self.namespace), "name": self.name, "table-uuid": self.table_uuid,
+                "purge": self.purge}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> TableDropped:
+        return cls(namespace=p["namespace"], name=p["name"], table_uuid=p["table-uuid"], purge=p["purge"])
+
+
 # ---------------------------------------------------------------- table streams
 
 
@@ -365,7 +405,7 @@ class SnapshotsRemoved(Event):
 
 _EVENT_TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls
-    for cls in (NamespaceCreated, TableRegistered, TableCreated, PropertiesSet, PropertiesRemoved, SnapshotAdded,
+    for cls in (NamespaceCreated, TableRegistered, TableRenamed, TableDropped, TableCreated, PropertiesSet, PropertiesRemoved, SnapshotAdded,
                 SchemaAdded, CurrentSchemaSet, SpecAdded, DefaultSpecSet, SortOrderAdded, DefaultSortOrderSet,
                 FormatVersionUpgraded, RefSet, RefRemoved, SnapshotsRemoved)
 }

@@ -31,7 +31,9 @@ from engine.events import (
     SortOrderAdded,
     SpecAdded,
     TableCreated,
+    TableDropped,
     TableRegistered,
+    TableRenamed,
 )
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
@@ -374,6 +376,19 @@ def _(event: NamespaceCreated, state: CatalogState, at: LogPosition) -> CatalogS
 def _(event: TableRegistered, state: CatalogState, at: LogPosition) -> CatalogState:
     entry = TableEntry(namespace=event.namespace, name=event.name, table_uuid=event.table_uuid)
     return attrs.evolve(state, tables=state.tables + (entry,), version=at.version)
+
+
+@apply.register
+def _(event: TableRenamed, state: CatalogState, at: LogPosition) -> CatalogState:
+    tables = tuple(TableEntry(namespace=event.new_namespace, name=event.new_name, table_uuid=t.table_uuid)
+                   if t.table_uuid == event.table_uuid else t for t in state.tables)
+    return attrs.evolve(state, tables=tables, version=at.version)
+
+
+@apply.register
+def _(event: TableDropped, state: CatalogState, at: LogPosition) -> CatalogState:
+    return attrs.evolve(state, tables=tuple(t for t in state.tables if t.table_uuid != event.table_uuid),
+                        version=at.version)
 
 
 # ---------------------------------------------------------------- checkpoint codec

@@ -443,6 +443,22 @@ class Projector:
         finally:
             db.execute(f"PRAGMA synchronous = {int(mode)}")
 
+    def publish_rename(self, namespace: tuple[str, ...], name: str, new_namespace: tuple[str, ...],
+                       new_name: str) -> None:
+        """Move a table's ``iceberg_tables`` pointer row to its new name."""
+        with self._derived_transaction():
+            self.log.db.execute(
+                "UPDATE iceberg_tables SET table_namespace = ?, table_name = ? WHERE catalog_name = ? AND "
+                "table_namespace = ? AND table_name = ?",
+                [".".join(new_namespace), new_name, self.catalog_name, ".".join(namespace), name])
+
+    def publish_drop(self, namespace: tuple[str, ...], name: str, table_uuid: str) -> None:
+        """Remove a dropped table's pointer row and projection status."""
+        with self._derived_transaction():
+            self.log.db.execute("DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND "
+                                "table_name = ?", [self.catalog_name, ".".join(namespace), name])
+            self.log.db.execute(f"DELETE FROM {self.STATUS} WHERE table_uuid = ?", [table_uuid])
+
     def publish_namespace(self, namespace: tuple[str, ...], properties: Mapping[str, str]) -> None:
         ns = ".".join(namespace)
         rows = [(self.catalog_name, ns, "exists", "true")] + [

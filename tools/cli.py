@@ -87,6 +87,18 @@ def cmd_register(args: argparse.Namespace) -> None:
             print(f"note: {note}")
 
 
+def cmd_rename_table(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        cat.rename_table(args.table, args.new_name)
+        print(f"renamed {args.table} to {args.new_name}")
+
+
+def cmd_drop_table(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        cat.drop_table(args.table, purge=args.purge)
+        print(f"dropped {args.table}{' and deleted its files' if args.purge else ''}")
+
+
 def cmd_tables(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
         namespaces = [args.namespace] if args.namespace else [".".join(ns) for ns in cat.list_namespaces()]
@@ -410,6 +422,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--relocate", action="append", metavar="OLD=NEW",
                    help="rewrite paths starting with OLD to start with NEW; repeatable")
     p.add_argument("--location", help="publish icelog's metadata here instead of the original table folder")
+    p = add("rename-table", cmd_rename_table, "Rename a table (its folder and files stay).")
+    p.add_argument("table")
+    p.add_argument("new_name", help="namespace.table")
+    p = add("drop-table", cmd_drop_table, "Drop a table from the catalog (the log keeps its history).")
+    p.add_argument("table")
+    p.add_argument("--purge", action="store_true", help="also delete the table's folder")
     p = add("tables", cmd_tables, "List tables (of one namespace, or of all).")
     p.add_argument("namespace", nargs="?")
     p = add("log", cmd_log, "Show a table's events: position, version, type, time, commit id.")

@@ -152,3 +152,12 @@ def test_register_takes_over_a_table(wh, tmp_path, capsys):
     assert code == 0 and "registered db.copy" in out
     with Catalog.open(other) as cat:
         assert sorted(cat.load_table("db.copy").scan().to_arrow().column("id").to_pylist()) == [1, 2, 3, 4]
+
+
+def test_rename_and_drop_table(wh, capsys):
+    assert run(capsys, "--warehouse", wh, "rename-table", "db.t", "db.renamed")[0] == 0
+    code, out, _ = run(capsys, "--warehouse", wh, "tables")
+    assert out.split() == ["db.renamed"]
+    assert run(capsys, "--warehouse", wh, "drop-table", "db.renamed")[0] == 0
+    code, _, err = run(capsys, "--warehouse", wh, "drop-table", "db.renamed")
+    assert code == 1 and "db.renamed" in err
