@@ -786,54 +786,6 @@ class CatalogTransaction:
         self.catalog = catalog
         self._tables: dict[str, Table] = {}
 
-    def rename_table(self, from_identifier: str | Sequence[str], to_identifier: str | Sequence[str]) -> Table:
-        """Give a table another name (its location and files stay where they are)."""
-        ns, name = parse_identifier(from_identifier)
-        new_ns, new_name = parse_identifier(to_identifier)
-
-        def build(ctx: CommitContext) -> list:
-            state = self.store.catalog()
-            entry = state.table(ns, name)
-            if entry is None:
-                raise TableNotFound(f"Cannot rename table {'.'.join(ns + (name,))}: it does not exist")
-            if not state.has_namespace(new_ns):
-                raise NamespaceNotFound(f"Cannot rename table to {'.'.join(new_ns + (new_name,))}: namespace "
-                                        f"{'.'.join(new_ns)} does not exist")
-            if state.table(new_ns, new_name) is not None:
-                raise AlreadyExists(f"Cannot rename table to {'.'.join(new_ns + (new_name,))}: it already exists")
-            return [(CATALOG_STREAM, state.version, [TableRenamed(namespace=ns, name=name, new_namespace=new_ns,
-                                                                  new_name=new_name, table_uuid=entry.table_uuid)])]
-
-        commit_streams(self.store, build, policy=RetryPolicy())
-        if self.project:
-            self.projector.publish_rename(ns, name, new_ns, new_name)
-        return self.load_table(new_ns + (new_name,))
-
-    def drop_table(self, identifier: str | Sequence[str], *, purge: bool = False) -> None:
-        """Remove a table from the catalog; with ``purge`` also delete its folder (data and metadata). The log keeps
-        its history, so ``catalog.as_of`` and ``table.as_of`` still see it."""
-        ns, name = parse_identifier(identifier)
-        found: list[TableEntry] = []
-
-        def build(ctx: CommitContext) -> list:
-            state = self.store.catalog()
-            entry = state.table(ns, name)
-            if entry is None:
-                raise TableNotFound(f"Cannot drop table {'.'.join(ns + (name,))}: it does not exist")
-            found[:] = [entry]
-            return [(CATALOG_STREAM, state.version,
-                     [TableDropped(namespace=ns, name=name, table_uuid=entry.table_uuid, purge=purge)])]
-
-        location = self.load_table(identifier).location if purge else None
-        commit_streams(self.store, build, policy=RetryPolicy())
-        self.projector.publish_drop(ns, name, found[0].table_uuid)
-        if purge and location is not None:
-            shutil.rmtree(location, ignore_errors=True)
-
-    def purge_table(self, identifier: str | Sequence[str]) -> None:
-        """Drop a table and delete its folder (PyIceberg's name)."""
-        self.drop_table(identifier, purge=True)
-
     def load_table(self, identifier: str | Sequence[str]) -> Table:
         """A staged handle on a table: its writes and builders are kept until the transaction commits."""
         table = self.catalog.load_table(identifier)

@@ -15,8 +15,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from engine.errors import ValidationError
+from engine.errors import CorruptFileError, ValidationError
 from engine.model import types as T
 from engine.model.arrow_schema import schema_to_arrow
 from engine.model.data_file import DataFile, DataFileContent
@@ -28,6 +29,7 @@ from engine.reader import (
     DELETE_FILE_PATH_ID,
     DELETE_POS,
     DELETE_POS_ID,
+    normalize_path,
 )
 from engine.state import TableState
 from projections import layout
@@ -212,3 +214,23 @@ def write_equality_deletes(state: TableState, rows: pa.Table, *, equality_ids: S
 
 
 __all__ = ["POSITION_DELETE_SCHEMA", "equality_schema", "write_equality_deletes", "write_position_deletes"]
+
+
+def paths_in_position_deletes(delete_file: DataFile) -> list[str]:
+    """The data file paths a position delete file names, sorted: from its ``file_path`` bounds when they name one
+    file, else from the file's ``file_path`` column.
+
+    :raises CorruptFileError: the delete file cannot be read
+    """
+    from engine.scan import referenced_path
+
+    single = referenced_path(delete_file)
+    if single is not None:
+        return [single]
+    path = delete_file.file_path
+    try:
+        column = pq.read_table(path, columns=[DELETE_FILE_PATH]).column(DELETE_FILE_PATH)
+    except (pa.ArrowInvalid, OSError, KeyError) as e:
+        raise CorruptFileError(f"Cannot read position delete file: {path} has no readable {DELETE_FILE_PATH} "
+                               f"column ({e})", path=path) from e
+    return sorted({normalize_path(p) for p in column.unique().to_pylist() if p is not None})

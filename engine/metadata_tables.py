@@ -28,7 +28,13 @@ import pyarrow as pa
 
 from engine.errors import ValidationError
 from engine.model.arrow_schema import arrow_type_for
-from engine.model.data_file import DataFile, DataFileContent, ManifestContent, ManifestEntry, ManifestFile
+from engine.model.data_file import (
+    DataFile,
+    DataFileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestFile,
+)
 from engine.model.types import IcebergType, NestedField, StructType, UUIDType
 from engine.model.values import from_bytes
 from engine.state import Snapshot, TableState

@@ -38,7 +38,6 @@ from typing import Any, Callable, Sequence
 
 import attrs
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from engine.data_writer import (
     DEFAULT_TARGET_FILE_SIZE,
@@ -46,7 +45,8 @@ from engine.data_writer import (
     split_by_partition,
     write_partition_files,
 )
-from engine.errors import ValidationConflict, ValidationError
+from engine.delete_files import paths_in_position_deletes
+from engine.errors import CorruptFileError, ValidationConflict, ValidationError
 from engine.events import Event, SnapshotAdded
 from engine.model import types as T
 from engine.model.data_file import DataFile, DataFileContent
@@ -54,15 +54,12 @@ from engine.model.expressions import metrics_might_match, partition_might_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.partitioning import PartitionSpec
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder, build_sort_order
-from engine.model.values import from_bytes
 from engine.operations.append import new_snapshot_id
 from engine.operations.commit import CommitContext
 from engine.operations.row_delete import bind_filter
 from engine.operations.snapshot import snapshot_events, snapshot_summary
 from engine.operations.validation import Validator
 from engine.reader import (
-    DELETE_FILE_PATH,
-    DELETE_FILE_PATH_ID,
     DeleteLoader,
     normalize_path,
     parse_name_mapping,
@@ -258,15 +255,10 @@ def _write_group(writer: TableState, group: FileGroup, rows: pa.Table,
 
 def _referenced_paths(delete_file: DataFile) -> set[str] | None:
     """The data files a position delete file names (None when it cannot be read: then it is kept)."""
-    lower = dict(delete_file.lower_bounds or ()).get(DELETE_FILE_PATH_ID)
-    upper = dict(delete_file.upper_bounds or ()).get(DELETE_FILE_PATH_ID)
-    if lower is not None and lower == upper:
-        return {normalize_path(from_bytes(T.StringType(), lower))}
     try:
-        column = pq.read_table(delete_file.file_path, columns=[DELETE_FILE_PATH]).column(DELETE_FILE_PATH)
-    except (pa.ArrowInvalid, OSError, KeyError):
+        return set(paths_in_position_deletes(delete_file))
+    except CorruptFileError:
         return None
-    return {normalize_path(p) for p in column.unique().to_pylist() if p is not None}
 
 
 def droppable_deletes(all_tasks: Sequence[FileScanTask], rewritten: Sequence[FileScanTask]) -> list[DataFile]:

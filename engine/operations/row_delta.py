@@ -48,11 +48,14 @@ from typing import Any, Iterable, Mapping, Sequence
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from engine.data_writer import conform, split_by_partition, write_data_files
-from engine.delete_files import write_equality_deletes, write_position_deletes
-from engine.errors import CorruptFileError, ValidationConflict, ValidationError
+from engine.delete_files import (
+    paths_in_position_deletes,
+    write_equality_deletes,
+    write_position_deletes,
+)
+from engine.errors import ValidationConflict, ValidationError
 from engine.model import types as T
 from engine.model.arrow_schema import schema_to_arrow
 from engine.model.data_file import DataFile, DataFileContent
@@ -78,7 +81,6 @@ from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import snapshot_events
 from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
 from engine.reader import (
-    DELETE_FILE_PATH,
     POS_COLUMN,
     DeleteLoader,
     normalize_path,
@@ -317,20 +319,6 @@ def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, ke
     return files, referenced
 
 
-def _paths_in_position_deletes(delete_file: DataFile) -> list[str]:
-    """The data file paths a position delete file refers to (from its bounds, else from its ``file_path``)."""
-    single = referenced_path(delete_file)
-    if single is not None:
-        return [single]
-    path = delete_file.file_path
-    try:
-        column = pq.read_table(path, columns=[DELETE_FILE_PATH]).column(DELETE_FILE_PATH)
-    except (pa.ArrowInvalid, OSError, KeyError) as e:
-        raise CorruptFileError(f"Cannot read position delete file: {path} has no readable {DELETE_FILE_PATH} "
-                               f"column ({e})", path=path) from e
-    return [normalize_path(p) for p in pc.unique(column.combine_chunks()).to_pylist() if p is not None]
-
-
 # -- the builder -------------------------------------------------------------------------------------------------
 
 
@@ -474,7 +462,7 @@ class RowDelta(PendingUpdate):
                 if not f.equality_ids:
                     raise ValidationError(f"Cannot {action}: equality delete file {f.file_path} has no equality ids")
                 continue
-            for path in _paths_in_position_deletes(f):
+            for path in paths_in_position_deletes(f):
                 data_file = pending.get(path) or live.get(path)
                 if data_file is None:
                     raise ValidationError(f"Cannot {action}: {f.file_path} deletes rows of {path}, which is not a "
