@@ -1,18 +1,24 @@
 """An indexed file table: the live data and delete files of any snapshot, without decoding the log again.
 
-Layer: engine (reads bulk parts from the storage log; decodes them with engine.events). Derived and
-rebuildable: it holds nothing the log does not, and dropping it only makes the next plan slower.
+Layer: engine (reads file blocks, engine.file_blocks, and falls back to the storage log's bulk parts). Derived
+and rebuildable: it holds nothing the log does not, and dropping it only makes the next plan slower.
 
-A snapshot's file changes (the bulk parts of its ``add-snapshot`` event) never change once written, so the
-decoded changes are kept per log position, each file already wrapped in the :class:`LiveEntry` its snapshot
-gives it. The live set of a snapshot is its parent's live set minus the files it removed plus the files it
-added; the live sets of the last few snapshots planned are kept, so planning the snapshot after a commit
-applies that commit's changes alone, and a snapshot in the middle of the history replays decoded changes
-(dictionary work, no JSON) from the nearest cached ancestor.
+A snapshot's file changes (the bulk parts of its ``add-snapshot`` event) never change once written. Each is
+read as the commit's *file block* (engine.file_blocks: written at commit time, rebuilt from the parts when
+missing or damaged), decoded once and kept per log position, each added file wrapped in a :class:`FileItem`.
+The live set of a snapshot is its parent's live set minus the files it removed plus the files it added; the
+live sets of the last few snapshots planned are kept, so planning the snapshot after a commit applies that
+commit's changes alone, and a snapshot in the middle of the history replays decoded changes from the nearest
+cached ancestor.
 
-Decoding is lazy: a part's path, content, spec id and partition tuple are read from its canonical JSON
-without parsing the rest, and the full :class:`DataFile` is built only when asked for (``FileItem.entry``),
-so a plan that partition pruning narrows to a few files builds only those.
+A cold filtered plan need not decode every commit: :meth:`FileIndex.pruned_items` reads the block heads
+(partition summaries per commit), decodes only the commits whose summaries might match, and builds items only
+for files whose partition might match; it counts the rest. It answers only when the result is provably the same
+as the full live set filtered (every added path in the history distinct, removals resolved), else the caller
+plans from the full live set.
+
+Decoding is lazy: the full :class:`DataFile` is built only when asked for (``FileItem.file``), so a plan that
+partition pruning narrows to a few files builds only those.
 
 One index belongs to one state store (``FileIndex.of(store)``); it is an explicit cache object, never
 module state.
@@ -20,72 +26,148 @@ module state.
 
 from __future__ import annotations
 
-import binascii
 import gc
-import json
+import sqlite3
+import zlib
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from engine.errors import ValidationError
-from engine.model.data_file import DataFile, DataFileContent
+from engine.file_blocks import (
+    BlockBody,
+    BlockError,
+    BlockHead,
+    BlockTable,
+    decode_body,
+    decode_head,
+    encode_block,
+    path_digest,
+)
+from engine.model.data_file import DataFile, DataFileContent, FieldSummary
 from engine.model.types import StructType
 from engine.model.values import value_from_json
 from engine.state import Snapshot, TableState
+from storage import LogError
 
-#: Files kept across snapshots before the least recently used snapshots' changes are dropped (about 3.5 KB
-#: each once decoded: 100,000 files take some 350 MB).
+#: Files kept across snapshots before the least recently used snapshots' changes are dropped.
 MAX_CACHED_FILES = 500_000
 #: Live sets (one per snapshot) kept for incremental planning.
 MAX_LIVE_SETS = 4
-
-
-# The log's data file JSON (engine.model.data_file.data_file_to_json), decoded here without the constructor's
-# converters: the log holds metric pairs already sorted, so the values are built once, directly. When DataFile
-# gains a field this table does not know, decoding falls back to engine.model.data_file.data_file_from_json.
-_PAIRS = {"column_sizes": "column-sizes", "value_counts": "value-counts", "null_value_counts": "null-value-counts",
-          "nan_value_counts": "nan-value-counts"}
-_BYTE_PAIRS = {"lower_bounds": "lower-bounds", "upper_bounds": "upper-bounds"}
-_PLAIN = {"file_path": "file-path", "file_format": "file-format", "spec_id": "spec-id",
-          "record_count": "record-count", "file_size_in_bytes": "file-size-in-bytes", "sort_order_id": "sort-order-id"}
-_KNOWN = {"content", "partition", "split_offsets", "equality_ids", "key_metadata", *_PAIRS, *_BYTE_PAIRS, *_PLAIN}
-_FAST = {a.name for a in attrs.fields(DataFile)} == _KNOWN
-_CONTENT = {int(c): c for c in DataFileContent}
-_DECODER = json.JSONDecoder()
 _MISSING = object()
+_DATA = DataFileContent.DATA
+_CONTENT = tuple(DataFileContent(i) for i in range(max(DataFileContent) + 1))
+if tuple(a.name for a in attrs.fields(DataFile)) != (
+        "file_path", "file_format", "spec_id", "partition", "record_count", "file_size_in_bytes", "content",
+        "column_sizes", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds",
+        "split_offsets", "equality_ids", "sort_order_id", "key_metadata"):  # pragma: no cover - model guard
+    raise ImportError("engine.file_index: DataFile's fields changed; update _data_file")
+
+
+def _slot_setters(cls: type, names: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """The slot setters of a frozen attrs class, to build values whose fields are already converted."""
+    return tuple(cls.__dict__[n].__set__ for n in names.split())
+
+
+def _data_file(body: BlockBody, row: int, partition: tuple[Any, ...], _new: Any = object.__new__,
+               _cls: type = DataFile, _content: tuple[DataFileContent, ...] = _CONTENT,
+               _s: tuple[Callable[[Any, Any], None], ...] = _slot_setters(
+                   DataFile, "file_path spec_id partition content file_format record_count file_size_in_bytes "
+                             "column_sizes value_counts null_value_counts nan_value_counts lower_bounds upper_bounds "
+                             "split_offsets equality_ids sort_order_id key_metadata")) -> DataFile:
+    """The ``DataFile`` of a block row (its partition already decoded): slots set directly, since the block holds
+    exactly what the constructor's converters would make of them."""
+    f = _new(_cls)
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16 = _s
+    s0(f, body.paths[row])
+    s1(f, body.spec_ids[row])
+    s2(f, partition)
+    s3(f, _content[body.contents[row]])
+    r = body.rest
+    s4(f, r[0][row])
+    s5(f, r[1][row])
+    s6(f, r[2][row])
+    s7(f, r[3][row])
+    s8(f, r[4][row])
+    s9(f, r[5][row])
+    s10(f, r[6][row])
+    s11(f, r[7][row])
+    s12(f, r[8][row])
+    s13(f, r[9][row])
+    s14(f, r[10][row])
+    s15(f, r[11][row])
+    s16(f, r[12][row])
+    return f
 
 
 class FileItem:
-    """One file a snapshot added or removed: what planning needs up front, and the full entry on demand."""
+    """One file a snapshot added: what planning needs up front, and the full entry on demand.
 
-    __slots__ = ("_entry", "_index", "_snap", "_text", "added", "content", "partition", "path", "spec_id")
+    :param data_sequence_number: the file's data sequence number (its own when the log gave one explicitly,
+        else its snapshot's)
+    """
 
-    def __init__(self, added: bool, path: str, content: DataFileContent, spec_id: int, partition: tuple[Any, ...],
-                 text: str, snap: Snapshot, index: FileIndex) -> None:
-        self.added = added
+    __slots__ = ("_body", "_entry", "_file", "_row", "content", "data_sequence_number", "partition", "path",
+                 "snap", "spec_id")
+
+    def __init__(self, path: str, content: DataFileContent, spec_id: int, partition: tuple[Any, ...],
+                 data_sequence_number: int, snap: Snapshot, body: BlockBody, row: int) -> None:
         self.path = path
         self.content = content
         self.spec_id = spec_id
         self.partition = partition
-        self._text: str | None = text
+        self.data_sequence_number = data_sequence_number
+        self.snap = snap
+        self._body: BlockBody | None = body
+        self._row = row
+        self._file: DataFile | None = None
         self._entry: Any = None
-        self._snap: Snapshot | None = snap
-        self._index: FileIndex | None = index
+
+    def file(self) -> DataFile:
+        """The file's :class:`DataFile` (built on first use)."""
+        f = self._file
+        if f is None:
+            assert self._body is not None
+            f = self._file = _data_file(self._body, self._row, self.partition)
+            self._body = None
+        return f
 
     def entry(self) -> Any:
-        """The :class:`engine.state_store.LiveEntry` of the file (decoded on first use)."""
+        """The :class:`engine.state_store.LiveEntry` of the file (built on first use)."""
         if self._entry is None:
             from engine.state_store import LiveEntry
 
-            assert self._text is not None and self._snap is not None and self._index is not None
-            snap = self._snap
-            f = self._index._file(self._text, self.partition)
-            self._entry = LiveEntry(file=f, data_sequence_number=snap.sequence_number,
+            snap = self.snap
+            self._entry = LiveEntry(file=self.file(), data_sequence_number=self.data_sequence_number,
                                     file_sequence_number=snap.sequence_number, snapshot_id=snap.snapshot_id)
-            self._text = self._snap = self._index = None
         return self._entry
+
+
+@attrs.frozen
+class Changes:
+    """A snapshot's file changes: the paths it removed and the files it added (in the log's order)."""
+
+    removed: tuple[str, ...]
+    added: tuple[FileItem, ...]
+
+
+@attrs.frozen(kw_only=True)
+class PrunedFiles:
+    """What :meth:`FileIndex.pruned_items` found: the items a filtered plan must look at, and the count of live data
+    files it skipped without building items.
+
+    :param items: live delete files, and live data files whose partition might match, oldest first
+    :param data_files: live data files in the snapshot (kept and skipped)
+    :param skipped_data_files: live data files ruled out by their commit's partition summaries or their partition
+    :param skipped_commits: commits whose files were not decoded at all
+    """
+
+    items: list[FileItem]
+    data_files: int
+    skipped_data_files: int
+    skipped_commits: int
 
 
 class FileIndex:
@@ -101,14 +183,19 @@ class FileIndex:
 
     def __init__(self, log: Any) -> None:
         self.log = log
-        self._changes: OrderedDict[tuple[int, int], tuple[FileItem, ...]] = OrderedDict()
+        self.blocks = BlockTable(log)
+        self._heads: dict[int, BlockHead] = {}
+        self._bodies: OrderedDict[int, BlockBody] = OrderedDict()
+        self._changes: OrderedDict[tuple[int, int], Changes] = OrderedDict()
         self._cached_files = 0
-        self._live: OrderedDict[tuple[str, int, int], dict[str, Any]] = OrderedDict()
+        self._live: OrderedDict[tuple[str, int, int], dict[str, FileItem]] = OrderedDict()
         self._type_keys: dict[Hashable, int] = {}
         self._partitions: dict[tuple[int, int, tuple[Any, ...]], tuple[Any, ...]] = {}
+        self._decoded: dict[tuple[int, int], tuple[BlockBody, list[tuple[Any, ...]]]] = {}
         self._values: dict[tuple[int, int, int, Any], Any] = {}
-        #: counters, for tests and benchmarks
+        #: counters, for tests and benchmarks: files decoded, blocks rebuilt from the log's parts
         self.decoded_parts = 0
+        self.rebuilt_blocks = 0
 
     @classmethod
     def of(cls, store: Any) -> FileIndex:
@@ -121,10 +208,98 @@ class FileIndex:
 
     def clear(self) -> None:
         self._partitions.clear()
+        self._decoded.clear()
         self._values.clear()
+        self._heads.clear()
+        self._bodies.clear()
         self._changes.clear()
         self._live.clear()
         self._cached_files = 0
+
+    # ------------------------------------------------------------ blocks
+    def record(self, position: int, parts: Iterable[str], partition_types: Mapping[int, StructType]) -> None:
+        """Store the block of a snapshot event just appended at ``position`` (inside the commit's transaction).
+        A block that cannot be built is left out: readers rebuild it from the log (and report what is wrong)."""
+        try:
+            head, body = encode_block(list(parts), partition_types)
+            self.blocks.put_many([(position, head, body)])
+        except (ValidationError, LogError, sqlite3.Error):
+            pass
+
+    def _rebuild(self, state: TableState, positions: list[int]) -> dict[int, tuple[bytes, bytes]]:
+        """Blocks built from the log's parts (and stored again, when the log takes writes)."""
+        if not positions:
+            return {}
+        types, _ = self._types(state)
+        parts = self.log.read_parts_many(positions)
+        built = {p: encode_block(parts.get(p, []), types) for p in positions}
+        self.rebuilt_blocks += len(built)
+        try:
+            self.blocks.put_many((p, h, b) for p, (h, b) in built.items())
+        except (LogError, sqlite3.Error):
+            pass  # a read-only or busy log: the blocks are rebuilt again next time
+        return built
+
+    def _load_heads(self, state: TableState, positions: list[int]) -> dict[int, BlockHead]:
+        heads = self._heads
+        missing = [p for p in positions if p not in heads]
+        if missing:
+            stored = self.blocks.heads(missing)
+            bad = []
+            for p in missing:
+                found = stored.get(p)
+                try:
+                    if found is None:
+                        raise BlockError("missing")
+                    heads[p] = decode_head(*found)
+                except BlockError:
+                    bad.append(p)
+            for p, (h, b) in self._rebuild(state, bad).items():
+                head = heads[p] = decode_head(h, zlib.crc32(h))
+                self._bodies[p] = decode_body(b, zlib.crc32(b), head)
+        return {p: heads[p] for p in positions}
+
+    def _load_bodies(self, state: TableState, positions: list[int]) -> dict[int, tuple[BlockHead, BlockBody]]:
+        bodies = self._bodies
+        out: dict[int, tuple[BlockHead, BlockBody]] = {}
+        missing = []
+        for p in positions:
+            body = bodies.get(p)
+            if body is None or p not in self._heads:
+                missing.append(p)
+            else:
+                bodies.move_to_end(p)
+                out[p] = (self._heads[p], body)
+        if missing:
+            stored = self.blocks.blocks(missing)
+            bad = []
+            for p in missing:
+                found = stored.get(p)
+                try:
+                    if found is None:
+                        raise BlockError("missing")
+                    head = decode_head(found[0], found[1])
+                    out[p] = (head, decode_body(found[2], found[3], head))
+                except BlockError:
+                    bad.append(p)
+            for p, (h, b) in self._rebuild(state, bad).items():
+                head = decode_head(h, zlib.crc32(h))
+                out[p] = (head, decode_body(b, zlib.crc32(b), head))
+            for p in missing:
+                self._heads[p], bodies[p] = out[p]
+            self._trim()
+        return out
+
+    def _trim(self) -> None:
+        while self._cached_files > MAX_CACHED_FILES and len(self._changes) > 1:
+            _, dropped = self._changes.popitem(last=False)
+            self._cached_files -= len(dropped.added)
+        held = sum(len(b.paths) for b in self._bodies.values())
+        if held > MAX_CACHED_FILES:
+            while held > MAX_CACHED_FILES and len(self._bodies) > 1:
+                _, dropped_body = self._bodies.popitem(last=False)
+                held -= len(dropped_body.paths)
+            self._decoded = {k: v for k, v in self._decoded.items() if k[0] in self._bodies}
 
     # ------------------------------------------------------------ decoding
     def _types(self, state: TableState) -> tuple[dict[int, StructType], int]:
@@ -136,10 +311,59 @@ class FileIndex:
             type_id = self._type_keys[key] = len(self._type_keys)
         return types, type_id
 
-    def changes(self, state: TableState, snaps: list[Snapshot]) -> dict[int, tuple[FileItem, ...]]:
-        """The changes of each snapshot (by log position), reading only the parts not cached yet."""
+    def _partition(self, types: dict[int, StructType], type_id: int, spec_id: int, raw: tuple[Any, ...]
+                   ) -> tuple[Any, ...]:
+        """A partition tuple from a block's JSON values (floats as ``("f", text)``), decoded once and shared."""
+        key = (type_id, spec_id, raw)
+        partition = self._partitions.get(key)
+        if partition is None:
+            values = self._values
+            decoded = []
+            try:
+                fields = types[spec_id].fields
+            except KeyError as e:
+                raise ValidationError(f"Cannot decode file change: no partition spec {spec_id}") from e
+            for pos, (field, v) in enumerate(zip(fields, raw)):
+                vkey = (type_id, spec_id, pos, v)
+                value = values.get(vkey, _MISSING)
+                if value is _MISSING:
+                    if type(v) is tuple:
+                        v = float(v[1])
+                    value = values[vkey] = None if v is None else value_from_json(field.field_type, v)
+                decoded.append(value)
+            partition = self._partitions[key] = tuple(decoded)
+        return partition
+
+    def _block_partitions(self, position: int, body: BlockBody, types: dict[int, StructType], type_id: int
+                          ) -> list[tuple[Any, ...]]:
+        """The decoded partition tuple of each of a block's distinct (spec, partition) pairs."""
+        found = self._decoded.get((position, type_id))
+        if found is None or found[0] is not body:
+            decode = self._partition
+            found = self._decoded[(position, type_id)] = (
+                body, [decode(types, type_id, spec_id, raw) for spec_id, raw in body.partitions])
+        return found[1]
+
+    def _items(self, snap: Snapshot, body: BlockBody, types: dict[int, StructType], type_id: int,
+               rows: Iterable[int] | None = None) -> list[FileItem]:
+        parts = self._block_partitions(snap.log_position, body, types, type_id)
+        paths, contents, spec_ids, keys, seqs = (body.paths, body.contents, body.spec_ids, body.partition_keys,
+                                                 body.sequence_numbers)
+        own = snap.sequence_number
+        wanted = range(len(paths)) if rows is None else rows
+        if seqs is None:
+            items = [FileItem(paths[i], _CONTENT[contents[i]], spec_ids[i], parts[keys[i]], own, snap, body, i)
+                     for i in wanted]
+        else:
+            items = [FileItem(paths[i], _CONTENT[contents[i]], spec_ids[i], parts[keys[i]],
+                              own if seqs[i] is None else seqs[i], snap, body, i) for i in wanted]
+        self.decoded_parts += len(items)
+        return items
+
+    def changes(self, state: TableState, snaps: list[Snapshot]) -> dict[int, Changes]:
+        """The changes of each snapshot (by log position), decoding only the blocks not cached yet."""
         types, type_id = self._types(state)
-        out: dict[int, tuple[FileItem, ...]] = {}
+        out: dict[int, Changes] = {}
         missing: list[Snapshot] = []
         for snap in snaps:
             found = self._changes.get((snap.log_position, type_id))
@@ -149,103 +373,21 @@ class FileIndex:
                 self._changes.move_to_end((snap.log_position, type_id))
                 out[snap.log_position] = found
         if missing:
-            parts = self.log.read_parts_many([s.log_position for s in missing])
             collecting = gc.isenabled()
             gc.disable()  # many small objects, none cyclic: collections would only slow decoding down
             try:
+                blocks = self._load_bodies(state, [s.log_position for s in missing])
                 for snap in missing:
-                    items = tuple(self._item(text, snap, types, type_id) for text in parts.get(snap.log_position, []))
-                    self.decoded_parts += len(items)
-                    out[snap.log_position] = items
-                    self._changes[(snap.log_position, type_id)] = items
-                    self._cached_files += len(items)
+                    head, body = blocks[snap.log_position]
+                    changes = Changes(head.removed, tuple(self._items(snap, body, types, type_id)))
+                    out[snap.log_position] = changes
+                    self._changes[(snap.log_position, type_id)] = changes
+                    self._cached_files += len(changes.added)
             finally:
                 if collecting:
                     gc.enable()
-            while self._cached_files > MAX_CACHED_FILES and len(self._changes) > 1:
-                _, dropped = self._changes.popitem(last=False)
-                self._cached_files -= len(dropped)
+            self._trim()
         return out
-
-    def _partition(self, types: dict[int, StructType], type_id: int, spec_id: int, raw: list[Any]
-                   ) -> tuple[Any, ...]:
-        """A partition tuple from its JSON, decoded once per distinct tuple and shared."""
-        # floats by their text, so that 0.0 and -0.0 (equal, distinct partition values) keep apart
-        key = (type_id, spec_id, tuple(("f", repr(v)) if type(v) is float else v for v in raw))
-        partition = self._partitions.get(key)
-        if partition is None:
-            values = self._values
-            decoded = []
-            for pos, (field, v) in enumerate(zip(types[spec_id].fields, raw)):
-                vkey = (type_id, spec_id, pos, ("f", repr(v)) if type(v) is float else v)
-                value = values.get(vkey, _MISSING)
-                if value is _MISSING:
-                    value = values[vkey] = None if v is None else value_from_json(field.field_type, v)
-                decoded.append(value)
-            partition = self._partitions[key] = tuple(decoded)
-        return partition
-
-    def _item(self, text: str, snap: Snapshot, types: dict[int, StructType], type_id: int) -> FileItem:
-        """A bulk part's item: the few fields planning needs, read straight from the canonical JSON (a key's
-        quoted name followed by a colon cannot occur inside a JSON string), the rest left for later."""
-        try:
-            if not _FAST:
-                raise LookupError
-            at = [text.find(k) for k in ('"content":', '"file-path":', '"spec-id":', '"partition":')]
-            if min(at) < 0 or not text.startswith('{"change":"'):
-                raise LookupError
-            content = _CONTENT[_DECODER.raw_decode(text, at[0] + 10)[0]]
-            path = _DECODER.raw_decode(text, at[1] + 12)[0]
-            spec_id = _DECODER.raw_decode(text, at[2] + 10)[0]
-            raw = _DECODER.raw_decode(text, at[3] + 12)[0]
-            added = text.startswith('{"change":"add"')
-        except (LookupError, ValueError):
-            try:
-                obj = json.loads(text)
-                j = obj["file"]
-                content, path, spec_id, raw = _CONTENT[j["content"]], j["file-path"], j["spec-id"], j["partition"]
-                added = obj["change"] == "add"
-            except (LookupError, ValueError, TypeError) as e:
-                raise ValidationError(f"Cannot decode file change: {text[:200]!r} ({e})") from e
-        if not isinstance(spec_id, int) or not isinstance(raw, list) or not isinstance(path, str):
-            raise ValidationError(f"Cannot decode file change: {text[:200]!r}")
-        try:
-            partition = self._partition(types, type_id, spec_id, raw)
-        except KeyError as e:
-            raise ValidationError(f"Cannot decode file change: no partition spec {spec_id} ({path})") from e
-        return FileItem(added, path, content, spec_id, partition, text, snap, self)
-
-    def _file(self, text: str, partition: tuple[Any, ...]) -> DataFile:
-        """The full data file of a bulk part (the partition tuple already decoded)."""
-        if not _FAST:
-            obj = json.loads(text)
-            from engine.model.data_file import data_file_from_json
-
-            return data_file_from_json(obj["file"], partition)
-        try:
-            j = json.loads(text)["file"]
-            f = object.__new__(DataFile)
-            put = object.__setattr__
-            put(f, "content", _CONTENT[j["content"]])
-            put(f, "partition", partition)
-            for name, k in _PLAIN.items():
-                put(f, name, j.get(k))
-            for name, k in _PAIRS.items():
-                v = j.get(k)
-                put(f, name, None if v is None else tuple((p[0], p[1]) for p in v))
-            for name, k in _BYTE_PAIRS.items():
-                v = j.get(k)
-                put(f, name, None if v is None else tuple((p[0], binascii.a2b_base64(p[1])) for p in v))
-            for name, k in (("split_offsets", "split-offsets"), ("equality_ids", "equality-ids")):
-                v = j.get(k)
-                put(f, name, None if v is None else tuple(v))
-            km = j.get("key-metadata")
-            put(f, "key_metadata", None if km is None else binascii.a2b_base64(km))
-            if f.file_format is None or f.file_path is None or f.record_count is None:
-                raise KeyError("file-path")
-            return f
-        except (KeyError, TypeError, IndexError, ValueError, binascii.Error) as e:
-            raise ValidationError(f"Cannot decode file change: {text[:200]!r} ({e})") from e
 
     # ------------------------------------------------------------ live sets
     def live_items(self, state: TableState, snapshot_id: int | None) -> list[FileItem]:
@@ -271,18 +413,90 @@ class FileIndex:
         changes = self.changes(state, todo)
         live = dict(start)
         for snap in reversed(todo):  # oldest first
-            snap_changes = changes.get(snap.log_position, ())
-            for item in snap_changes:
-                if not item.added:
-                    live.pop(item.path, None)
-            for item in snap_changes:
-                if item.added:
-                    live.pop(item.path, None)
-                    live[item.path] = item
+            snap_changes = changes[snap.log_position]
+            for path in snap_changes.removed:
+                live.pop(path, None)
+            for item in snap_changes.added:
+                live.pop(item.path, None)
+                live[item.path] = item
         self._live[(state.table_uuid, snapshot_id, type_id)] = live
         while len(self._live) > MAX_LIVE_SETS:
             self._live.popitem(last=False)
         return list(live.values())
+
+    def has_live_set(self, state: TableState, snapshot_id: int) -> bool:
+        """Whether the live set of the snapshot or of one of its ancestors is cached (planning from it is cheap)."""
+        _, type_id = self._types(state)
+        return any((state.table_uuid, s.snapshot_id, type_id) in self._live
+                   for s in state.ancestors(snapshot_id, through_expired=True))
+
+    def pruned_items(self, state: TableState, snapshot_id: int,
+                     commit_might_match: Callable[[Mapping[int, tuple[FieldSummary, ...]]], bool],
+                     partition_might_match: Callable[[int, tuple[Any, ...]], bool]) -> PrunedFiles | None:
+        """The live delete files and the live data files whose partition might match, decoding only the commits
+        whose partition summaries might match (``commit_might_match(summaries by spec id)``) and building items
+        only for data files that pass ``partition_might_match(spec_id, partition)``.
+
+        Returns None when that shortcut cannot be proven to give the same files as the full live set (a path added
+        twice in the history, for one): the caller then filters :meth:`live_items`.
+        """
+        ancestry = state.ancestors(snapshot_id, through_expired=True)
+        if not ancestry:
+            return PrunedFiles(items=[], data_files=0, skipped_data_files=0, skipped_commits=0)
+        types, type_id = self._types(state)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            positions = [s.log_position for s in ancestry]
+            heads = self._load_heads(state, positions)
+            digests = b"".join(heads[p].digests for p in positions)
+            if len(set(memoryview(digests).cast("Q"))) * 8 != len(digests):
+                return None  # some path was added more than once: only the full replay knows which add wins
+            removed = [p for pos in positions for p in heads[pos].removed]
+            load = {p for p in positions if heads[p].delete_adds
+                    or (heads[p].data_adds and commit_might_match(heads[p].summaries))}
+            if removed:
+                # a removal of a file in a commit left undecoded would go unnoticed: decode such commits too
+                gone = set(memoryview(b"".join(path_digest(p) for p in removed)).cast("Q"))
+                load.update(p for p in positions if p not in load and heads[p].data_adds
+                            and not gone.isdisjoint(memoryview(heads[p].digests).cast("Q")))
+            bodies = self._load_bodies(state, [p for p in positions if p in load])
+            live: dict[str, FileItem] = {}
+            decided: dict[tuple[int, tuple[Any, ...]], bool] = {}
+            pruned: set[str] = set()
+            pruned_count = skipped = skipped_commits = 0
+            for snap in reversed(ancestry):  # oldest first
+                pos = snap.log_position
+                head = heads[pos]
+                for path in head.removed:
+                    if live.pop(path, None) is None:
+                        pruned.discard(path)
+                if pos not in load:
+                    skipped += head.data_adds
+                    skipped_commits += 1
+                    continue
+                body = bodies[pos][1]
+                parts = self._block_partitions(pos, body, types, type_id)
+                keep = [decided[p] if (p := (spec_id, partition)) in decided
+                        else decided.setdefault(p, partition_might_match(spec_id, partition))
+                        for (spec_id, _), partition in zip(body.partitions, parts)]
+                contents, keys, paths = body.contents, body.partition_keys, body.paths
+                rows = [i for i in range(len(paths)) if contents[i] or keep[keys[i]]]
+                if len(rows) < len(paths):
+                    if removed:
+                        pruned.update(paths[i] for i in range(len(paths)) if not (contents[i] or keep[keys[i]]))
+                    else:
+                        pruned_count += len(paths) - len(rows)
+                for item in self._items(snap, body, types, type_id, rows):
+                    live[item.path] = item
+            items = list(live.values())
+            skipped_data = skipped + pruned_count + len(pruned)
+            kept_data = sum(1 for i in items if i.content is _DATA)
+            return PrunedFiles(items=items, data_files=kept_data + skipped_data, skipped_data_files=skipped_data,
+                               skipped_commits=skipped_commits)
+        finally:
+            if collecting:
+                gc.enable()
 
     def live_entries(self, state: TableState, snapshot_id: int | None) -> list[Any]:
         """The :class:`engine.state_store.LiveEntry` of every file live in a snapshot, oldest first (what

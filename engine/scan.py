@@ -28,17 +28,17 @@ import bisect
 import gc
 import operator
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
 import pyarrow as pa
 
-from engine.errors import NotFound, ValidationError
-from engine.file_index import FileIndex, FileItem, entries_of
+from engine.errors import CorruptFileError, NotFound, ValidationError
+from engine.file_index import FileIndex, FileItem
 from engine.model import types as T
 from engine.model.arrow_schema import empty_arrow_table
-from engine.model.data_file import DataFile, DataFileContent
+from engine.model.data_file import DataFile, DataFileContent, FieldSummary
 from engine.model.expressions import (
     AlwaysFalse,
     AlwaysTrue,
@@ -51,6 +51,7 @@ from engine.model.expressions import (
     project_inclusive,
     referenced_field_ids,
     residual,
+    summaries_might_match,
 )
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.schema import Schema
@@ -238,15 +239,12 @@ class Scan:
                 raise ValidationError(f"Cannot scan: unknown column(s) {', '.join(map(repr, unknown))}")
         self.columns = list(columns) if columns is not None else None
         self._tasks: list[FileScanTask] | None = None
+        self._projected: dict[int, tuple[BooleanExpression | None, Any]] = {}
         self._stats: PlanStats | None = None
 
     # ------------------------------------------------------------ planning
     def _might_match(self, f: DataFile) -> bool:
         return self.filter is None or metrics_might_match(self.filter, f, self.schema)
-
-    def _live_items(self) -> list[FileItem]:
-        assert self.snapshot is not None
-        return FileIndex.of(self.store).live_items(self.state, self.snapshot.snapshot_id)
 
     def _projections(self) -> dict[int, tuple[BooleanExpression | None, Any]]:
         """Per spec id, the filter's inclusive projection and the spec's partition struct (None: no pruning)."""
@@ -288,60 +286,114 @@ class Scan:
             if collecting:
                 gc.enable()
 
+    def _residuals(self) -> tuple[Callable[[int, tuple[Any, ...]], BooleanExpression | None], list[int]]:
+        """A function giving the residual of the filter for a partition of a spec (None: the partition rules the
+        filter out), and a one-element list counting the distinct evaluations it made.
+
+        The projection and the residual depend only on the partition fields built from columns the filter names:
+        they are evaluated once per distinct value of those fields, not once per file or per partition."""
+        assert self.filter is not None
+        flt, schema = self.filter, self.schema
+        projections = self._projections()
+        specs = {s.spec_id: s for s in self.state.specs}
+        referenced = referenced_field_ids(flt)
+        relevant = {s.spec_id: _key_getter(tuple(i for i, pf in enumerate(s.fields) if pf.source_id in referenced))
+                    for s in self.state.specs}
+        residuals: dict[tuple[int, Any], BooleanExpression | None] = {}
+        evaluated = [0]
+
+        def residual_of(spec_id: int, partition: tuple[Any, ...]) -> BooleanExpression | None:
+            getter = relevant.get(spec_id)
+            key = (spec_id, partition if getter is None else getter(partition))
+            try:
+                return residuals[key]
+            except KeyError:
+                pass
+            evaluated[0] += 1
+            projected, ptype = projections.get(spec_id, (None, None))
+            rest: BooleanExpression | None
+            if projected is not None and not evaluate_partition(projected, ptype, partition):
+                rest = None
+            elif spec_id in specs and not specs[spec_id].is_unpartitioned and ptype is not None:
+                rest = residual(flt, specs[spec_id], schema, partition)
+                if isinstance(rest, AlwaysFalse):
+                    rest = None
+            else:
+                rest = flt
+            residuals[key] = rest
+            return rest
+
+        self._projected = projections
+        return residual_of, evaluated
+
+    def _commit_might_match(self, summaries: Mapping[int, tuple[FieldSummary, ...]]) -> bool:
+        """Whether a commit whose added data files have these partition summaries (by spec id) may add a file the
+        filter needs (each spec judged through its own projection, as manifests are)."""
+        for spec_id, fields in summaries.items():
+            projected, _ = self._projected.get(spec_id, (None, None))
+            spec = next((s for s in self.state.specs if s.spec_id == spec_id), None)
+            if projected is None or spec is None:
+                return True
+            try:
+                if summaries_might_match(projected, spec, fields):
+                    return True
+            except (CorruptFileError, ValidationError):
+                return True
+        return False
+
     def _plan_files(self) -> tuple[list[FileScanTask], PlanStats]:
-        items = self._live_items()
+        assert self.snapshot is not None
+        index = FileIndex.of(self.store)
+        snapshot_id = self.snapshot.snapshot_id
         data_content = DataFileContent.DATA
-        data = [i for i in items if i.content is data_content]
+        skipped_partition = skipped_metrics = 0
+        evaluated = [0]
+        kept: list[tuple[FileItem, BooleanExpression | None]]
+        if self.filter is None:
+            items = index.live_items(self.state, snapshot_id)
+            data = [i for i in items if i.content is data_content]
+            data_count = len(data)
+            kept = [(i, None) for i in data]
+        else:
+            residual_of, evaluated = self._residuals()
+            pruned = None
+            if not index.has_live_set(self.state, snapshot_id):
+                # cold: decode only the commits and build only the files whose partitions might match
+                pruned = index.pruned_items(self.state, snapshot_id, self._commit_might_match,
+                                            lambda spec_id, partition: residual_of(spec_id, partition) is not None)
+            if pruned is not None:
+                items = pruned.items
+                data = [i for i in items if i.content is data_content]
+                data_count = pruned.data_files
+                skipped_partition = pruned.skipped_data_files
+            else:
+                items = index.live_items(self.state, snapshot_id)
+                data = [i for i in items if i.content is data_content]
+                data_count = len(data)
+            kept = []
+            schema = self.schema
+            for item in data:
+                rest = residual_of(item.spec_id, item.partition)
+                if rest is None:
+                    skipped_partition += 1
+                elif not isinstance(rest, AlwaysTrue) and not metrics_might_match(rest, item.file(), schema):
+                    skipped_metrics += 1
+                else:
+                    kept.append((item, rest))
         all_deletes = [i.entry() for i in items if i.content is not data_content]
         deletes = [e for e in all_deletes if self._might_match(e.file)]
         unpartitioned = {s.spec_id for s in self.state.specs if s.is_unpartitioned}
-        index = DeleteIndex(deletes, unpartitioned)
-        skipped_partition = skipped_metrics = evaluated = 0
-        kept: list[tuple[LiveEntry, BooleanExpression | None]]
-        if self.filter is None:
-            kept = [(e, None) for e in entries_of(data)]
+        delete_index = DeleteIndex(deletes, unpartitioned)
+        if delete_index:
+            tasks = []
+            for item, rest in kept:
+                f = item.file()
+                sequence_number = item.data_sequence_number
+                tasks.append(_task(f, delete_index.for_data_file(f, sequence_number), rest, sequence_number))
         else:
-            projections = self._projections()
-            specs = {s.spec_id: s for s in self.state.specs}
-            # the projection and the residual depend only on the partition fields built from columns the filter
-            # names: evaluate once per distinct value of those fields, not once per file or per partition
-            referenced = referenced_field_ids(self.filter)
-            relevant = {s.spec_id: _key_getter(tuple(i for i, pf in enumerate(s.fields) if pf.source_id in referenced))
-                        for s in self.state.specs}
-            residuals: dict[tuple[int, tuple[Any, ...]], BooleanExpression | None] = {}
-            kept = []
-            for item in data:
-                spec_id, partition = item.spec_id, item.partition
-                getter = relevant.get(spec_id)
-                key = (spec_id, partition if getter is None else getter(partition))
-                if key in residuals:
-                    rest = residuals[key]
-                else:
-                    evaluated += 1
-                    projected, ptype = projections.get(spec_id, (None, None))
-                    if projected is not None and not evaluate_partition(projected, ptype, partition):
-                        rest = None
-                    elif spec_id in specs and not specs[spec_id].is_unpartitioned and ptype is not None:
-                        rest = residual(self.filter, specs[spec_id], self.schema, partition)
-                        if isinstance(rest, AlwaysFalse):
-                            rest = None
-                    else:
-                        rest = self.filter
-                    residuals[key] = rest
-                if rest is None:
-                    skipped_partition += 1
-                    continue
-                e = item.entry()
-                if not isinstance(rest, AlwaysTrue) and not metrics_might_match(rest, e.file, self.schema):
-                    skipped_metrics += 1
-                else:
-                    kept.append((e, rest))
-        tasks = [FileScanTask(file=e.file, deletes=index.for_data_file(e.file, e.data_sequence_number) if index else (),
-                              residual=rest,
-                              data_sequence_number=e.data_sequence_number)
-                 for e, rest in kept]
-        stats = PlanStats(data_files=len(data), skipped_by_partition=skipped_partition,
-                          skipped_by_metrics=skipped_metrics, planned=len(tasks), partitions_evaluated=evaluated,
+            tasks = [_task(item.file(), (), rest, item.data_sequence_number) for item, rest in kept]
+        stats = PlanStats(data_files=data_count, skipped_by_partition=skipped_partition,
+                          skipped_by_metrics=skipped_metrics, planned=len(tasks), partitions_evaluated=evaluated[0],
                           delete_files=len(all_deletes), skipped_delete_files=len(all_deletes) - len(deletes))
         return tasks, stats
 
@@ -389,6 +441,21 @@ class Scan:
             else:
                 total += self._read(task, mapping, loader).num_rows
         return total
+
+
+def _task(file: DataFile, deletes: tuple[DataFile, ...], rest: BooleanExpression | None, data_sequence_number: int,
+          _new: Any = object.__new__, _cls: type = FileScanTask,
+          _s: tuple[Any, ...] = tuple(FileScanTask.__dict__[n].__set__
+                                      for n in ("file", "deletes", "residual", "data_sequence_number"))
+          ) -> FileScanTask:
+    """``FileScanTask(file=..., deletes=..., ...)`` with its fields set directly (planning makes one per data file;
+    ``deletes`` is a tuple already)."""
+    task = _new(_cls)
+    _s[0](task, file)
+    _s[1](task, deletes)
+    _s[2](task, rest)
+    _s[3](task, data_sequence_number)
+    return task
 
 
 def _key_getter(positions: tuple[int, ...]) -> Callable[[tuple[Any, ...]], Any]:

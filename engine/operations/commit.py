@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import attrs
 
 from engine.errors import CommitConflict, CommitStateUnknown, ValidationError
-from engine.events import Event, encode
+from engine.events import Event, SnapshotAdded, encode
 from engine.state import TableState
 from engine.state_store import StateStore
 from storage import CommitResult, LogBusy, NewEvent, StreamVersionConflict, StreamWrite
@@ -113,6 +113,8 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
                 writes = tuple(StreamWrite(stream=s, expected_version=v, events=to_new_events(s, evs))
                                for s, v, evs in writes_spec)
                 result = store.log.commit(commit_id, writes, time_ms=ctx.time_ms, actor=actor, message=message)
+                if not result.duplicate:
+                    _record_file_blocks(store, result.positions, writes, writes_spec)
         except StreamVersionConflict as e:
             attempt += 1
             elapsed_ms = (time.monotonic() - started) * 1000
@@ -128,6 +130,16 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
             raise CommitStateUnknown(f"Cannot commit {commit_id}: the log stayed locked ({e}); "
                                      f"re-send with the same commit id to learn its outcome") from e
         return Landed(result=result, events=tuple((s, evs) for s, _, evs in writes_spec))
+
+
+def _record_file_blocks(store: StateStore, positions: Sequence[int], writes: Sequence[StreamWrite],
+                        writes_spec: Sequence[tuple[str, int, Sequence[Event]]]) -> None:
+    """Store the file block (engine.file_blocks) of every snapshot event just appended, in the commit's own
+    transaction: derived rows that let the first plan after opening the catalog skip the log's JSON."""
+    events = [(new, event) for write, (_, _, evs) in zip(writes, writes_spec) for new, event in zip(write.events, evs)]
+    for position, (new, event) in zip(positions, events):
+        if isinstance(event, SnapshotAdded) and new.parts and event.partition_types is not None:
+            store.file_index.record(position, new.parts, event.partition_types)
 
 
 def require(condition: bool, message: str) -> None:

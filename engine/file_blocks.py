@@ -1,0 +1,339 @@
+"""File blocks: each snapshot event's file changes in a compact binary form, kept in a derived SQLite table.
+
+Layer: engine (reads and writes its own derived table in the storage log's SQLite file; decodes with
+engine.events' JSON conventions and engine.model). Derived, disposable and rebuildable: a block holds nothing
+the event's bulk parts do not, a missing, stale or damaged block is rebuilt from those parts, and dropping the
+table only makes the next plan slower.
+
+A snapshot event's bulk parts are canonical JSON, one text per file change: exact, but a plan that needs
+100,000 files would parse 100,000 JSON texts. A block holds the same changes column by column in ``marshal``
+form (tuples, ints, strings and bytes only, identical metric pairs shared), so loading a commit's files is one
+C-level decode, and ``DataFile`` values are built only for the files a plan keeps. Each block has two halves:
+
+- the *head* (small, read for every commit a cold plan considers): counts of added data and delete files,
+  per partition spec the partition summaries of the added data files (Iceberg's manifest-list field
+  summaries: null and NaN flags, lower and upper bounds in Appendix D bytes), an 8-byte digest of every added
+  path, and the removed paths; a plan skips a commit whose summaries rule its filter out without reading the
+  body at all, as a reader of Iceberg manifest lists skips whole manifests;
+- the *body*: added paths, contents, spec ids, partition tuples (as the log's JSON values, each distinct tuple
+  once), explicit data sequence numbers, and the rest of each ``DataFile`` column by column.
+
+Blocks are written in the same transaction as the commit that adds the snapshot (``engine.operations.commit``),
+and rebuilt from the log when a reader finds one missing. Each half carries a CRC-32 and the table a format
+number; a block whose format differs or whose checksum or shape does not match is never used: it is rebuilt
+from the log (and stored again when the log is writable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import marshal
+import math
+import sqlite3
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from engine.errors import ValidationError
+from engine.model.data_file import DataFile, DataFileContent, FieldSummary, data_file_from_json
+from engine.model.types import DoubleType, FloatType, StructType
+from engine.model.values import to_bytes, value_from_json
+
+#: Bumped whenever the encoding changes: blocks of another format are rebuilt, never read.
+FORMAT = 1
+TABLE = "file_blocks"
+#: The ``DataFile`` fields a block stores column by column after path, content, spec id and partition, in order.
+REST_FIELDS = ("file_format", "record_count", "file_size_in_bytes", "column_sizes", "value_counts",
+               "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds", "split_offsets",
+               "equality_ids", "sort_order_id", "key_metadata")
+_ALL_FIELDS = {"file_path", "content", "spec_id", "partition", *REST_FIELDS}
+if {a.name for a in attrs.fields(DataFile)} != _ALL_FIELDS:  # pragma: no cover - a guard for model changes
+    raise ImportError("engine.file_blocks: DataFile's fields changed; update REST_FIELDS and FORMAT")
+_CONTENTS = {int(c): c for c in DataFileContent}
+
+
+def path_digest(path: str) -> bytes:
+    """The 8-byte digest of a file path a block head lists (equal digests are a hint, never a proof)."""
+    return hashlib.blake2b(path.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+
+@attrs.frozen(kw_only=True)
+class BlockHead:
+    """What a cold plan reads of every commit: enough to skip the commit without reading its files.
+
+    :param data_adds: data files the commit added
+    :param delete_adds: delete files the commit added
+    :param summaries: per spec id, one :class:`FieldSummary` per partition field over the added data files
+    :param digests: 8 bytes per added file (data and delete), in the body's row order
+    :param removed: paths of the files the commit removed
+    """
+
+    data_adds: int
+    delete_adds: int
+    summaries: Mapping[int, tuple[FieldSummary, ...]]
+    digests: bytes
+    removed: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class BlockBody:
+    """A commit's added files column by column (row ``i`` of each column is the ``i``-th added file).
+
+    :param paths: file paths
+    :param contents: ``DataFileContent`` codes, one byte per file
+    :param spec_ids: partition spec ids
+    :param partition_keys: index into ``partitions`` per file
+    :param partitions: distinct ``(spec id, partition)`` pairs, the partition as the log's JSON values (a float as
+        ``("f", repr(value))``, so that 0.0 and -0.0, equal but distinct partition values, keep apart)
+    :param sequence_numbers: explicit data sequence numbers (None: the snapshot's), or None when none is explicit
+    :param rest: one tuple per field of :data:`REST_FIELDS`
+    """
+
+    paths: tuple[str, ...]
+    contents: bytes
+    spec_ids: tuple[int, ...]
+    partition_keys: tuple[int, ...]
+    partitions: tuple[tuple[int, tuple[Any, ...]], ...]
+    sequence_numbers: tuple[int | None, ...] | None
+    rest: tuple[tuple[Any, ...], ...]
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def _order_key(v: Any) -> Any:
+    return (v, math.copysign(1.0, v)) if isinstance(v, float) else v
+
+
+def _summaries(values: list[tuple[Any, ...]], ptype: StructType) -> tuple[FieldSummary, ...]:
+    out = []
+    for i, field in enumerate(ptype.fields):
+        column = [p[i] if i < len(p) else None for p in values]
+        is_float = isinstance(field.field_type, (FloatType, DoubleType))
+        present = [v for v in column if v is not None and not (is_float and math.isnan(v))]
+        lower = upper = None
+        if present:
+            lower = to_bytes(field.field_type, min(present, key=_order_key))
+            upper = to_bytes(field.field_type, max(present, key=_order_key))
+        out.append(FieldSummary(contains_null=any(v is None for v in column),
+                                contains_nan=is_float and any(v is not None and math.isnan(v) for v in column),
+                                lower_bound=lower, upper_bound=upper))
+    return tuple(out)
+
+
+def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType]) -> tuple[bytes, bytes]:
+    """The head and body bytes of a snapshot event's bulk parts (decoded with the log's own JSON decoder).
+
+    :param texts: the event's bulk parts, in ordinal order
+    :param partition_types: the partition struct of every spec id the parts name
+    :raises ValidationError: when a part does not decode
+    """
+    shared: dict[Any, Any] = {}
+
+    def share(v: Any) -> Any:
+        try:
+            return shared.setdefault(v, v)
+        except TypeError:
+            return v
+
+    paths: list[str] = []
+    contents = bytearray()
+    spec_ids: list[int] = []
+    keys: list[int] = []
+    partition_index: dict[tuple[int, tuple[Any, ...]], int] = {}
+    partitions: list[tuple[int, tuple[Any, ...]]] = []
+    sequence_numbers: list[int | None] = []
+    rest: list[list[Any]] = [[] for _ in REST_FIELDS]
+    removed: list[str] = []
+    typed: dict[int, list[tuple[Any, ...]]] = {}
+    deletes = 0
+    for text in texts:
+        try:
+            obj = json.loads(text)
+            j = obj["file"]
+            raw = tuple(j["partition"])
+            f = data_file_from_json(j, raw)
+            added = obj["change"] == "add"
+            sequence_number = obj.get("data-sequence-number")
+            ptype = partition_types[f.spec_id]
+            if len(raw) != len(ptype.fields):
+                raise ValueError(f"partition has {len(raw)} values, spec {f.spec_id} has {len(ptype.fields)} fields")
+            if not (sequence_number is None or type(sequence_number) is int):
+                raise ValueError(f"data sequence number {sequence_number!r}")
+            # floats by their text, so that 0.0 and -0.0 (equal, distinct partition values) keep apart
+            key = tuple(("f", repr(v)) if type(v) is float else v for v in raw)
+            hash(key)
+        except (LookupError, ValueError, TypeError, ValidationError) as e:
+            raise ValidationError(f"Cannot decode file change: {text[:200]!r} ({e})") from e
+        if not added:
+            removed.append(f.file_path)
+            continue
+        paths.append(f.file_path)
+        contents.append(int(f.content))
+        spec_ids.append(f.spec_id)
+        at = partition_index.get((f.spec_id, key))
+        if at is None:
+            at = partition_index[(f.spec_id, key)] = len(partitions)
+            partitions.append((f.spec_id, key))
+        keys.append(at)
+        sequence_numbers.append(sequence_number)
+        for column, name in zip(rest, REST_FIELDS):
+            v = getattr(f, name)
+            if isinstance(v, tuple):
+                v = share(tuple(share(x) for x in v))
+            column.append(share(v) if isinstance(v, str) else v)
+        if f.content is DataFileContent.DATA:
+            try:
+                typed.setdefault(f.spec_id, []).append(tuple(
+                    None if v is None else value_from_json(t.field_type, v) for t, v in zip(ptype.fields, raw)))
+            except (ValueError, TypeError, ValidationError) as e:
+                raise ValidationError(f"Cannot decode the partition of {f.file_path} ({e})") from e
+        else:
+            deletes += 1
+    try:
+        summaries = tuple((spec_id, tuple((s.contains_null, s.contains_nan, s.lower_bound, s.upper_bound)
+                                          for s in _summaries(values, partition_types[spec_id])))
+                          for spec_id, values in sorted(typed.items()))
+    except (ValueError, TypeError, ValidationError) as e:
+        raise ValidationError(f"Cannot summarize partitions of a commit's files ({e})") from e
+    head = marshal.dumps((len(paths) - deletes, deletes, summaries, b"".join(path_digest(p) for p in paths),
+                          tuple(removed)))
+    body = marshal.dumps((tuple(paths), bytes(contents), tuple(spec_ids), tuple(keys), tuple(partitions),
+                          None if all(s is None for s in sequence_numbers) else tuple(sequence_numbers),
+                          tuple(tuple(c) for c in rest)))
+    return head, body
+
+
+# ---------------------------------------------------------------- decoding
+
+
+class BlockError(ValueError):
+    """A stored block that must not be used (wrong format, bad checksum, unexpected shape)."""
+
+
+def _load(blob: bytes, crc: int) -> Any:
+    if zlib.crc32(blob) != crc:
+        raise BlockError("checksum mismatch")
+    try:
+        return marshal.loads(blob)
+    except (EOFError, ValueError, TypeError) as e:
+        raise BlockError(f"cannot unmarshal ({e})") from e
+
+
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise BlockError(what)
+
+
+def decode_head(blob: bytes, crc: int) -> BlockHead:
+    """A block's head from its stored bytes. :raises BlockError: when it must not be used"""
+    v = _load(blob, crc)
+    _check(type(v) is tuple and len(v) == 5, "head shape")
+    data_adds, delete_adds, summaries, digests, removed = v
+    _check(type(data_adds) is int and type(delete_adds) is int and data_adds >= 0 and delete_adds >= 0, "counts")
+    _check(type(digests) is bytes and len(digests) == 8 * (data_adds + delete_adds), "digests")
+    _check(type(removed) is tuple and all(type(p) is str for p in removed), "removed paths")
+    _check(type(summaries) is tuple, "summaries")
+    by_spec: dict[int, tuple[FieldSummary, ...]] = {}
+    for item in summaries:
+        _check(type(item) is tuple and len(item) == 2 and type(item[0]) is int and type(item[1]) is tuple, "summary")
+        fields = []
+        for s in item[1]:
+            _check(type(s) is tuple and len(s) == 4 and type(s[0]) is bool and type(s[1]) is bool
+                   and all(b is None or type(b) is bytes for b in s[2:]), "field summary")
+            fields.append(FieldSummary(contains_null=s[0], contains_nan=s[1], lower_bound=s[2], upper_bound=s[3]))
+        by_spec[item[0]] = tuple(fields)
+    return BlockHead(data_adds=data_adds, delete_adds=delete_adds, summaries=by_spec, digests=digests,
+                     removed=removed)
+
+
+def decode_body(blob: bytes, crc: int, head: BlockHead) -> BlockBody:
+    """A block's body from its stored bytes. :raises BlockError: when it must not be used"""
+    v = _load(blob, crc)
+    _check(type(v) is tuple and len(v) == 7, "body shape")
+    paths, contents, spec_ids, keys, partitions, sequence_numbers, rest = v
+    n = head.data_adds + head.delete_adds
+    _check(type(paths) is tuple and len(paths) == n, "paths")
+    _check(type(contents) is bytes and len(contents) == n and contents.count(0) == head.data_adds
+           and max(contents, default=0) <= max(_CONTENTS), "contents")
+    _check(type(spec_ids) is tuple and len(spec_ids) == n, "spec ids")
+    _check(type(partitions) is tuple and all(type(p) is tuple and len(p) == 2 and type(p[0]) is int
+                                             and type(p[1]) is tuple for p in partitions), "partitions")
+    _check(type(keys) is tuple and len(keys) == n
+           and (not keys or (min(keys) >= 0 and max(keys) < len(partitions))), "partition keys")
+    _check(sequence_numbers is None or (type(sequence_numbers) is tuple and len(sequence_numbers) == n),
+           "sequence numbers")
+    _check(type(rest) is tuple and len(rest) == len(REST_FIELDS)
+           and all(type(c) is tuple and len(c) == n for c in rest), "columns")
+    return BlockBody(paths=paths, contents=contents, spec_ids=spec_ids, partition_keys=keys, partitions=partitions,
+                     sequence_numbers=sequence_numbers, rest=rest)
+
+
+# ---------------------------------------------------------------- the table
+
+
+class BlockTable:
+    """The derived ``file_blocks`` table in the catalog's SQLite file, keyed by the snapshot event's log position.
+
+    ::
+
+        blocks = BlockTable(log)
+        blocks.put(position, *encode_block(parts, partition_types))
+        heads = blocks.heads([position])        # {position: (head bytes, crc)}; absent rows left out
+
+    :param log: the catalog's event log (``storage.Log``)
+    """
+
+    def __init__(self, log: Any) -> None:
+        self.log = log
+        self._ready = False
+
+    def _create(self) -> bool:
+        if not self._ready:
+            try:
+                self.log.db.execute(
+                    f"CREATE TABLE IF NOT EXISTS {TABLE} (position INTEGER PRIMARY KEY, format INTEGER NOT NULL, "
+                    f"head_crc INTEGER NOT NULL, body_crc INTEGER NOT NULL, head BLOB NOT NULL, body BLOB NOT NULL)")
+                self._ready = True
+            except sqlite3.Error:
+                return False
+        return True
+
+    def _select(self, columns: str, positions: Iterable[int]) -> list[tuple[Any, ...]]:
+        if not self._create():
+            return []
+        wanted = json.dumps(list(positions))
+        try:
+            return self.log.db.execute(
+                f"SELECT position, format, {columns} FROM {TABLE} WHERE position IN (SELECT value FROM json_each(?))",
+                [wanted]).fetchall()
+        except sqlite3.Error:
+            return []
+
+    def heads(self, positions: Iterable[int]) -> dict[int, tuple[bytes, int]]:
+        """The stored heads (bytes, CRC-32) of the current format, by position."""
+        return {p: (blob, crc) for p, fmt, crc, blob in self._select("head_crc, head", positions) if fmt == FORMAT}
+
+    def blocks(self, positions: Iterable[int]) -> dict[int, tuple[bytes, int, bytes, int]]:
+        """The stored heads and bodies (head, head CRC, body, body CRC) of the current format, by position."""
+        return {p: (head, hcrc, body, bcrc)
+                for p, fmt, hcrc, bcrc, head, body in self._select("head_crc, body_crc, head, body", positions)
+                if fmt == FORMAT}
+
+    def put_many(self, rows: Iterable[tuple[int, bytes, bytes]]) -> None:
+        """Store blocks ``(position, head, body)``, replacing what was there (inside the caller's transaction
+        when there is one)."""
+        if not self._create():
+            return
+        values = [(p, FORMAT, zlib.crc32(h), zlib.crc32(b), h, b) for p, h, b in rows]
+        with self.log.transaction() as conn:
+            conn.executemany(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)", values)
+
+    def drop(self) -> None:
+        """Delete every block (they are rebuilt from the log as plans need them)."""
+        if self._create():
+            with self.log.transaction() as conn:
+                conn.execute(f"DELETE FROM {TABLE}")
