@@ -34,6 +34,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import ValidationError
 from engine.file_blocks import (
@@ -190,6 +192,7 @@ class FileIndex:
         self._cached_files = 0
         self._live: OrderedDict[tuple[str, int, int], dict[str, FileItem]] = OrderedDict()
         self._type_keys: dict[Hashable, int] = {}
+        self._state_types: dict[int, tuple[TableState, dict[int, StructType], int]] = {}
         self._partitions: dict[tuple[int, int, tuple[Any, ...]], tuple[Any, ...]] = {}
         self._decoded: dict[tuple[int, int], tuple[BlockBody, list[tuple[Any, ...]]]] = {}
         self._values: dict[tuple[int, int, int, Any], Any] = {}
@@ -304,11 +307,17 @@ class FileIndex:
     # ------------------------------------------------------------ decoding
     def _types(self, state: TableState) -> tuple[dict[int, StructType], int]:
         """The partition struct per spec id the parts decode with, and a small id for that set of structs."""
+        cached = self._state_types.get(id(state))
+        if cached is not None and cached[0] is state:
+            return cached[1], cached[2]
         types = {s.spec_id: s.partition_type(state.schema) for s in state.specs}
         key = tuple(sorted(types.items(), key=lambda kv: kv[0]))
         type_id = self._type_keys.get(key)
         if type_id is None:
             type_id = self._type_keys[key] = len(self._type_keys)
+        if len(self._state_types) > 64:
+            self._state_types.clear()
+        self._state_types[id(state)] = (state, types, type_id)
         return types, type_id
 
     def _partition(self, types: dict[int, StructType], type_id: int, spec_id: int, raw: tuple[Any, ...]
@@ -449,17 +458,17 @@ class FileIndex:
         try:
             positions = [s.log_position for s in ancestry]
             heads = self._load_heads(state, positions)
-            digests = b"".join(heads[p].digests for p in positions)
-            if len(set(memoryview(digests).cast("Q"))) * 8 != len(digests):
+            digests = _digest_array(b"".join(heads[p].digests for p in positions))
+            if pc.count_distinct(digests).as_py() != len(digests):
                 return None  # some path was added more than once: only the full replay knows which add wins
             removed = [p for pos in positions for p in heads[pos].removed]
             load = {p for p in positions if heads[p].delete_adds
                     or (heads[p].data_adds and commit_might_match(heads[p].summaries))}
             if removed:
                 # a removal of a file in a commit left undecoded would go unnoticed: decode such commits too
-                gone = set(memoryview(b"".join(path_digest(p) for p in removed)).cast("Q"))
+                gone = _digest_array(b"".join(path_digest(p) for p in removed))
                 load.update(p for p in positions if p not in load and heads[p].data_adds
-                            and not gone.isdisjoint(memoryview(heads[p].digests).cast("Q")))
+                            and pc.any(pc.is_in(_digest_array(heads[p].digests), value_set=gone)).as_py())
             bodies = self._load_bodies(state, [p for p in positions if p in load])
             live: dict[str, FileItem] = {}
             decided: dict[tuple[int, tuple[Any, ...]], bool] = {}
@@ -502,6 +511,11 @@ class FileIndex:
         """The :class:`engine.state_store.LiveEntry` of every file live in a snapshot, oldest first (what
         ``StateStore.live_entries`` gives)."""
         return entries_of(self.live_items(state, snapshot_id))
+
+
+def _digest_array(digests: bytes) -> pa.Array:
+    """Packed 8-byte path digests as an Arrow array (compared in bulk, without a Python object per path)."""
+    return pa.Array.from_buffers(pa.uint64(), len(digests) // 8, [None, pa.py_buffer(digests)])
 
 
 def entries_of(items: Iterable[FileItem]) -> list[Any]:

@@ -164,6 +164,8 @@ class PlanStats:
     :param partitions_evaluated: distinct (spec, partition) pairs the filter was evaluated on
     :param delete_files: live delete files
     :param skipped_delete_files: delete files whose metrics rule the filter out
+    :param skipped_commits: commits whose files a cold plan did not decode at all (their partition summaries rule
+        the filter out; their data files count in ``skipped_by_partition``)
     """
 
     data_files: int = 0
@@ -173,6 +175,7 @@ class PlanStats:
     partitions_evaluated: int = 0
     delete_files: int = 0
     skipped_delete_files: int = 0
+    skipped_commits: int = 0
 
     @property
     def skipped(self) -> int:
@@ -346,7 +349,7 @@ class Scan:
         index = FileIndex.of(self.store)
         snapshot_id = self.snapshot.snapshot_id
         data_content = DataFileContent.DATA
-        skipped_partition = skipped_metrics = 0
+        skipped_partition = skipped_metrics = skipped_commits = 0
         evaluated = [0]
         kept: list[tuple[FileItem, BooleanExpression | None]]
         if self.filter is None:
@@ -366,6 +369,7 @@ class Scan:
                 data = [i for i in items if i.content is data_content]
                 data_count = pruned.data_files
                 skipped_partition = pruned.skipped_data_files
+                skipped_commits = pruned.skipped_commits
             else:
                 items = index.live_items(self.state, snapshot_id)
                 data = [i for i in items if i.content is data_content]
@@ -394,7 +398,8 @@ class Scan:
             tasks = [_task(item.file(), (), rest, item.data_sequence_number) for item, rest in kept]
         stats = PlanStats(data_files=data_count, skipped_by_partition=skipped_partition,
                           skipped_by_metrics=skipped_metrics, planned=len(tasks), partitions_evaluated=evaluated[0],
-                          delete_files=len(all_deletes), skipped_delete_files=len(all_deletes) - len(deletes))
+                          delete_files=len(all_deletes), skipped_delete_files=len(all_deletes) - len(deletes),
+                          skipped_commits=skipped_commits)
         return tasks, stats
 
     # ------------------------------------------------------------ reading
