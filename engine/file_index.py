@@ -26,11 +26,12 @@ module state.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sqlite3
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -382,9 +383,7 @@ class FileIndex:
                 self._changes.move_to_end((snap.log_position, type_id))
                 out[snap.log_position] = found
         if missing:
-            collecting = gc.isenabled()
-            gc.disable()  # many small objects, none cyclic: collections would only slow decoding down
-            try:
+            with collector_paused():
                 blocks = self._load_bodies(state, [s.log_position for s in missing])
                 for snap in missing:
                     head, body = blocks[snap.log_position]
@@ -392,9 +391,6 @@ class FileIndex:
                     out[snap.log_position] = changes
                     self._changes[(snap.log_position, type_id)] = changes
                     self._cached_files += len(changes.added)
-            finally:
-                if collecting:
-                    gc.enable()
             self._trim()
         return out
 
@@ -453,9 +449,7 @@ class FileIndex:
         if not ancestry:
             return PrunedFiles(items=[], data_files=0, skipped_data_files=0, skipped_commits=0)
         types, type_id = self._types(state)
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             positions = [s.log_position for s in ancestry]
             heads = self._load_heads(state, positions)
             digests = _digest_array(b"".join(heads[p].digests for p in positions))
@@ -503,9 +497,6 @@ class FileIndex:
             kept_data = sum(1 for i in items if i.content is _DATA)
             return PrunedFiles(items=items, data_files=kept_data + skipped_data, skipped_data_files=skipped_data,
                                skipped_commits=skipped_commits)
-        finally:
-            if collecting:
-                gc.enable()
 
     def live_entries(self, state: TableState, snapshot_id: int | None) -> list[Any]:
         """The :class:`engine.state_store.LiveEntry` of every file live in a snapshot, oldest first (what
@@ -520,10 +511,27 @@ def _digest_array(digests: bytes) -> pa.Array:
 
 def entries_of(items: Iterable[FileItem]) -> list[Any]:
     """The entries of the items, decoding those not decoded yet (with the cyclic collector paused)."""
-    collecting = gc.isenabled()
+    with collector_paused():
+        return [item.entry() for item in items]
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a block builds many small objects that form no cycles (decoded
+    files, scan tasks): collections would only traverse them again and again.
+
+    When the block ends, the objects it left alive go straight to the oldest generation (``gc.freeze()`` then
+    ``gc.unfreeze()``, both O(1)), instead of all waiting in the youngest one for the next young collection to
+    traverse every one of them. Not done when the application froze objects itself (``gc.freeze`` before a
+    fork, say): unfreezing would undo that."""
+    if not gc.isenabled():
+        yield
+        return
     gc.disable()
     try:
-        return [item.entry() for item in items]
+        yield
     finally:
-        if collecting:
-            gc.enable()
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
+        gc.enable()

@@ -25,7 +25,6 @@ of a branch head reads with the current schema.
 from __future__ import annotations
 
 import bisect
-import gc
 import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,7 +34,7 @@ import attrs
 import pyarrow as pa
 
 from engine.errors import CorruptFileError, NotFound, ValidationError
-from engine.file_index import FileIndex, FileItem
+from engine.file_index import FileIndex, FileItem, collector_paused
 from engine.model import types as T
 from engine.model.arrow_schema import empty_arrow_table
 from engine.model.data_file import DataFile, DataFileContent, FieldSummary
@@ -281,13 +280,8 @@ class Scan:
     def _plan(self) -> tuple[list[FileScanTask], PlanStats]:
         if self.snapshot is None:
             return [], PlanStats()
-        collecting = gc.isenabled()
-        gc.disable()  # planning allocates many small acyclic objects: full collections would dominate its time
-        try:
+        with collector_paused():  # planning allocates many small acyclic objects
             return self._plan_files()
-        finally:
-            if collecting:
-                gc.enable()
 
     def _residuals(self) -> tuple[Callable[[int, tuple[Any, ...]], BooleanExpression | None], list[int]]:
         """A function giving the residual of the filter for a partition of a spec (None: the partition rules the
