@@ -26,6 +26,7 @@ from the log (and stored again when the log is writable).
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import json
 import marshal
@@ -38,7 +39,7 @@ from typing import Any
 import attrs
 
 from engine.errors import ValidationError
-from engine.model.data_file import DataFile, DataFileContent, FieldSummary, data_file_from_json
+from engine.model.data_file import DataFile, DataFileContent, FieldSummary
 from engine.model.types import DoubleType, FloatType, StructType
 from engine.model.values import to_bytes, value_from_json
 
@@ -148,51 +149,75 @@ def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType]
     sequence_numbers: list[int | None] = []
     rest: list[list[Any]] = [[] for _ in REST_FIELDS]
     removed: list[str] = []
-    typed: dict[int, list[tuple[Any, ...]]] = {}
     deletes = 0
+    data_keys: set[int] = set()
     for text in texts:
         try:
             obj = json.loads(text)
             j = obj["file"]
-            raw = tuple(j["partition"])
-            f = data_file_from_json(j, raw)
             added = obj["change"] == "add"
+            path, spec_id, raw = j["file-path"], j["spec-id"], tuple(j["partition"])
+            content = _CONTENTS[j["content"]]
+            if type(path) is not str or type(spec_id) is not int:
+                raise ValueError("file-path or spec-id")
+            if not added:
+                removed.append(path)
+                continue
+            # the columns as data_file_from_json and DataFile's converters would make them
+            values = [j["file-format"], j["record-count"], j["file-size-in-bytes"]]
+            for k in ("column-sizes", "value-counts", "null-value-counts", "nan-value-counts"):
+                v = j.get(k)
+                values.append(None if v is None else tuple(sorted((int(a), int(x)) for a, x in v)))
+            for k in ("lower-bounds", "upper-bounds"):
+                v = j.get(k)
+                values.append(None if v is None else tuple(sorted((int(a), binascii.a2b_base64(x)) for a, x in v)))
+            for k in ("split-offsets", "equality-ids"):
+                v = j.get(k)
+                values.append(None if v is None else tuple(v))
+            values.append(j.get("sort-order-id"))
+            km = j.get("key-metadata")
+            values.append(None if km is None else binascii.a2b_base64(km))
+            if values[0] is None or values[1] is None:
+                raise ValueError("file-format or record-count")
             sequence_number = obj.get("data-sequence-number")
-            ptype = partition_types[f.spec_id]
+            ptype = partition_types[spec_id]
             if len(raw) != len(ptype.fields):
-                raise ValueError(f"partition has {len(raw)} values, spec {f.spec_id} has {len(ptype.fields)} fields")
+                raise ValueError(f"partition has {len(raw)} values, spec {spec_id} has {len(ptype.fields)} fields")
             if not (sequence_number is None or type(sequence_number) is int):
                 raise ValueError(f"data sequence number {sequence_number!r}")
             # floats by their text, so that 0.0 and -0.0 (equal, distinct partition values) keep apart
             key = tuple(("f", repr(v)) if type(v) is float else v for v in raw)
-            hash(key)
-        except (LookupError, ValueError, TypeError, ValidationError) as e:
+            at = partition_index.get((spec_id, key))
+        except (LookupError, ValueError, TypeError, binascii.Error) as e:
             raise ValidationError(f"Cannot decode file change: {text[:200]!r} ({e})") from e
-        if not added:
-            removed.append(f.file_path)
-            continue
-        paths.append(f.file_path)
-        contents.append(int(f.content))
-        spec_ids.append(f.spec_id)
-        at = partition_index.get((f.spec_id, key))
+        paths.append(path)
+        contents.append(int(content))
+        spec_ids.append(spec_id)
         if at is None:
-            at = partition_index[(f.spec_id, key)] = len(partitions)
-            partitions.append((f.spec_id, key))
+            at = partition_index[(spec_id, key)] = len(partitions)
+            partitions.append((spec_id, key))
         keys.append(at)
         sequence_numbers.append(sequence_number)
-        for column, name in zip(rest, REST_FIELDS):
-            v = getattr(f, name)
-            if isinstance(v, tuple):
+        for column, v in zip(rest, values):
+            if type(v) is tuple:
                 v = share(tuple(share(x) for x in v))
-            column.append(share(v) if isinstance(v, str) else v)
-        if f.content is DataFileContent.DATA:
-            try:
-                typed.setdefault(f.spec_id, []).append(tuple(
-                    None if v is None else value_from_json(t.field_type, v) for t, v in zip(ptype.fields, raw)))
-            except (ValueError, TypeError, ValidationError) as e:
-                raise ValidationError(f"Cannot decode the partition of {f.file_path} ({e})") from e
+            elif type(v) is str:
+                v = share(v)
+            column.append(v)
+        if content is DataFileContent.DATA:
+            data_keys.add(at)
         else:
             deletes += 1
+    typed: dict[int, list[tuple[Any, ...]]] = {}
+    for at in sorted(data_keys):
+        spec_id, key = partitions[at]
+        fields = partition_types[spec_id].fields
+        try:
+            typed.setdefault(spec_id, []).append(tuple(
+                None if v is None else value_from_json(t.field_type, float(v[1]) if type(v) is tuple else v)
+                for t, v in zip(fields, key)))
+        except (ValueError, TypeError, ValidationError) as e:
+            raise ValidationError(f"Cannot decode partition {key!r} of spec {spec_id} ({e})") from e
     try:
         summaries = tuple((spec_id, tuple((s.contains_null, s.contains_nan, s.lower_bound, s.upper_bound)
                                           for s in _summaries(values, partition_types[spec_id])))

@@ -48,6 +48,8 @@ APPEND_ONLY_MESSAGE = "icelog: the event log is append-only"
 GENESIS_HASH = "0" * 64
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 PROTECTED_TABLES = ("events", "event_parts", "commits")
+_SCHEMA_TABLES = ("events", "event_parts", "commits", "checkpoints", "staged_files")
+_SCHEMA_INDEXES = ("events_stream_version", "commits_commit_id", "commits_clock_ms")
 
 _NO_LIMIT = 2**63 - 1
 _SAVEPOINT = "icelog_log"
@@ -244,8 +246,9 @@ class Log:
             self.db = sqlite_utils.Database(conn, execute_plugins=False)
             self._conn = conn
             self._enable_wal(busy_timeout_ms)
-            with self.transaction():
-                self._create_schema()
+            if not self._schema_present():
+                with self.transaction():
+                    self._create_schema()
         except sqlite3.DatabaseError as e:
             conn.close()
             if e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
@@ -277,6 +280,15 @@ class Log:
                 if e.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.005)
+
+    def _schema_present(self) -> bool:
+        """Whether every table, index and trigger of the schema exists already: then opening needs no write lock
+        (and none of the schema introspection creating it costs)."""
+        names = {*_SCHEMA_TABLES, *_SCHEMA_INDEXES,
+                 *(f"{t}_no_{a.lower()}" for t in PROTECTED_TABLES for a in ("UPDATE", "DELETE"))}
+        found = self._conn.execute("SELECT count(*) FROM sqlite_master WHERE name IN (SELECT value FROM json_each(?))",
+                                   (json.dumps(sorted(names)),)).fetchone()[0]
+        return bool(found == len(names))
 
     def _create_schema(self) -> None:
         db = self.db

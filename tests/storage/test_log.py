@@ -526,3 +526,19 @@ def test_processes_racing_to_create_the_log_file_all_succeed(tmp_path, monkeypat
     with Log.open(path) as log:
         assert log.heads([f"s{w}" for w in range(4)]) == {f"s{w}": 1 for w in range(4)}
         assert log.verify() == []
+
+
+def test_reopening_needs_no_write_lock_but_a_damaged_schema_is_repaired(log_path):
+    Log.open(log_path).close()
+    writer = sqlite3.connect(log_path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process mid-commit holds the write lock
+    try:
+        with Log.open(log_path, busy_timeout_ms=100) as reader:  # the schema is there: nothing to create
+            assert reader.head("s") == 0
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    with sqlite3.connect(log_path) as conn:
+        conn.execute("DROP INDEX commits_clock_ms")
+    with Log.open(log_path) as log:
+        assert log.db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'commits_clock_ms'").fetchone()[0] == 1
