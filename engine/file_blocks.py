@@ -33,7 +33,7 @@ import marshal
 import math
 import sqlite3
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -46,6 +46,9 @@ from engine.model.values import to_bytes, value_from_json
 #: Bumped whenever the encoding changes: blocks of another format are rebuilt, never read.
 FORMAT = 1
 TABLE = "file_blocks"
+#: the digest of every path the log's commits added, and the position through which that registry is complete
+PATHS_TABLE = "file_block_paths"
+PATHS_THROUGH_TABLE = "file_block_paths_through"
 #: The ``DataFile`` fields a block stores column by column after path, content, spec id and partition, in order.
 REST_FIELDS = ("file_format", "record_count", "file_size_in_bytes", "column_sizes", "value_counts",
                "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds", "split_offsets",
@@ -70,6 +73,8 @@ class BlockHead:
     :param summaries: per spec id, one :class:`FieldSummary` per partition field over the added data files
     :param digests: 8 bytes per added file (data and delete), in the body's row order
     :param removed: paths of the files the commit removed
+    :param fresh: True when, as the commit was written, no commit before it in the log had added any of its paths
+        (so the adds of a snapshot's history are all distinct when every commit in it is fresh)
     """
 
     data_adds: int
@@ -77,6 +82,7 @@ class BlockHead:
     summaries: Mapping[int, tuple[FieldSummary, ...]]
     digests: bytes
     removed: tuple[str, ...]
+    fresh: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -125,11 +131,14 @@ def _summaries(values: list[tuple[Any, ...]], ptype: StructType) -> tuple[FieldS
     return tuple(out)
 
 
-def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType]) -> tuple[bytes, bytes]:
+def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType],
+                 claim_paths: Callable[[bytes], bool] | None = None) -> tuple[bytes, bytes]:
     """The head and body bytes of a snapshot event's bulk parts (decoded with the log's own JSON decoder).
 
     :param texts: the event's bulk parts, in ordinal order
     :param partition_types: the partition struct of every spec id the parts name
+    :param claim_paths: given the packed digests of the added paths, says whether no earlier commit added any of
+        them (:meth:`BlockTable.claim_paths`); None: not known, the head says so
     :raises ValidationError: when a part does not decode
     """
     shared: dict[Any, Any] = {}
@@ -224,8 +233,9 @@ def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType]
                           for spec_id, values in sorted(typed.items()))
     except (ValueError, TypeError, ValidationError) as e:
         raise ValidationError(f"Cannot summarize partitions of a commit's files ({e})") from e
-    head = marshal.dumps((len(paths) - deletes, deletes, summaries, b"".join(path_digest(p) for p in paths),
-                          tuple(removed)))
+    digests = b"".join(path_digest(p) for p in paths)
+    fresh = claim_paths is not None and claim_paths(digests)
+    head = marshal.dumps((len(paths) - deletes, deletes, summaries, digests, tuple(removed), fresh))
     body = marshal.dumps((tuple(paths), bytes(contents), tuple(spec_ids), tuple(keys), tuple(partitions),
                           None if all(s is None for s in sequence_numbers) else tuple(sequence_numbers),
                           tuple(tuple(c) for c in rest)))
@@ -256,8 +266,9 @@ def _check(ok: bool, what: str) -> None:
 def decode_head(blob: bytes, crc: int) -> BlockHead:
     """A block's head from its stored bytes. :raises BlockError: when it must not be used"""
     v = _load(blob, crc)
-    _check(type(v) is tuple and len(v) == 5, "head shape")
-    data_adds, delete_adds, summaries, digests, removed = v
+    _check(type(v) is tuple and len(v) == 6, "head shape")
+    data_adds, delete_adds, summaries, digests, removed, fresh = v
+    _check(type(fresh) is bool, "fresh flag")
     _check(type(data_adds) is int and type(delete_adds) is int and data_adds >= 0 and delete_adds >= 0, "counts")
     _check(type(digests) is bytes and len(digests) == 8 * (data_adds + delete_adds), "digests")
     _check(type(removed) is tuple and all(type(p) is str for p in removed), "removed paths")
@@ -272,7 +283,7 @@ def decode_head(blob: bytes, crc: int) -> BlockHead:
             fields.append(FieldSummary(contains_null=s[0], contains_nan=s[1], lower_bound=s[2], upper_bound=s[3]))
         by_spec[item[0]] = tuple(fields)
     return BlockHead(data_adds=data_adds, delete_adds=delete_adds, summaries=by_spec, digests=digests,
-                     removed=removed)
+                     removed=removed, fresh=fresh)
 
 
 def decode_body(blob: bytes, crc: int, head: BlockHead) -> BlockBody:
@@ -319,13 +330,40 @@ class BlockTable:
     def _create(self) -> bool:
         if not self._ready:
             try:
-                self.log.db.execute(
+                db = self.log.db
+                db.execute(
                     f"CREATE TABLE IF NOT EXISTS {TABLE} (position INTEGER PRIMARY KEY, format INTEGER NOT NULL, "
                     f"head_crc INTEGER NOT NULL, body_crc INTEGER NOT NULL, head BLOB NOT NULL, body BLOB NOT NULL)")
+                db.execute(f"CREATE TABLE IF NOT EXISTS {PATHS_TABLE} (digest INTEGER PRIMARY KEY, "
+                           f"position INTEGER NOT NULL)")
+                db.execute(f"CREATE TABLE IF NOT EXISTS {PATHS_THROUGH_TABLE} (one INTEGER PRIMARY KEY CHECK (one = 1), "
+                           f"position INTEGER NOT NULL)")
                 self._ready = True
             except sqlite3.Error:
                 return False
         return True
+
+    # -- the path registry: every path digest added by the log's commits, so a commit can tell it adds new paths
+    def paths_through(self) -> int:
+        """The log position through which every commit's added paths are registered (0: none, or not kept)."""
+        if not self._create():
+            return -1
+        row = self.log.db.execute(f"SELECT position FROM {PATHS_THROUGH_TABLE}").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def set_paths_through(self, position: int) -> None:
+        self.log.db.execute(f"INSERT OR REPLACE INTO {PATHS_THROUGH_TABLE} VALUES (1, ?)", [position])
+
+    def claim_paths(self, digests: bytes, position: int) -> bool:
+        """Register the digests of paths a commit at ``position`` adds; True when none was registered before and
+        they are distinct (within the caller's transaction)."""
+        values = [int.from_bytes(digests[i:i + 8], "little", signed=True) for i in range(0, len(digests), 8)]
+        wanted = json.dumps(values)
+        db = self.log.db
+        seen = db.execute(f"SELECT count(*) FROM {PATHS_TABLE} WHERE digest IN (SELECT value FROM json_each(?))",
+                          [wanted]).fetchone()[0]
+        db.execute(f"INSERT OR IGNORE INTO {PATHS_TABLE} SELECT value, ? FROM json_each(?)", [position, wanted])
+        return bool(seen == 0 and len(set(values)) == len(values))
 
     def _select(self, columns: str, positions: Iterable[int]) -> list[tuple[Any, ...]]:
         if not self._create():
@@ -358,7 +396,9 @@ class BlockTable:
             conn.executemany(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)", values)
 
     def drop(self) -> None:
-        """Delete every block (they are rebuilt from the log as plans need them)."""
+        """Delete every block and the path registry (blocks are rebuilt from the log as plans need them)."""
         if self._create():
             with self.log.transaction() as conn:
                 conn.execute(f"DELETE FROM {TABLE}")
+                conn.execute(f"DELETE FROM {PATHS_TABLE}")
+                conn.execute(f"DELETE FROM {PATHS_THROUGH_TABLE}")

@@ -31,7 +31,7 @@ import gc
 import sqlite3
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -221,12 +221,27 @@ class FileIndex:
         self._cached_files = 0
 
     # ------------------------------------------------------------ blocks
-    def record(self, position: int, parts: Iterable[str], partition_types: Mapping[int, StructType]) -> None:
-        """Store the block of a snapshot event just appended at ``position`` (inside the commit's transaction).
-        A block that cannot be built is left out: readers rebuild it from the log (and report what is wrong)."""
+    def record_commit(self, positions: Sequence[int],
+                      snapshots: Iterable[tuple[int, Sequence[str], Mapping[int, StructType] | None]]) -> None:
+        """Store the blocks of a commit's snapshot events ``(position, parts, partition types)``, inside the
+        commit's own transaction, each head saying whether its paths are new to the log (the path registry is
+        kept only while every commit since the log began has been registered). A block that cannot be built is
+        left out: readers rebuild it from the log (and report what is wrong)."""
+        blocks = self.blocks
         try:
-            head, body = encode_block(list(parts), partition_types)
-            self.blocks.put_many([(position, head, body)])
+            with self.log.transaction():
+                complete = bool(positions) and blocks.paths_through() == min(positions) - 1
+                rows = []
+                for position, parts, types in snapshots:
+                    if types is None:  # cannot happen for an event the log took; then the registry is not kept
+                        complete = False
+                        continue
+                    claim = (lambda digests, at=position: blocks.claim_paths(digests, at)) if complete else None
+                    head, body = encode_block(list(parts), types, claim)
+                    rows.append((position, head, body))
+                blocks.put_many(rows)
+                if complete:
+                    blocks.set_paths_through(max(positions))
         except (ValidationError, LogError, sqlite3.Error):
             pass
 
@@ -452,9 +467,10 @@ class FileIndex:
         with collector_paused():
             positions = [s.log_position for s in ancestry]
             heads = self._load_heads(state, positions)
-            digests = _digest_array(b"".join(heads[p].digests for p in positions))
-            if pc.count_distinct(digests).as_py() != len(digests):
-                return None  # some path was added more than once: only the full replay knows which add wins
+            if not all(heads[p].fresh for p in positions):  # else every add in the history has a path of its own
+                digests = _digest_array(b"".join(heads[p].digests for p in positions))
+                if pc.count_distinct(digests).as_py() != len(digests):
+                    return None  # some path was added more than once: only the full replay knows which add wins
             removed = [p for pos in positions for p in heads[pos].removed]
             load = {p for p in positions if heads[p].delete_adds
                     or (heads[p].data_adds and commit_might_match(heads[p].summaries))}

@@ -137,9 +137,9 @@ def _record_file_blocks(store: StateStore, positions: Sequence[int], writes: Seq
     """Store the file block (engine.file_blocks) of every snapshot event just appended, in the commit's own
     transaction: derived rows that let the first plan after opening the catalog skip the log's JSON."""
     events = [(new, event) for write, (_, _, evs) in zip(writes, writes_spec) for new, event in zip(write.events, evs)]
-    for position, (new, event) in zip(positions, events):
-        if isinstance(event, SnapshotAdded) and new.parts and event.partition_types is not None:
-            store.file_index.record(position, new.parts, event.partition_types)
+    store.file_index.record_commit(positions, [
+        (position, new.parts, event.partition_types) for position, (new, event) in zip(positions, events)
+        if isinstance(event, SnapshotAdded) and new.parts])
 
 
 def require(condition: bool, message: str) -> None:

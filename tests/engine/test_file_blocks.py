@@ -208,3 +208,41 @@ def test_explicit_data_sequence_numbers_in_parts_are_kept(tmp_path):
     head, body = encode_block([part], {0: StructType(fields=())})
     decoded = decode_body(body, zlib.crc32(body), decode_head(head, zlib.crc32(head)))
     assert decoded.sequence_numbers == (3,)
+
+
+def heads_of(path) -> list:
+    cat = Catalog.open(path, project=False)
+    state = cat.load_table("db.t").state
+    rows = cat.store.log.db.execute(f"SELECT position, head, head_crc FROM {TABLE}").fetchall()
+    cat.close()
+    by_position = {p: decode_head(h, crc) for p, h, crc in rows}
+    return [by_position[s.log_position] for s in state.snapshots if s.log_position in by_position]
+
+
+def test_commits_that_add_new_paths_say_so_and_a_re_added_path_does_not(tmp_path):
+    cat = Catalog.open(tmp_path / "w", project=False)
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=rows([], "a").schema, partition_by=["category"])
+    t.append(rows(range(3), "a"))
+    t.append(rows(range(3, 6), "b"))
+    f = t.scan().plan_files()[0].file
+    t.delete_files([f.file_path])
+    t.append_files([f.file_path])  # the same path again: not new to the log
+    cat.close()
+    assert [h.fresh for h in heads_of(tmp_path / "w")] == [True, True, True, False]
+
+
+def test_a_log_whose_path_registry_has_a_gap_stops_claiming_fresh_paths(tmp_path):
+    cat = Catalog.open(tmp_path / "w", project=False)
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=rows([], "a").schema, partition_by=["category"])
+    t.append(rows(range(3), "a"))
+    with cat.store.log.transaction() as conn:  # as if a commit had been made without registering its paths
+        conn.execute("UPDATE file_block_paths_through SET position = position - 1")
+    t.append(rows(range(3, 6), "b"))
+    t.append(rows(range(6, 9), "c"))
+    cat.close()
+    assert [h.fresh for h in heads_of(tmp_path / "w")] == [True, False, False]
+    cold = Catalog.open(tmp_path / "w", project=False)
+    assert cold.load_table("db.t").scan(where="category = 'c'").count() == 3
+    cold.close()
