@@ -174,12 +174,13 @@ def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType]
                 continue
             # the columns as data_file_from_json and DataFile's converters would make them
             values = [j["file-format"], j["record-count"], j["file-size-in-bytes"]]
+            # (the log's pairs come from DataFile values, whose converters sorted them by field id)
             for k in ("column-sizes", "value-counts", "null-value-counts", "nan-value-counts"):
                 v = j.get(k)
-                values.append(None if v is None else tuple(sorted((int(a), int(x)) for a, x in v)))
+                values.append(None if v is None else tuple(map(tuple, v)))
             for k in ("lower-bounds", "upper-bounds"):
                 v = j.get(k)
-                values.append(None if v is None else tuple(sorted((int(a), binascii.a2b_base64(x)) for a, x in v)))
+                values.append(None if v is None else tuple((a, binascii.a2b_base64(x)) for a, x in v))
             for k in ("split-offsets", "equality-ids"):
                 v = j.get(k)
                 values.append(None if v is None else tuple(v))
