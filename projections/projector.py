@@ -250,9 +250,14 @@ class Renderer:
             if not c.added:
                 removed[c.file.file_path] = c.file
                 continue
+            # an explicit data sequence number other than the snapshot's is written, as Java's
+            # ManifestWriter.add(file, dataSequenceNumber) does; the file sequence number stays inherited
+            explicit = c.data_sequence_number
+            data_seq = 0 if v1 else (explicit if explicit is not None and explicit != snap.sequence_number
+                                     else None)
             groups.setdefault((c.file.spec_id, content_of(c.file)), []).append(ManifestEntry(
                 status=EntryStatus.ADDED, snapshot_id=inherited,
-                data_sequence_number=None if not v1 else 0, file_sequence_number=None if not v1 else 0,
+                data_sequence_number=data_seq, file_sequence_number=None if not v1 else 0,
                 data_file=c.file))
         self._pending.clear()
         writes: list[ManifestWrite] = []
@@ -329,10 +334,11 @@ class Renderer:
                             if e.snapshot_id == snap.snapshot_id:
                                 entries.append(e)
                         elif e.status == EntryStatus.ADDED and e.snapshot_id == snap.snapshot_id:
-                            entries.append(attrs.evolve(e, snapshot_id=None if state.format_version > 1
-                                                        else snap.snapshot_id,
-                                                        data_sequence_number=None if state.format_version > 1
-                                                        else 0,
+                            v2 = state.format_version > 1
+                            keep_seq = v2 and e.data_sequence_number not in (None, snap.sequence_number)
+                            entries.append(attrs.evolve(e, snapshot_id=None if v2 else snap.snapshot_id,
+                                                        data_sequence_number=e.data_sequence_number if keep_seq
+                                                        else None if v2 else 0,
                                                         file_sequence_number=None if state.format_version > 1
                                                         else 0))
                         else:
