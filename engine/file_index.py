@@ -6,9 +6,10 @@ rebuildable: it holds nothing the log does not, and dropping it only makes the n
 A snapshot's file changes (the bulk parts of its ``add-snapshot`` event) never change once written, so the
 decoded changes are kept per log position, each file already wrapped in the :class:`LiveEntry` its snapshot
 gives it (with the part's explicit data sequence number when it has one, else the snapshot's). The live set
-of a snapshot is its parent's live set minus the files it removed plus the files it added; the live sets of the last few snapshots planned are kept, so planning the snapshot after a commit
-applies that commit's changes alone, and a snapshot in the middle of the history replays decoded changes
-(dictionary work, no JSON) from the nearest cached ancestor.
+of a snapshot is its parent's live set minus the files it removed plus the files it added; the live sets of
+the last few snapshots planned are kept, so planning the snapshot after a commit applies that commit's
+changes alone, and a snapshot in the middle of the history replays decoded changes (dictionary work, no
+JSON) from the nearest cached ancestor.
 
 Decoding is lazy: a part's path, content, spec id and partition tuple are read from its canonical JSON
 without parsing the rest, and the full :class:`DataFile` is built only when asked for (``FileItem.entry``),
