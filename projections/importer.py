@@ -10,13 +10,12 @@ and sort order and the refs (RefSet).
 
 A snapshot's file changes are the difference between the files live in it and the files live in
 its parent (both read from their manifests), so manifest rewrites, merges and writers that do
-not mark ADDED/DELETED entries faithfully still give the right live set at every snapshot.
+not mark ADDED/DELETED entries faithfully still give the right live set at every snapshot. An
+added file whose data sequence number is not its snapshot's (``rewrite_data_files`` keeping the
+starting sequence number) keeps it as the change's explicit data sequence number.
 
 What the events cannot carry is reported in :attr:`ImportedTable.notes`:
 
-- per-file data sequence numbers: icelog gives a file the sequence number of the snapshot that
-  added it; an entry whose data sequence number differs (compaction with
-  ``use-starting-sequence-number``, ``rewrite_data_files`` keeping sequence numbers) is listed;
 - snapshots whose parent was expired from the metadata: the snapshot's parent id is dropped (the
   projector needs the parent's manifests) and it adds all its live files;
 - format version 3: read only when no v3-only feature is used (deletion vectors, default values,
@@ -405,10 +404,10 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
         for p, (df, data_seq) in files.items():
             if p in before:
                 continue
-            changes.append(FileChange(added=True, file=df))
-            if fmt >= 2 and data_seq != snap.sequence_number:
-                notes.append(f"snapshot {snap.snapshot_id}: {p} has data sequence number {data_seq}; icelog "
-                             f"gives it the snapshot's sequence number {snap.sequence_number}")
+            # a file whose data sequence number is not its snapshot's (compaction keeping the starting
+            # sequence number, an entry of an expired parent) keeps it explicitly
+            explicit = data_seq if fmt >= 2 and data_seq != snap.sequence_number else None
+            changes.append(FileChange(added=True, file=df, data_sequence_number=explicit))
         live[snap.snapshot_id] = files
         branch = branch_of[snap.snapshot_id]
         ref_heads[branch] = snap.snapshot_id

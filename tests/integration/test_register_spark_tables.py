@@ -193,3 +193,53 @@ def test_pyiceberg_table_registers(tmp_path: Path, spark) -> None:
     for sid, rows in expected.items():
         assert icelog_rows(t, sid) == rows
     assert spark_rows(spark, t.metadata_location) == expected[pt.current_snapshot().snapshot_id]
+
+
+def _live_entry_sequence_numbers(rows) -> dict[str, tuple[int, int]]:
+    """file path -> (data sequence number, file sequence number) of the live entries of an entries table."""
+    return {r["data_file"]["file_path"]: (r["sequence_number"], r["file_sequence_number"])
+            for r in rows if r["status"] != 2}
+
+
+def test_compacted_table_keeps_its_data_sequence_numbers(spark, tmp_warehouse: Path, warehouse_catalog: str,
+                                                         tmp_path: Path) -> None:
+    name = f"{warehouse_catalog}.db.compacted"
+    spark.sql(f"""CREATE TABLE {name} (id bigint, category string) USING iceberg PARTITIONED BY (category)
+                  TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')""")
+    for i in range(4):
+        spark.sql(f"INSERT INTO {name} VALUES ({i}, 'a'), ({i + 10}, 'b')")
+    spark.sql(f"DELETE FROM {name} WHERE id = 1")
+    spark.sql(f"CALL {warehouse_catalog}.system.rewrite_data_files(table => 'db.compacted', "
+              f"options => map('min-input-files', '2', 'use-starting-sequence-number', 'true'))")
+    spark.sql(f"INSERT INTO {name} VALUES (20, 'a')")
+    snapshots = spark_snapshots(spark, name)
+    expected = {sid: spark_rows(spark, name, sid) for sid in snapshots}
+    spark_entries = {sid: _live_entry_sequence_numbers(
+        spark.read.format("iceberg").option("snapshot-id", str(sid)).load(f"{name}.entries").collect())
+        for sid in snapshots}
+    rewrite = spark.sql(f"SELECT snapshot_id, operation FROM {name}.snapshots WHERE operation = 'replace'").collect()
+    assert len(rewrite) == 1
+    rewrite_id = rewrite[0]["snapshot_id"]
+    rewrite_seq = max(f for _, f in spark_entries[rewrite_id].values())
+    # the compaction's files carry the sequence number it started from, below the snapshot's own
+    kept = [d for d, f in spark_entries[rewrite_id].values() if f == rewrite_seq and d < f]
+    assert kept, spark_entries[rewrite_id]
+
+    cat = Catalog.open(tmp_path / "icelog")
+    cat.create_namespace("db")
+    t = cat.register_table("db.compacted", str(tmp_warehouse / "db" / "compacted"),
+                           location=str(tmp_path / "projection"))
+    assert t.import_notes == ()
+    for sid in snapshots:
+        assert icelog_rows(t, sid) == expected[sid], sid
+        icelog_entries = _live_entry_sequence_numbers(t.inspect.entries(sid).to_pylist())
+        assert icelog_entries == spark_entries[sid], sid
+        live = {e.file.file_path: (e.data_sequence_number, e.file_sequence_number)
+                for e in cat.store.live_entries(t.state, sid)}
+        assert live == spark_entries[sid], sid
+    # Spark reads icelog's projection, whose entries keep the same sequence numbers
+    for sid in snapshots:
+        assert spark_rows(spark, t.metadata_location, sid) == expected[sid]
+        projected = spark.read.format("iceberg").option("snapshot-id", str(sid)).load(
+            f"{t.metadata_location}#entries").collect()
+        assert _live_entry_sequence_numbers(projected) == spark_entries[sid], sid
