@@ -16,8 +16,6 @@ starting sequence number) keeps it as the change's explicit data sequence number
 
 What the events cannot carry is reported in :attr:`ImportedTable.notes`:
 
-- snapshots whose parent was expired from the metadata: the snapshot's parent id is dropped (the
-  projector needs the parent's manifests) and it adds all its live files;
 - format version 3: read only when no v3-only feature is used (deletion vectors, default values,
   v3-only types, encryption); the table is imported as format version 2 (row lineage is dropped).
 
@@ -394,11 +392,9 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     ref_heads: dict[str, int] = {}
     for snap in ordered:
         parent = snap.parent_id
-        if parent is not None and parent not in by_id:
-            notes.append(f"snapshot {snap.snapshot_id}: its parent {parent} was expired from the metadata; "
-                         f"imported without a parent (it adds every file live in it)")
-            parent = None
         files = reader.live_files(snap)
+        # a parent expired before the import is not in the metadata: the snapshot keeps its parent id (as Java
+        # does) and its changes add every file live in it, with their data sequence numbers
         before = live.get(parent, {}) if parent is not None else {}
         changes = [FileChange(added=False, file=df) for p, (df, _) in before.items() if p not in files]
         for p, (df, data_seq) in files.items():

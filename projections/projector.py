@@ -485,6 +485,10 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
         parent: list[ManifestFile] = []
         if snap.parent_snapshot_id is not None:
             found = index.get(state.table_uuid, snap.parent_snapshot_id)
+            if found is None and not _in_log(state, snap.parent_snapshot_id):
+                # an imported snapshot whose parent was expired before the import: the log never held the
+                # parent, the snapshot's changes add every file live in it, and its parent id stays as Java's does
+                found = []
             if found is None:
                 raise IntegrityError(f"Cannot project snapshot {snap.snapshot_id}: the manifest list of its parent "
                                      f"{snap.parent_snapshot_id} was never projected")
@@ -506,6 +510,12 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
     write(meta_path, meta)
     written[meta_path] = meta
     return written
+
+
+def _in_log(state: TableState, snapshot_id: int) -> bool:
+    """Whether the table's log holds the snapshot (live or expired since)."""
+    return any(s.snapshot_id == snapshot_id for s in state.snapshots) or \
+        any(s.snapshot_id == snapshot_id for s in state.expired_snapshots)
 
 
 def render_all(states: Iterable[TableState], changes_of: ChangesOf,

@@ -243,3 +243,39 @@ def test_compacted_table_keeps_its_data_sequence_numbers(spark, tmp_warehouse: P
         projected = spark.read.format("iceberg").option("snapshot-id", str(sid)).load(
             f"{t.metadata_location}#entries").collect()
         assert _live_entry_sequence_numbers(projected) == spark_entries[sid], sid
+
+
+def test_table_with_expired_parents_keeps_their_ids(spark, tmp_warehouse: Path, warehouse_catalog: str,
+                                                    tmp_path: Path) -> None:
+    name = f"{warehouse_catalog}.db.expired"
+    spark.sql(f"""CREATE TABLE {name} (id bigint, category string) USING iceberg PARTITIONED BY (category)
+                  TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')""")
+    spark.sql(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'a'), (3, 'b')")
+    spark.sql(f"INSERT INTO {name} VALUES (4, 'a'), (5, 'b')")
+    spark.sql(f"DELETE FROM {name} WHERE id IN (2, 5)")
+    spark.sql(f"INSERT INTO {name} VALUES (6, 'b')")
+    before = spark_snapshots(spark, name)
+    spark.sql(f"CALL {warehouse_catalog}.system.expire_snapshots(table => 'db.expired', "
+              f"older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 2)")
+    snapshots = spark_snapshots(spark, name)
+    assert snapshots == before[-2:]
+    parents = {r["snapshot_id"]: r["parent_id"] for r in spark.sql(f"SELECT * FROM {name}.snapshots").collect()}
+    oldest = snapshots[0]
+    assert parents[oldest] == before[-3]  # the parent id stays although the parent is gone
+    expected = {sid: spark_rows(spark, name, sid) for sid in snapshots}
+
+    cat = Catalog.open(tmp_path / "icelog")
+    cat.create_namespace("db")
+    t = cat.register_table("db.expired", str(tmp_warehouse / "db" / "expired"), location=str(tmp_path / "proj"))
+    assert t.import_notes == ()
+    assert {s.snapshot_id: s.parent_snapshot_id for s in t.snapshots()} == parents
+    for sid in snapshots:
+        assert icelog_rows(t, sid) == expected[sid], sid
+    projected = {r["snapshot_id"]: r["parent_id"] for r in spark.read.format("iceberg").load(
+        f"{t.metadata_location}#snapshots").collect()}
+    assert projected == parents
+    for sid in snapshots:
+        assert spark_rows(spark, t.metadata_location, sid) == expected[sid], sid
+    # icelog commits on top of the imported history, and Spark reads that too
+    t.append(pa.table({"id": pa.array([7], pa.int64()), "category": ["a"]}))
+    assert spark_rows(spark, t.metadata_location) == canon(t.scan().to_arrow().to_pylist())

@@ -276,7 +276,7 @@ def test_v3_without_v3_features_imports_as_v2(tmp_path: Path) -> None:
     assert imported.original_format_version == 3 and "row lineage" in imported.notes[0]
 
 
-def test_expired_parent_is_dropped_and_noted(tmp_path: Path) -> None:
+def test_expired_parent_id_is_kept(tmp_path: Path) -> None:
     _, src = make_source(tmp_path)
     doc = _doc(src)
     first = doc["snapshots"][0]["snapshot-id"]
@@ -287,10 +287,13 @@ def test_expired_parent_is_dropped_and_noted(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     cat = target(tmp_path)
     t = register_table(cat, "db.copy", str(path), location=str(tmp_path / "proj"))
-    assert any("was expired" in n for n in t.import_notes)
-    assert t.snapshots()[0].parent_snapshot_id is None
+    assert t.import_notes == ()
+    assert t.snapshots()[0].parent_snapshot_id == first  # as Java keeps it, though the parent is gone
     for s in src.snapshots()[1:]:
         assert ids(t, s.snapshot_id) == ids(src, s.snapshot_id)
+    published = json.loads(Path(t.metadata_location.removeprefix("file://")).read_text())
+    assert published["snapshots"][0]["parent-snapshot-id"] == first
+    assert first not in {s["snapshot-id"] for s in published["snapshots"]}
 
 
 def test_relocating_position_deletes_is_refused(tmp_path: Path) -> None:
