@@ -13,16 +13,24 @@ M >= N: icelog would overwrite it now or on a later commit. In that case registe
 ValidationError naming the clashing file and recommending ``location=`` (a new folder for icelog's
 projection; the data and delete files stay where they are). Manifest and manifest-list names cannot
 clash (icelog's derive from its commit ids). The original files are never modified.
+
+With ``relocate``, a position delete file names data files by their original paths; each one whose rows
+name a relocated path is copied with those paths rewritten to ``<location>/data/relocated-<uuid5>.parquet``
+(the name derives from the original's path, so a retried import writes the same file) and the events
+record the copy instead of the original.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from engine.delete_files import relocate_position_deletes
 from engine.errors import AlreadyExists, NamespaceNotFound, ValidationError
 from engine.events import CATALOG_STREAM, TableCreated, TableRegistered
+from engine.model.data_file import DataFile
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams
+from projections import layout
 from projections.importer import (
     ImportedTable,
     import_table,
@@ -51,7 +59,8 @@ def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_l
     from engine.catalog import Table, parse_identifier
 
     ns, name = parse_identifier(identifier)
-    imported = import_table(catalog.io, metadata_location, relocate=relocate, location=location)
+    imported = import_table(catalog.io, metadata_location, relocate=relocate, location=location,
+                            relocate_position_deletes=_relocate_position_deletes)
     check_no_clash(catalog, imported, explicit_location=location is not None)
     events = list(imported.events)
     created = events[0]
@@ -79,6 +88,13 @@ def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_l
     table._after_commit(landed)
     table.import_notes = imported.notes  # type: ignore[attr-defined]  # what the events could not carry
     return table
+
+
+def _relocate_position_deletes(delete_file: DataFile, relocate: Callable[[str], str],
+                               table_location: str) -> DataFile | None:
+    """A moved table's position delete file rewritten with relocated ``file_path`` values, under the data folder
+    of icelog's table location (None when its rows name no relocated path)."""
+    return relocate_position_deletes(delete_file, relocate, layout.data_dir(table_location))
 
 
 def first_version(imported: ImportedTable) -> int:

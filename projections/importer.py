@@ -19,6 +19,10 @@ What the events cannot carry is reported in :attr:`ImportedTable.notes`:
 - format version 3: read only when no v3-only feature is used (deletion vectors, default values,
   v3-only types, encryption); the table is imported as format version 2 (row lineage is dropped).
 
+With ``relocate``, position delete files name data files by their original paths: the caller passes
+a rewriter (``engine.register`` does) that copies each such file with its paths relocated, and the
+events record the copy; without one, such a file is refused.
+
 Metadata locations: a ``*.metadata.json`` / ``*.gz.metadata.json`` file, or a table folder (or its
 ``metadata`` folder): ``version-hint.text`` when present and valid, else the highest
 ``vN[.gz].metadata.json``, else the highest ``NNNNN-<uuid>[.gz].metadata.json`` (catalogs that
@@ -290,8 +294,14 @@ class _SnapshotInfo:
 # ---------------------------------------------------------------- the import
 
 
+#: rewrites a position delete file's rows for relocation: (delete file at its relocated path, relocate, icelog's
+#: table location) -> the rewritten file, or None when none of its rows names a relocated path
+RelocatePositionDeletes = Callable[[DataFile, Callable[[str], str], str], "DataFile | None"]
+
+
 def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, str] | None = None,
-                 location: str | None = None) -> ImportedTable:
+                 location: str | None = None,
+                 relocate_position_deletes: RelocatePositionDeletes | None = None) -> ImportedTable:
     """Read a table's whole history into events.
 
     :param io: reads the metadata, manifest lists and manifests
@@ -299,6 +309,8 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     :param relocate: old path prefix -> new path prefix, applied to every path read (metadata, manifest lists,
         manifests, data and delete files) and to the table location
     :param location: the icelog table location (default: the original location, relocated)
+    :param relocate_position_deletes: with ``relocate``, rewrites each position delete file whose rows name
+        relocated paths (the events then record the rewritten file); without it such a file is refused
     :raises NotFound: when there is no metadata at ``metadata_location``
     :raises CorruptFileError: for a truncated or unreadable metadata file, manifest list or manifest
     :raises ValidationError: for metadata icelog cannot represent (naming the file and field)
@@ -372,7 +384,7 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     ordered = _commit_order(snapshots, fmt)
     branch_of = _branch_of(ordered, refs, by_id)
 
-    reader = _ManifestReader(io, reloc, path)
+    reader = _ManifestReader(io, reloc, path, table_location, relocate_position_deletes)
     events: list[Event] = [TableCreated(
         table_uuid=table_uuid, location=table_location, format_version=min(fmt, 2), schema=schemas[0],
         spec=specs[0], sort_order=orders[0], properties=properties)]
@@ -525,9 +537,30 @@ def _branch_of(ordered: list[_SnapshotInfo], refs: Mapping[str, RefSet],
 class _ManifestReader:
     """Reads manifest lists and manifests once each (snapshots share manifests), relocating every path."""
 
-    def __init__(self, io: FileIO, reloc: Relocator, metadata_path: str) -> None:
+    def __init__(self, io: FileIO, reloc: Relocator, metadata_path: str, table_location: str,
+                 relocate_position_deletes: RelocatePositionDeletes | None) -> None:
         self.io, self.reloc, self.metadata_path = io, reloc, metadata_path
+        self.table_location = table_location
+        self.relocate_position_deletes = relocate_position_deletes
         self._manifests: dict[str, list[ManifestEntry]] = {}
+        self._relocated_deletes: dict[str, DataFile] = {}
+
+    def relocated_position_deletes(self, df: DataFile, moved: DataFile, manifest: str) -> DataFile:
+        """The position delete file to record for ``df`` (``moved``: its path relocated): a rewrite whose rows name
+        the relocated data files, made once per file."""
+        found = self._relocated_deletes.get(df.file_path)
+        if found is not None:
+            return attrs.evolve(found, spec_id=moved.spec_id)
+        if self.relocate_position_deletes is None:
+            # its rows name data files by their old paths, and the scan would no longer match them
+            raise ValidationError(
+                f"Cannot import position delete file {df.file_path} (manifest {manifest}) with relocate: its rows "
+                f"name data files by their original paths and no rewrite of delete files was given; register it "
+                f"with Catalog.register_table, or unmoved")
+        rewritten = self.relocate_position_deletes(moved, self.reloc, self.table_location)
+        found = moved if rewritten is None else rewritten
+        self._relocated_deletes[df.file_path] = found
+        return found
 
     def manifest_list(self, path: str) -> list[ManifestFile]:
         return read_manifest_list(_read(self.io, path, "manifest list"), path)
@@ -558,12 +591,8 @@ class _ManifestReader:
                 if spec_id is not None and df.spec_id != spec_id:
                     df = attrs.evolve(df, spec_id=spec_id)
                 moved = relocate_file(df, self.reloc)
-                if self.reloc and moved != df and df.content == DataFileContent.POSITION_DELETES:
-                    # its rows name data files by their old paths, and the scan would no longer match them
-                    raise ValidationError(
-                        f"Cannot import position delete file {df.file_path} (manifest {path}) with relocate: its "
-                        f"rows name data files by their original paths and icelog does not rewrite delete files; "
-                        f"rewrite the table's paths first (Iceberg's rewrite_table_path) or register it unmoved")
+                if self.reloc and df.content == DataFileContent.POSITION_DELETES:
+                    moved = self.relocated_position_deletes(df, moved, path)
                 df = moved
                 if e.data_sequence_number is not None:
                     data_seq = e.data_sequence_number

@@ -160,13 +160,12 @@ def test_copied_v1_gzip_table_without_hint_registers_with_relocate(spark, tmp_wa
         assert spark_rows(spark, t.metadata_location, sid) == expected[sid]
 
 
-def _register_relocated(cat: Catalog, src: Path, copy: Path, projection: Path):
+def _register_relocated(cat: Catalog, src: Path, copy: Path, projection: Path, name: str = "db.legacy"):
     try:
-        return cat.register_table("db.legacy", str(copy), relocate={str(src): str(copy)})
+        return cat.register_table(name, str(copy), relocate={str(src): str(copy)})
     except ValidationError as e:
         assert "location=" in str(e)
-        return register_table(cat, "db.legacy", str(copy), relocate={str(src): str(copy)},
-                              location=str(projection))
+        return register_table(cat, name, str(copy), relocate={str(src): str(copy)}, location=str(projection))
 
 
 def test_pyiceberg_table_registers(tmp_path: Path, spark) -> None:
@@ -279,3 +278,35 @@ def test_table_with_expired_parents_keeps_their_ids(spark, tmp_warehouse: Path, 
     # icelog commits on top of the imported history, and Spark reads that too
     t.append(pa.table({"id": pa.array([7], pa.int64()), "category": ["a"]}))
     assert spark_rows(spark, t.metadata_location) == canon(t.scan().to_arrow().to_pylist())
+
+
+def test_copied_table_with_position_deletes_registers_with_relocate(spark, tmp_warehouse: Path,
+                                                                    warehouse_catalog: str, tmp_path: Path) -> None:
+    name = f"{warehouse_catalog}.db.moved"
+    spark.sql(f"""CREATE TABLE {name} (id bigint, category string) USING iceberg PARTITIONED BY (category)
+                  TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read',
+                                 'write.update.mode'='merge-on-read')""")
+    spark.sql(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'a'), (3, 'b')")
+    spark.sql(f"INSERT INTO {name} VALUES (4, 'a'), (5, 'b'), (6, 'b')")
+    spark.sql(f"DELETE FROM {name} WHERE id IN (2, 4, 5)")  # one delete file in 'a' names two data files
+    spark.sql(f"UPDATE {name} SET category = 'c' WHERE id = 6")
+    snapshots = spark_snapshots(spark, name)
+    expected = {sid: spark_rows(spark, name, sid) for sid in snapshots}
+    src = tmp_warehouse / "db" / "moved"
+    copy = tmp_path / "elsewhere" / "moved"
+    shutil.copytree(src, copy)
+    shutil.rmtree(src)  # nothing may point at the original any more
+
+    cat = Catalog.open(tmp_path / "icelog")
+    cat.create_namespace("db")
+    t = _register_relocated(cat, src, copy, tmp_path / "projection" / "moved", "db.moved")
+    deletes = [f for f in cat.store.live_files(t.state, snapshots[-1])
+               if f.content == DataFileContent.POSITION_DELETES]
+    assert deletes and all("/data/relocated-" in f.file_path for f in deletes)
+    assert all(str(src) not in f.file_path for f in cat.store.live_files(t.state, snapshots[-1]))
+    for sid in snapshots:
+        assert icelog_rows(t, sid) == expected[sid], sid
+        assert spark_rows(spark, t.metadata_location, sid) == expected[sid], sid
+    # Spark also sees the same delete files through icelog's projection
+    projected = spark.read.format("iceberg").load(f"{t.metadata_location}#delete_files").collect()
+    assert sorted(r["file_path"] for r in projected) == sorted(f.file_path for f in deletes)
