@@ -1,32 +1,42 @@
 """Reading an existing Iceberg table's metadata into icelog events (for ``register_table``).
 
 Layer: projections (reads files through storage.files.FileIO and parses them with the pure
-readers beside it; builds engine.events values; never commits, never writes). The whole
-history becomes events: a TableCreated with the table's first schema, spec and sort order and
-its final properties, the other schemas, specs and sort orders (SchemaAdded, SpecAdded,
-SortOrderAdded), one SnapshotAdded per snapshot in commit order with the ORIGINAL snapshot ids,
-parents, sequence numbers, timestamps, operations and summaries, then the current schema, spec
-and sort order and the refs (RefSet).
+readers beside it; builds engine.events values; never commits, never writes: rewriting delete
+files for ``relocate`` is the caller's, see below). The whole history becomes events: a
+TableCreated with the table's first schema, spec and sort order and its final properties, the
+other schemas, specs and sort orders (SchemaAdded, SpecAdded, SortOrderAdded), one SnapshotAdded
+per snapshot in commit order with the ORIGINAL snapshot ids, parents, sequence numbers,
+timestamps, operations and summaries, then the current schema, spec and sort order and the refs
+(RefSet).
 
 A snapshot's file changes are the difference between the files live in it and the files live in
 its parent (both read from their manifests), so manifest rewrites, merges and writers that do
 not mark ADDED/DELETED entries faithfully still give the right live set at every snapshot. An
 added file whose data sequence number is not its snapshot's (``rewrite_data_files`` keeping the
-starting sequence number) keeps it as the change's explicit data sequence number.
+starting sequence number, files of a snapshot whose parent is gone) keeps it as the change's
+explicit data sequence number, so delete files apply to it exactly as in the original.
+
+A snapshot whose parent was expired from the metadata before the import keeps that parent id, as
+Iceberg Java does; its changes add every file live in it (the projector renders it without a
+parent manifest list).
+
+With ``relocate``, every path read is rewritten (metadata, manifest lists, manifests, data and delete
+files, a position delete file's ``file_path`` bounds). The rows of a position delete file still name
+data files by their original paths: the caller passes a rewriter (``engine.register`` does) that
+copies each such file with its paths relocated, and the events record the copy; without one, such a
+file is refused.
 
 What the events cannot carry is reported in :attr:`ImportedTable.notes`:
 
 - format version 3: read only when no v3-only feature is used (deletion vectors, default values,
-  v3-only types, encryption); the table is imported as format version 2 (row lineage is dropped).
-
-With ``relocate``, position delete files name data files by their original paths: the caller passes
-a rewriter (``engine.register`` does) that copies each such file with its paths relocated, and the
-events record the copy; without one, such a file is refused.
+  v3-only types such as timestamp_ns or variant, encryption); the table is imported as format
+  version 2 (row lineage is dropped);
+- a ``last-column-id`` above the only schema's highest field id (icelog continues from the latter).
 
 Metadata locations: a ``*.metadata.json`` / ``*.gz.metadata.json`` file, or a table folder (or its
 ``metadata`` folder): ``version-hint.text`` when present and valid, else the highest
 ``vN[.gz].metadata.json``, else the highest ``NNNNN-<uuid>[.gz].metadata.json`` (catalogs that
-name files that way: Hive, JDBC, PyIceberg's SqlCatalog).
+name files that way and write no hint: Trino, Hive, JDBC, PyIceberg's SqlCatalog).
 """
 
 from __future__ import annotations
