@@ -24,6 +24,7 @@ import attrs
 from engine.errors import CorruptFileError, IntegrityError
 from engine.events import FileChange
 from engine.model.data_file import (
+    DataFile,
     DataFileContent,
     EntryStatus,
     FieldSummary,

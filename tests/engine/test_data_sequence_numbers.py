@@ -97,7 +97,7 @@ def test_equality_deletes_apply_by_the_files_data_sequence_number(compacted):
 
 
 def test_the_projection_writes_the_explicit_data_sequence_number(compacted):
-    cat, t, b, c, compaction = compacted
+    _, t, b, c, compaction = compacted
     entries = t.inspect.entries(compaction).to_pylist()
     seq = {e["data_file"]["file_path"]: (e["status"], e["sequence_number"], e["file_sequence_number"])
            for e in entries if e["data_file"]["content"] == 0}
@@ -111,7 +111,7 @@ def test_the_manifest_lists_min_sequence_number_counts_the_explicit_one(compacte
     from projections import layout
     from projections.manifests import read_manifest_list
 
-    cat, t, b, c, compaction = compacted
+    cat, t, _, _, compaction = compacted
     snap = t.state.snapshot_by_id(compaction)
     path = layout.manifest_list_file(t.state.location, snap.snapshot_id, snap.commit_id)
     new = [m for m in read_manifest_list(cat.io.read_bytes(path), path) if m.added_files_count
@@ -120,7 +120,7 @@ def test_the_manifest_lists_min_sequence_number_counts_the_explicit_one(compacte
 
 
 def test_spark_applies_deletes_by_the_explicit_data_sequence_number(spark, compacted):
-    cat, t, b, c, compaction = compacted
+    _, t, b, c, _ = compacted
     for snap in t.snapshots():
         got = sorted(r["id"] for r in spark.read.format("iceberg").option("snapshot-id", str(snap.snapshot_id))
                      .load(t.location).collect())

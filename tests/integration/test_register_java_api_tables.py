@@ -209,7 +209,7 @@ def test_flink_style_upserts(spark, tmp_warehouse: Path, warehouse_catalog: str,
     got = {r["id"]: r["v"] for r in spark.read.format("iceberg").load(name).collect()}
     assert got == {1: "c3-1", 2: "c2-2", 3: "c2-3", 4: "c2-4"}
 
-    cat, t, _ = register_and_compare(spark, name, folder, tmp_path, "flink")
+    _, t, _ = register_and_compare(spark, name, folder, tmp_path, "flink")
     summary = dict(t.current_snapshot().summary)
     assert summary["flink.job-id"] == job and summary["flink.max-committed-checkpoint-id"] == "3"
     assert [s.operation for s in t.snapshots()] == ["overwrite"] * 3
