@@ -310,3 +310,34 @@ def test_copied_table_with_position_deletes_registers_with_relocate(spark, tmp_w
     # Spark also sees the same delete files through icelog's projection
     projected = spark.read.format("iceberg").load(f"{t.metadata_location}#delete_files").collect()
     assert sorted(r["file_path"] for r in projected) == sorted(f.file_path for f in deletes)
+
+
+def test_files_added_from_outside_without_field_ids(spark, tmp_warehouse: Path, warehouse_catalog: str,
+                                                    tmp_path: Path) -> None:
+    """Spark's add_files takes Parquet files written elsewhere without field ids (a Hive or Impala migration):
+    they stay outside the table folder and are read through the name mapping add_files sets."""
+    import pyarrow.parquet as pq
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["one", "two"]}), outside / "a.parquet")
+    pq.write_table(pa.table({"id": pa.array([3], pa.int64()), "name": ["three"]}), outside / "b.parquet")
+    name = f"{warehouse_catalog}.db.migrated"
+    spark.sql(f"CREATE TABLE {name} (id bigint, name string) USING iceberg TBLPROPERTIES ('format-version'='2')")
+    spark.sql(f"CALL {warehouse_catalog}.system.add_files(table => 'db.migrated', "
+              f"source_table => '`parquet`.`{outside}`')")
+    spark.sql(f"ALTER TABLE {name} RENAME COLUMN name TO label")  # the mapping keeps the old name too
+    spark.sql(f"INSERT INTO {name} VALUES (4, 'four')")
+    snapshots = spark_snapshots(spark, name)
+    expected = {sid: spark_rows(spark, name, sid) for sid in snapshots}
+    assert len(expected[snapshots[-1]]) == 4
+
+    cat = Catalog.open(tmp_path / "icelog")
+    cat.create_namespace("db")
+    t = cat.register_table("db.migrated", str(tmp_warehouse / "db" / "migrated"), location=str(tmp_path / "proj"))
+    assert "schema.name-mapping.default" in t.properties
+    paths = [f.file_path for f in cat.store.live_files(t.state, snapshots[-1])]
+    assert sum(str(outside) in p for p in paths) == 2
+    for sid in snapshots:
+        assert icelog_rows(t, sid) == expected[sid], sid
+        assert spark_rows(spark, t.metadata_location, sid) == expected[sid], sid
