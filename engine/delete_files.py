@@ -239,8 +239,7 @@ def relocate_position_deletes(delete_file: DataFile, relocate: Callable[[str], s
     table = pa.Table.from_arrays([pa.array(moved, pa.string()), rows.column(DELETE_POS)],
                                  schema=schema_to_arrow(POSITION_DELETE_SCHEMA))
     table = table.sort_by([(DELETE_FILE_PATH, "ascending"), (DELETE_POS, "ascending")])
-    name = f"relocated-{uuid.uuid5(uuid.NAMESPACE_URL, delete_file.file_path)}.parquet"
-    path = f"{_local(folder).rstrip('/')}/{name}"
+    path = relocated_position_deletes_path(delete_file, folder)
     props = dict(properties or {})
     props[f"write.metadata.metrics.column.{DELETE_FILE_PATH}"] = "full"
     props[f"write.metadata.metrics.column.{DELETE_POS}"] = "full"
@@ -251,6 +250,12 @@ def relocate_position_deletes(delete_file: DataFile, relocate: Callable[[str], s
     return attrs.evolve(described, content=DataFileContent.POSITION_DELETES)
 
 
+def relocated_position_deletes_path(delete_file: DataFile, folder: str) -> str:
+    """Where :func:`relocate_position_deletes` writes the copy of ``delete_file`` in ``folder`` (a local path)."""
+    name = f"relocated-{uuid.uuid5(uuid.NAMESPACE_URL, delete_file.file_path)}.parquet"
+    return f"{_local(folder).rstrip('/')}/{name}"
+
+
 def _local(location: str) -> str:
     """A local path for a ``file:`` URI (``file:/x``, ``file:///x``), other locations unchanged."""
     for prefix in ("file://localhost/", "file:///", "file:/"):
@@ -259,8 +264,8 @@ def _local(location: str) -> str:
     return location
 
 
-__all__ = ["POSITION_DELETE_SCHEMA", "equality_schema", "relocate_position_deletes", "write_equality_deletes",
-           "write_position_deletes"]
+__all__ = ["POSITION_DELETE_SCHEMA", "equality_schema", "relocate_position_deletes", "relocated_position_deletes_path",
+           "write_equality_deletes", "write_position_deletes"]
 
 
 def paths_in_position_deletes(delete_file: DataFile) -> list[str]:

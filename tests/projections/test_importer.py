@@ -20,7 +20,7 @@ import pytest
 from engine import Catalog
 from engine.errors import AlreadyExists, CorruptFileError, NotFound, ValidationError
 from engine.events import RefSet, SnapshotAdded, TableCreated
-from engine.register import register_table
+from engine.register import PositionDeleteRelocation, register_table
 from projections.importer import Relocator, all_paths, import_table, resolve_metadata_location
 from storage.files import FileIO
 
@@ -318,6 +318,11 @@ def test_relocating_position_deletes_rewrites_them(tmp_path: Path) -> None:
         import_table(FileIO(), new, relocate={t.location: new})
     shutil.rmtree(t.location)  # the original is gone
     cat = target(tmp_path)
+    # in place it would clash with the source's metadata versions: refused, and the delete file copies it
+    # made are removed again
+    with pytest.raises(ValidationError, match="location="):
+        register_table(cat, "db.copy", new, relocate={t.location: new})
+    assert not list(Path(new).rglob("relocated-*"))
     proj = str(tmp_path / "proj")
     r = register_table(cat, "db.copy", new, relocate={t.location: new}, location=proj)
     for sid, want in expected.items():
@@ -331,13 +336,11 @@ def test_relocating_position_deletes_rewrites_them(tmp_path: Path) -> None:
         assert [fld.metadata[b"PARQUET:field_id"] for fld in written.schema] == [b"2147483546", b"2147483545"]
         assert all(p.startswith(new) for p in written.column("file_path").to_pylist())
         assert dict(f.lower_bounds)[2147483546] == dict(f.upper_bounds)[2147483546]  # names one data file
-    # importing again names the rewritten files the same way
+    # importing again names the rewritten files the same way; a refused second registration keeps them
     again = import_table(FileIO(), new, relocate={t.location: new}, location=proj,
-                         relocate_position_deletes=_rewriter())
+                         relocate_position_deletes=PositionDeleteRelocation(FileIO()))
     assert sorted(p for p in all_paths(again.events) if "relocated-" in p) == sorted(f.file_path for f in deletes)
-
-
-def _rewriter():
-    from engine.register import _relocate_position_deletes
-
-    return _relocate_position_deletes
+    with pytest.raises(ValidationError, match="already exists"):  # icelog's own projection is there now
+        register_table(cat, "db.copy2", new, relocate={t.location: new}, location=proj)
+    assert all(Path(f.file_path).exists() for f in deletes)
+    assert ids(r, r.current_snapshot().snapshot_id) == [1, 4]
