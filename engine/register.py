@@ -17,7 +17,8 @@ clash (icelog's derive from its commit ids). The original files are never modifi
 With ``relocate``, a position delete file names data files by their original paths; each one whose rows
 name a relocated path is copied with those paths rewritten to ``<location>/data/relocated-<uuid5>.parquet``
 (the name derives from the original's path, so a retried import writes the same file) and the events
-record the copy instead of the original.
+record the copy instead of the original. A registration refused before its commit removes the copies it
+created.
 """
 
 from __future__ import annotations
