@@ -692,14 +692,17 @@ class Table:
 
     def rewrite_data_files(self, where: str | None = None, strategy: str = "binpack", sort_order: Any = None,
                            zorder_columns: Sequence[str] | None = None,
-                           target_file_size_bytes: int | None = None, *, branch: str = MAIN_BRANCH) -> Any:
+                           target_file_size_bytes: int | None = None, *, branch: str = MAIN_BRANCH,
+                           options: Mapping[str, Any] | None = None) -> Any:
         """Compaction (operation ``replace``): bin-pack, sort, or Z-order the live data files matching ``where``,
-        applying and dropping the delete files they cover."""
+        applying and dropping the delete files they cover. ``options`` takes Java's
+        ``use-starting-sequence-number`` (default true: the new files keep the starting snapshot's data sequence
+        number, so equality deletes committed meanwhile still apply to them)."""
         from engine.operations.rewrite import rewrite_data_files
 
         return rewrite_data_files(self, where=where, strategy=strategy, sort_order=sort_order,
                                   zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes,
-                                  branch=branch)
+                                  branch=branch, options=options)
 
     def rewrite_manifests(self) -> Any:
         """Rewrite the current snapshot's manifests into as few as the target size allows (``replace``)."""
