@@ -110,8 +110,9 @@ class RewritePlan:
     :param rewritten: the data files it replaces
     :param dropped_deletes: the delete files it removes (they apply to rewritten files only)
     :param added: the new data files
-    :param data_sequence_number: the explicit data sequence number of the new files (the starting snapshot's),
-        None when they take the new snapshot's own
+    :param use_starting_sequence_number: the new files take the starting snapshot's sequence number as their
+        data sequence number (looked up when committing: in a transaction a staged snapshot's number can change
+        on a retry), not the new snapshot's own
     :param repartitioned: the rewritten files of older specs, whose rows the new files hold in the current
         spec's partitions
     """
@@ -120,7 +121,7 @@ class RewritePlan:
     rewritten: tuple[DataFile, ...] = ()
     dropped_deletes: tuple[DataFile, ...] = ()
     added: tuple[DataFile, ...] = ()
-    data_sequence_number: int | None = None
+    use_starting_sequence_number: bool = True
     repartitioned: tuple[DataFile, ...] = ()
 
     @property
@@ -377,11 +378,9 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
         added += _write_group(writer, group, rows, stage)
         rewritten += group.tasks
     repartitioned = tuple(t.file for g in groups if g.spec_id is None for t in g.tasks)
-    keep = keep_sequence_number and state.format_version >= 2
     return RewritePlan(start_snapshot_id=snapshot.snapshot_id, rewritten=tuple(t.file for t in rewritten),
                        dropped_deletes=tuple(droppable_deletes(all_tasks, rewritten)), added=tuple(added),
-                       data_sequence_number=snapshot.sequence_number if keep else None,
-                       repartitioned=repartitioned)
+                       use_starting_sequence_number=keep_sequence_number, repartitioned=repartitioned)
 
 
 # ------------------------------------------------------------ committing
@@ -392,12 +391,14 @@ def rewrite_events(store: StateStore, base: TableState, ctx: CommitContext, plan
     """The ``replace`` snapshot of a planned compaction on ``base``, after checking what landed since it read:
     every file it removes must still be live, and no delete file may have been added for the data it rewrites
     that would not reach the new files (position deletes always; equality deletes unless the new files keep the
-    starting data sequence number and partition). The new files' changes carry ``plan.data_sequence_number``.
+    starting data sequence number and partition). With ``plan.use_starting_sequence_number`` (and format version
+    2 or later) the new files' changes carry the starting snapshot's sequence number as it is in ``base``.
 
     :raises ValidationConflict: naming the commit that conflicts
     """
     ref = base.ref(branch)
     head = ref.snapshot_id if ref is not None else None
+    keep = plan.use_starting_sequence_number and base.format_version >= 2
     if head != plan.start_snapshot_id:
         if not any(s.snapshot_id == plan.start_snapshot_id for s in base.ancestors(head)):
             raise ValidationConflict(
@@ -407,13 +408,14 @@ def rewrite_events(store: StateStore, base: TableState, ctx: CommitContext, plan
         v.files_still_live(plan.removed, _ACTION)
         moved = {f.file_path for f in plan.repartitioned}
         v.no_new_deletes_for([f for f in plan.rewritten if f.file_path not in moved], _ACTION,
-                             ignore_equality_deletes=plan.data_sequence_number is not None)
+                             ignore_equality_deletes=keep)
         v.no_new_deletes_for(plan.repartitioned, _ACTION)
     events = snapshot_events(base, ctx, operation=REPLACE, snapshot_id=snapshot_id, added=plan.added,
                              removed=plan.removed, branch=branch)
-    if plan.data_sequence_number is None:
+    start = base.snapshot_by_id(plan.start_snapshot_id)
+    if not keep or start is None:
         return list(events)
-    return [attrs.evolve(e, changes=tuple(attrs.evolve(c, data_sequence_number=plan.data_sequence_number)
+    return [attrs.evolve(e, changes=tuple(attrs.evolve(c, data_sequence_number=start.sequence_number)
                                           if c.added else c for c in e.changes)) for e in events]
 
 
