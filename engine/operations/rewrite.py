@@ -11,7 +11,7 @@ is pure and re-validates on every retry, as engine.operations.row_delete does).
 
 What it does, following Iceberg Java's RewriteDataFiles:
 
-- selects the live data files of the current snapshot that might hold rows matching ``where`` (partition
+- selects the live data files of the branch head that might hold rows matching ``where`` (partition
   values and column metrics, inclusive: whole files only), and groups them by partition. Files written under
   an older partition spec form one group of their own and are rewritten into the current spec's partitions;
 - reads each group's rows with the delete files that apply to them, orders them (``binpack``: concatenated,
@@ -28,7 +28,7 @@ file. Java's other selection options (min-input-files, file size thresholds, par
 
 Sequence numbers (Java's ``use-starting-sequence-number`` option, on by default): the new files' file changes
 carry an explicit data sequence number, the sequence number of the snapshot the compaction started from, while
-the snapshot itself gets the next one. Equality deletes committed meanwhile have higher sequence numbers, so they
+the ``replace`` snapshot (and so the files' file sequence number) takes the table's next one. Equality deletes committed meanwhile have higher sequence numbers, so they
 still apply to the rewritten rows and the compaction lands beside them. Position deletes committed meanwhile
 name the old files by path and would be lost, so the commit step refuses any that apply to a file it rewrites
 (ValidationConflict naming the commit), as it refuses a rewritten file that was removed meanwhile. Files of an
