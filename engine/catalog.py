@@ -101,6 +101,14 @@ def parse_namespace(namespace: str | Sequence[str]) -> tuple[str, ...]:
     return parts
 
 
+def _checksum_of(path: str) -> str | None:
+    """The file a Hadoop checksum file ``.<name>.crc`` (written by Spark's local file system) belongs to."""
+    folder, name = os.path.split(path)
+    if name.startswith(".") and name.endswith(".crc"):
+        return os.path.join(folder, name[1:-4])
+    return None
+
+
 class CatalogLog(Log):
     """The catalog's storage log, also callable: ``catalog.log(since=position)`` lists event-log entries
     (position, version, stream, type, time, actor, message, commit id, payload) after ``since``."""
@@ -828,7 +836,7 @@ class Table:
         if io.exists(metadata_dir):
             for path in io.list_dir(metadata_dir):
                 if path not in rendered and not path.endswith(layout.VERSION_HINT) and ".tmp" not in path \
-                        and io.fs_path(path) not in staged:
+                        and io.fs_path(path) not in staged and _checksum_of(io.fs_path(path)) not in staged:
                     problems.append(f"{path}: not written by icelog (a foreign writer?)")
         return problems
 

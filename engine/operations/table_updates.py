@@ -287,6 +287,9 @@ class _Running:
         self.last_schema_id: int | None = None
         self.last_spec_id: int | None = None
         self.last_order_id: int | None = None
+        #: files live in the snapshots this commit adds (their parents may be earlier snapshots of the same commit,
+        #: which the log's file index does not know yet)
+        self.live: dict[int, dict[str, DataFile]] = {}
 
     def add(self, event: Event) -> None:
         at = LogPosition(position=0, version=self.state.version + 1, commit_id=self.ctx.commit_id,
@@ -396,10 +399,24 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
     run.events = prefix
     if prefix:
         run.last_schema_id, run.last_spec_id, run.last_order_id = 0, 0, base.default_sort_order_id
+    updates = _merged_removals(updates)
     added_snapshots: set[int] = set()
     for i, u in enumerate(updates):
         _apply_update(run, u, updates[i + 1:], client_snapshots, live_entries, added_snapshots, stream)
     return run.events
+
+
+def _merged_removals(updates: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Consecutive ``remove-snapshots`` updates (Java sends one per expired snapshot) as one."""
+    out: list[Mapping[str, Any]] = []
+    for u in updates:
+        if u["action"] == "remove-snapshots" and out and out[-1]["action"] == "remove-snapshots":
+            ids = _need(u, "snapshot-ids", list, "remove-snapshots")
+            out[-1] = {"action": "remove-snapshots",
+                       "snapshot-ids": list(_need(out[-1], "snapshot-ids", list, "remove-snapshots")) + ids}
+        else:
+            out.append(u)
+    return out
 
 
 def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[str, Any]],
@@ -555,7 +572,20 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     client = client_snapshots.get(sid)
     if client is None:
         raise ValidationError(f"Cannot add snapshot {sid}: its manifest list was not read")
-    changes = _file_changes(state, client, parent_id, seq, live_entries)
+    if parent_id is None:
+        before: dict[str, DataFile] = {}
+    elif parent_id in run.live:
+        before = run.live[parent_id]
+    else:
+        before = {e.file.file_path: e.file for e in live_entries(state, parent_id)}
+    changes = _file_changes(state, client, before, seq)
+    after = dict(before)
+    for c in changes:
+        if c.added:
+            after[c.file.file_path] = c.file
+        else:
+            after.pop(c.file.file_path, None)
+    run.live[sid] = after
     if state.format_version < 2 and any(c.added and c.file.content != 0 for c in changes):
         raise ValidationError(f"Cannot add snapshot {sid}: delete files need format version 2")
     branch = UNREFERENCED_BRANCH
@@ -572,11 +602,9 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
         run.add(RefRemoved(name=UNREFERENCED_BRANCH))
 
 
-def _file_changes(state: TableState, client: ClientSnapshot, parent_id: int | None, seq: int,
-                  live_entries: Callable[[TableState, int | None], Sequence[Any]]) -> tuple[FileChange, ...]:
-    """Files the client's snapshot adds and removes relative to its parent as the log has it."""
-    before: dict[str, DataFile] = {e.file.file_path: e.file for e in live_entries(state, parent_id)} \
-        if parent_id is not None else {}
+def _file_changes(state: TableState, client: ClientSnapshot, before: Mapping[str, DataFile],
+                  seq: int) -> tuple[FileChange, ...]:
+    """Files the client's snapshot adds and removes relative to its parent's live files ``before``."""
     new_live: dict[str, tuple[ManifestEntry, int]] = {}
     deleted: set[str] = set()
     by_path = {m.manifest_path: m for m in client.manifests}
