@@ -393,7 +393,7 @@ def commit_transaction(rc: RestCatalog, body: Mapping[str, Any]) -> None:
         if (ns, name) in seen:
             raise BadRequest(f"Invalid transaction: table {'.'.join(ns + (name,))} is changed twice")
         seen.add((ns, name))
-        prepared.append(_prepare(cat, ns, name, change, may_create=False))
+        prepared.append(_prepare(cat, ns, name, change, may_create=True))
     _commit(cat, prepared)
     for p in prepared:
         Table(cat, p.namespace, p.name, p.table_uuid).publish()
@@ -586,7 +586,13 @@ def app(warehouse: str | os.PathLike, token: str) -> Starlette:
         yield
         rc.close()
 
-    application = Starlette(routes=routes, lifespan=lifespan)
+    async def not_found(request: Request, exc: Exception) -> Response:
+        code = getattr(exc, "status_code", 404)
+        return error_response(code, "NotFoundException" if code == 404 else "BadRequestException",
+                              f"{request.method} {request.url.path}: no such route in the Iceberg REST API")
+
+    application = Starlette(routes=routes, lifespan=lifespan,
+                            exception_handlers={404: not_found, 405: not_found})
     application.state.rest_catalog = rc
     return application
 

@@ -171,6 +171,26 @@ def test_spark_procedures_rollback_and_expire(spark: Any, server: str, tmp_wareh
     with Catalog.open(tmp_warehouse) as icelog:
         assert len(icelog.load_table("db.p").snapshots()) == 1
     assert c.verify() == []
+    ordered = c.new_events("ALTER TABLE {t} WRITE ORDERED BY id")  # Spark also sets write.distribution-mode
+    assert ordered[:2] == ["add-sort-order", "set-default-sort-order"]
+    with Catalog.open(tmp_warehouse) as icelog:
+        assert str(icelog.load_table("db.p").sort_order()) == str(icelog.load_table("db.p").state.sort_orders[-1])
+        assert icelog.load_table("db.p").sort_order().fields[0].source_id == 1
+
+    c.sql("CREATE TABLE {c}.db.v1 (id bigint) USING iceberg TBLPROPERTIES ('format-version'='1')")
+    c.sql("INSERT INTO {c}.db.v1 VALUES (1)")
+    c.sql("ALTER TABLE {c}.db.v1 SET TBLPROPERTIES ('format-version'='2')")
+    c.sql("ALTER TABLE {c}.db.v1 RENAME TO db.v2")  # Spark names the target within the catalog
+    with Catalog.open(tmp_warehouse) as icelog:
+        assert icelog.load_table("db.v2").state.format_version == 2
+        assert [e.type for e in icelog.load_table("db.v2").log()][-1] == "upgrade-format-version"
+        location = icelog.load_table("db.v2").location
+    assert [r[0] for r in c.sql("SELECT id FROM {c}.db.v2")] == [1]
+    c.sql("DROP TABLE {c}.db.v2 PURGE")
+    c.sql("DROP TABLE {t}")
+    with Catalog.open(tmp_warehouse) as icelog:
+        assert icelog.list_tables("db") == []
+    assert list(Path(location).rglob("*.parquet")) == []  # Spark deletes the reachable files itself
 
 
 @pytest.mark.skipif("data_sequence_number" not in attrs.fields_dict(FileChange),
