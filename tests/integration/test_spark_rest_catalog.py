@@ -171,6 +171,23 @@ def test_spark_procedures_rollback_and_expire(spark: Any, server: str, tmp_wareh
     with Catalog.open(tmp_warehouse) as icelog:
         assert len(icelog.load_table("db.p").snapshots()) == 1
     assert c.verify() == []
+    # write-audit-publish: a staged snapshot (no ref points at it), then cherry-picked onto main
+    c.sql("ALTER TABLE {t} SET TBLPROPERTIES ('write.wap.enabled'='true')")
+    spark.conf.set("spark.wap.id", "audit-1")
+    try:
+        c.sql("INSERT INTO {t} VALUES (20, 'staged')")
+    finally:
+        spark.conf.unset("spark.wap.id")
+    assert _ids(c.same_everywhere()) == [1, 9]
+    staged = [r[0] for r in c.sql("SELECT snapshot_id FROM {t}.snapshots WHERE summary['wap.id'] = 'audit-1'")]
+    assert len(staged) == 1
+    with Catalog.open(tmp_warehouse) as icelog:
+        t = icelog.load_table("db.p")
+        assert t.snapshot_by_id(staged[0]) is not None and set(t.refs()) == {"main"}
+    c.sql(f"CALL {{c}}.system.cherrypick_snapshot('db.p', {staged[0]})")
+    assert _ids(c.same_everywhere()) == [1, 9, 20]
+    assert c.verify() == []
+
     ordered = c.new_events("ALTER TABLE {t} WRITE ORDERED BY id")  # Spark also sets write.distribution-mode
     assert ordered[:2] == ["add-sort-order", "set-default-sort-order"]
     with Catalog.open(tmp_warehouse) as icelog:

@@ -278,3 +278,35 @@ def test_multi_table_transaction_is_atomic(client: RestCatalog, server: str, tmp
         last_a = cat.load_table("db.a").log()[-1]
         last_b = cat.load_table("db.b").log()[-1]
     assert last_a.type == last_b.type == "set-properties" and last_a.commit_id == last_b.commit_id
+
+
+@pytest.mark.parametrize(("requirement", "holds"), [
+    ({"type": "assert-table-uuid", "uuid": "00000000-0000-0000-0000-000000000000"}, None),
+    ({"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": 123}, None),
+    ({"type": "assert-last-assigned-field-id", "last-assigned-field-id": 7}, 3),
+    ({"type": "assert-current-schema-id", "current-schema-id": 1}, 0),
+    ({"type": "assert-last-assigned-partition-id", "last-assigned-partition-id": 1000}, 999),
+    ({"type": "assert-default-spec-id", "default-spec-id": 1}, 0),
+    ({"type": "assert-default-sort-order-id", "default-sort-order-id": 1}, 0),
+    ({"type": "assert-create"}, None),
+])
+def test_each_requirement_is_checked_against_the_log(client: RestCatalog, server: str, requirement: dict,
+                                                     holds: int | None) -> None:
+    """A requirement that holds lets the commit land; one that does not is a 409 and nothing lands."""
+    client.create_namespace("db")
+    client.create_table("db.t", schema=SCHEMA)
+    table_uuid = str(client.load_table("db.t").metadata.table_uuid)
+    body = {"requirements": [requirement], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+    r = requests.post(_table_url(server, "db", "t"), headers=_auth(), json=body)
+    assert (r.status_code, r.json()["error"]["type"]) == (409, "CommitFailedException"), r.text
+    assert "k" not in client.load_table("db.t").properties
+    if requirement["type"] == "assert-create":
+        return
+    good = dict(requirement)
+    key = next(k for k in good if k not in ("type", "ref"))
+    good[key] = {"assert-table-uuid": table_uuid, "assert-ref-snapshot-id": None}.get(requirement["type"], holds)
+    r = requests.post(_table_url(server, "db", "t"), headers=_auth(), json={**body, "requirements": [good]})
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["properties"]["k"] == "v"
+    assert r.json()["metadata-location"].endswith(".metadata.json")
+    assert client.load_table("db.t").properties["k"] == "v"
