@@ -19,6 +19,8 @@ and retries.
     from tools.rest_server import app, serve
     serve("warehouse", "127.0.0.1", 8181, token="secret")      # blocking
     asgi = app("warehouse", token="secret")                      # for any ASGI server
+    with running_server("warehouse") as server:                  # a background thread (tests, benchmarks)
+        RestCatalog("r", uri=server.uri, token=server.token)
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ import hmac
 import json
 import logging
 import os
+import secrets
+import socket
 import threading
+import time
 import uuid
-from typing import Any, AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from urllib.parse import parse_qs
 
 import attrs
@@ -602,3 +607,45 @@ def serve(warehouse: str | os.PathLike, host: str = "127.0.0.1", port: int = 818
     import uvicorn
 
     uvicorn.run(app(warehouse, token), host=host, port=port, log_level="warning")
+
+
+@attrs.frozen(kw_only=True)
+class RunningServer:
+    """A server started by :func:`running_server`: its base URL and the token clients must send."""
+
+    uri: str
+    token: str
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_server(warehouse: str | os.PathLike, token: str | None = None, *, host: str = "127.0.0.1",
+                   port: int | None = None) -> Iterator[RunningServer]:
+    """Serve ``warehouse`` from a background thread of this process until the block ends (tests, benchmarks).
+
+    :param token: the bearer token (a random one when None)
+    :param port: the port (a free one when None)
+    """
+    import uvicorn
+
+    token = token or secrets.token_urlsafe(24)
+    port = port or free_port(host)
+    server = uvicorn.Server(uvicorn.Config(app(warehouse, token), host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name=f"icelog-rest-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise IcelogError(f"Cannot start the REST server on {host}:{port}")
+        time.sleep(0.02)
+    try:
+        yield RunningServer(uri=f"http://{host}:{port}", token=token)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

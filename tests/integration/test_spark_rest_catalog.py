@@ -19,7 +19,7 @@ from pyiceberg.catalog.rest import RestCatalog
 
 from engine import Catalog
 from engine.events import FileChange
-from tests.tools.rest_server_harness import running_server
+from tools.rest_server import running_server
 
 TOKEN = "spark-token"
 _names = itertools.count()
@@ -37,8 +37,8 @@ def rest_catalog(spark: Any, url: str) -> str:
 
 @pytest.fixture
 def server(tmp_warehouse: Path) -> Iterator[str]:
-    with running_server(tmp_warehouse, TOKEN) as url:
-        yield url
+    with running_server(tmp_warehouse, TOKEN) as running:
+        yield running.uri
 
 
 def _norm(value: Any) -> Any:

@@ -22,15 +22,15 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
 from engine import Catalog
-from tests.tools.rest_server_harness import running_server
+from tools.rest_server import running_server
 
 TOKEN = "s3cret-token"
 
 
 @pytest.fixture
 def server(tmp_warehouse: Path) -> Iterator[str]:
-    with running_server(tmp_warehouse, TOKEN) as url:
-        yield url
+    with running_server(tmp_warehouse, TOKEN) as running:
+        yield running.uri
 
 
 @pytest.fixture
