@@ -176,9 +176,10 @@ class ClientSnapshot:
     gone_entries: tuple[ManifestEntry, ...] = ()
 
     def written_files(self) -> list[str]:
-        """The client's files icelog records as staged: the manifest list and the manifests it wrote."""
-        return [self.manifest_list] + [m for m in self.entries if self.parent_manifests is None
-                                       or m not in self.parent_manifests]
+        """The client's files icelog records as staged: the manifest list and the manifests it wrote for this
+        snapshot (a list also names older manifests, icelog's own among them)."""
+        return [self.manifest_list] + [m.manifest_path for m in self.manifests
+                                       if m.added_snapshot_id == self.snapshot_id]
 
 
 def _read_file(io: FileIO, path: str, what: str) -> bytes:

@@ -105,6 +105,13 @@ def test_pyiceberg_writes_land_in_the_log_and_read_back_the_same(client: RestCat
         t = cat.load_table("db.events")
         assert t.schema().find_field("note").field_id == 4
         assert t.current_snapshot().snapshot_id == client.load_table("db.events").current_snapshot().snapshot_id
+        # the manifests PyIceberg wrote were staged: orphan removal deletes them, icelog's own stay
+        client_files = {p for p, _ in cat.log.staged_files(t.uuid) if p.endswith(".avro")}
+        assert client_files and all(Path(p).exists() for p in client_files)
+        removed = set(t.remove_orphan_files(older_than_ms=int(datetime.datetime.now().timestamp() * 1000) + 60_000))
+        assert client_files <= removed
+        assert cat.verify("db.events") == []
+    assert _sorted(client.load_table("db.events").scan().to_arrow()) == pyiceberg_rows
 
 
 def test_list_rename_drop_register(client: RestCatalog, tmp_warehouse: Path, tmp_path: Path) -> None:
@@ -310,3 +317,44 @@ def test_each_requirement_is_checked_against_the_log(client: RestCatalog, server
     assert r.json()["metadata"]["properties"]["k"] == "v"
     assert r.json()["metadata-location"].endswith(".metadata.json")
     assert client.load_table("db.t").properties["k"] == "v"
+
+
+def test_cli_serve_answers_config_with_the_token(tmp_warehouse: Path) -> None:
+    """``icelog --warehouse DIR serve --host --port --token``: ready when GET /v1/config with the token is 200."""
+    import subprocess
+    import sys
+    import time
+
+    from tools.rest_server import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "--warehouse", str(tmp_warehouse), "serve",
+                             "--host", "127.0.0.1", "--port", str(port), "--token", TOKEN],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}/v1/config"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                r = requests.get(url, headers=_auth(), timeout=5)
+                break
+            except requests.ConnectionError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                assert time.monotonic() < deadline, "icelog serve did not start"
+                time.sleep(0.1)
+        assert r.status_code == 200 and "GET /v1/{prefix}/namespaces" in r.json()["endpoints"]
+        assert requests.get(url, timeout=5).status_code == 401
+        RestCatalog("cli", uri=f"http://127.0.0.1:{port}", token=TOKEN).create_namespace("db")
+        with Catalog.open(tmp_warehouse) as cat:
+            assert cat.list_namespaces() == [("db",)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_cli_serve_needs_a_token(tmp_warehouse: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from tools.cli import main
+
+    monkeypatch.delenv("ICELOG_TOKEN", raising=False)
+    assert main(["--warehouse", str(tmp_warehouse), "serve", "--port", "1"]) == 1
+    assert "--token" in capsys.readouterr().err
