@@ -449,7 +449,13 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
         run.last_schema_id = new_id
     elif action == "set-current-schema":
         sid = _last_or(run.last_schema_id, _need(u, "schema-id", int, action), "schema")
-        state.schema_by_id(sid)
+        schema = state.schema_by_id(sid)
+        for spec in state.specs:  # icelog reads every spec's partition tuples through the current schema
+            try:
+                spec.partition_type(schema)
+            except ValidationError as e:
+                raise ValidationError(f"Cannot set current schema {sid}: partition spec {spec.spec_id} of the table "
+                                      f"uses a column the schema drops, which icelog cannot keep ({e})") from e
         if sid != state.current_schema_id:
             run.add(CurrentSchemaSet(schema_id=sid))
     elif action == "add-spec":
