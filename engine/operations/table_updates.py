@@ -401,9 +401,8 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
     if prefix:
         run.last_schema_id, run.last_spec_id, run.last_order_id = 0, 0, base.default_sort_order_id
     updates = _merged_removals(updates)
-    added_snapshots: set[int] = set()
     for i, u in enumerate(updates):
-        _apply_update(run, u, updates[i + 1:], client_snapshots, live_entries, added_snapshots, stream)
+        _apply_update(run, u, updates[i + 1:], client_snapshots, live_entries, stream)
     return run.events
 
 
@@ -422,7 +421,7 @@ def _merged_removals(updates: list[Mapping[str, Any]]) -> list[Mapping[str, Any]
 
 def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[str, Any]],
                   client_snapshots: Mapping[int, ClientSnapshot],
-                  live_entries: Callable[[TableState, int | None], Sequence[Any]], added_snapshots: set[int],
+                  live_entries: Callable[[TableState, int | None], Sequence[Any]],
                   stream: str) -> None:
     state = run.state
     action = u["action"]
@@ -503,7 +502,6 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
             run.add(PropertiesRemoved(removals=present))
     elif action == "add-snapshot":
         _add_snapshot(run, u["snapshot"], later, client_snapshots, live_entries, stream)
-        added_snapshots.add(u["snapshot"]["snapshot-id"])
     elif action == "set-snapshot-ref":
         name = _need(u, "ref-name", str, action)
         sid = _need(u, "snapshot-id", int, action)
