@@ -68,6 +68,38 @@ class NamespaceCreated(Event):
 
 
 @attrs.frozen(kw_only=True)
+class NamespaceDropped(Event):
+    """An empty namespace removed from the catalog."""
+
+    TYPE: ClassVar[str] = "drop-namespace"
+    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+
+    def payload(self) -> dict[str, Any]:
+        return {"namespace": list(self.namespace)}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> NamespaceDropped:
+        return cls(namespace=p["namespace"])
+
+
+@attrs.frozen(kw_only=True)
+class NamespacePropertiesUpdated(Event):
+    """A namespace's properties set (``updates``) and removed (``removals``)."""
+
+    TYPE: ClassVar[str] = "update-namespace-properties"
+    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    updates: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_frozen_pairs)
+    removals: tuple[str, ...] = attrs.field(default=(), converter=lambda v: tuple(sorted(v)))
+
+    def payload(self) -> dict[str, Any]:
+        return {"namespace": list(self.namespace), "updates": dict(self.updates), "removals": list(self.removals)}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> NamespacePropertiesUpdated:
+        return cls(namespace=p["namespace"], updates=p["updates"], removals=p["removals"])
+
+
+@attrs.frozen(kw_only=True)
 class TableRegistered(Event):
     """A table name now points at a table stream (the catalog's half of creating a table)."""
 
@@ -415,7 +447,7 @@ class SnapshotsRemoved(Event):
 
 _EVENT_TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls
-    for cls in (NamespaceCreated, TableRegistered, TableRenamed, TableDropped, TableCreated, PropertiesSet, PropertiesRemoved, SnapshotAdded,
+    for cls in (NamespaceCreated, NamespaceDropped, NamespacePropertiesUpdated, TableRegistered, TableRenamed, TableDropped, TableCreated, PropertiesSet, PropertiesRemoved, SnapshotAdded,
                 SchemaAdded, CurrentSchemaSet, SpecAdded, DefaultSpecSet, SortOrderAdded, DefaultSortOrderSet,
                 FormatVersionUpgraded, RefSet, RefRemoved, SnapshotsRemoved)
 }

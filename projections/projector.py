@@ -476,6 +476,17 @@ class Projector:
                                     list(r))
 
 
+    def unpublish_namespace(self, namespace: tuple[str, ...], keys: Sequence[str] | None = None) -> None:
+        """Remove a namespace's ``iceberg_namespace_properties`` rows: ``keys`` only, or all (a dropped namespace)."""
+        ns = ".".join(namespace)
+        with self.log.transaction():
+            if keys is None:
+                self.log.db.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND "
+                                    "namespace = ?", [self.catalog_name, ns])
+            for k in keys or ():
+                self.log.db.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND "
+                                    "namespace = ? AND property_key = ?", [self.catalog_name, ns, k])
+
 def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex, changes_of: ChangesOf,
                  write: Callable[[str, bytes], None]) -> dict[str, bytes]:
     """Render and write one commit's files (manifests, manifest list, metadata.json); returns what was written."""
