@@ -15,6 +15,9 @@ Decoding is lazy: a part's path, content, spec id and partition tuple are read f
 without parsing the rest, and the full :class:`DataFile` is built only when asked for (``FileItem.entry``),
 so a plan that partition pruning narrows to a few files builds only those.
 
+A snapshot staged in a transaction (``Snapshot.staged_changes``) is not in the log: its changes come from the
+snapshot itself, and no live set of it is kept, since its id may land later on another parent.
+
 One index belongs to one state store (``FileIndex.of(store)``); it is an explicit cache object, never
 module state.
 """
@@ -154,7 +157,7 @@ class FileIndex:
 
     def changes(self, state: TableState, snaps: list[Snapshot]) -> dict[int, tuple[FileItem, ...]]:
         """The changes of each snapshot (by log position), reading only the parts not cached yet. Snapshots staged
-        in a transaction share log position 0 and are not in the log: ask :meth:`changes_of` for those."""
+        in a transaction are not in the log (they carry their changes; :meth:`live_items` reads them there)."""
         types, type_id = self._types(state)
         out: dict[int, tuple[FileItem, ...]] = {}
         missing: list[Snapshot] = []
