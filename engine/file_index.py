@@ -18,7 +18,12 @@ as the full live set filtered (every added path in the history distinct, removal
 plans from the full live set.
 
 Decoding is lazy: the full :class:`DataFile` is built only when asked for (``FileItem.file``), so a plan that
-partition pruning narrows to a few files builds only those.
+partition pruning narrows to a few files builds only those. A file with an explicit data sequence number in its
+part (``"data-sequence-number"``: compaction, imported entries) keeps it; the others take their snapshot's.
+
+A snapshot staged in a transaction (``Snapshot.staged_changes``) is not in the log: its changes come from the
+snapshot itself, no live set of it is kept (its id may land later on another parent), and a plan of it takes
+the full replay.
 
 One index belongs to one state store (``FileIndex.of(store)``); it is an explicit cache object, never
 module state.
@@ -116,7 +121,7 @@ class FileItem:
                  "snap", "spec_id")
 
     def __init__(self, path: str, content: DataFileContent, spec_id: int, partition: tuple[Any, ...],
-                 data_sequence_number: int, snap: Snapshot, body: BlockBody, row: int) -> None:
+                 data_sequence_number: int, snap: Snapshot, body: BlockBody | None, row: int) -> None:
         self.path = path
         self.content = content
         self.spec_id = spec_id
@@ -127,6 +132,15 @@ class FileItem:
         self._row = row
         self._file: DataFile | None = None
         self._entry: Any = None
+
+    @classmethod
+    def staged(cls, change: Any, snap: Snapshot) -> FileItem:
+        """The item of a file added by a snapshot staged in a transaction (not in the log: never cached)."""
+        f = change.file
+        seq = snap.sequence_number if change.data_sequence_number is None else change.data_sequence_number
+        item = cls(f.file_path, f.content, f.spec_id, f.partition, seq, snap, None, -1)
+        item._file = f
+        return item
 
     def file(self) -> DataFile:
         """The file's :class:`DataFile` (built on first use)."""
@@ -386,11 +400,14 @@ class FileIndex:
         return items
 
     def changes(self, state: TableState, snaps: list[Snapshot]) -> dict[int, Changes]:
-        """The changes of each snapshot (by log position), decoding only the blocks not cached yet."""
+        """The changes of each snapshot (by log position), decoding only the blocks not cached yet. Snapshots staged
+        in a transaction are not in the log (they carry their changes; :meth:`live_items` reads them there)."""
         types, type_id = self._types(state)
         out: dict[int, Changes] = {}
         missing: list[Snapshot] = []
         for snap in snaps:
+            if snap.staged_changes is not None:
+                raise ValidationError(f"Cannot read file changes: snapshot {snap.snapshot_id} is staged, not logged")
             found = self._changes.get((snap.log_position, type_id))
             if found is None:
                 missing.append(snap)
@@ -423,6 +440,8 @@ class FileIndex:
         start: dict[str, FileItem] = {}
         todo = ancestry
         for i, snap in enumerate(ancestry):
+            if snap.staged_changes is not None:
+                continue  # staged in a transaction: its id may land later with other changes or another parent
             cached = self._live.get((state.table_uuid, snap.snapshot_id, type_id))
             if cached is not None:
                 self._live.move_to_end((state.table_uuid, snap.snapshot_id, type_id))
@@ -430,15 +449,21 @@ class FileIndex:
                     return list(cached.values())
                 start, todo = cached, ancestry[:i]
                 break
-        changes = self.changes(state, todo)
+        changes = self.changes(state, [s for s in todo if s.staged_changes is None])
         live = dict(start)
         for snap in reversed(todo):  # oldest first
-            snap_changes = changes[snap.log_position]
+            if snap.staged_changes is not None:
+                snap_changes = Changes(tuple(c.file.file_path for c in snap.staged_changes if not c.added),
+                                       tuple(FileItem.staged(c, snap) for c in snap.staged_changes if c.added))
+            else:
+                snap_changes = changes[snap.log_position]
             for path in snap_changes.removed:
                 live.pop(path, None)
             for item in snap_changes.added:
                 live.pop(item.path, None)
                 live[item.path] = item
+        if ancestry[0].staged_changes is not None:
+            return list(live.values())
         self._live[(state.table_uuid, snapshot_id, type_id)] = live
         while len(self._live) > MAX_LIVE_SETS:
             self._live.popitem(last=False)
@@ -448,7 +473,7 @@ class FileIndex:
         """Whether the live set of the snapshot or of one of its ancestors is cached (planning from it is cheap)."""
         _, type_id = self._types(state)
         return any((state.table_uuid, s.snapshot_id, type_id) in self._live
-                   for s in state.ancestors(snapshot_id, through_expired=True))
+                   for s in state.ancestors(snapshot_id, through_expired=True) if s.staged_changes is None)
 
     def pruned_items(self, state: TableState, snapshot_id: int,
                      commit_might_match: Callable[[Mapping[int, tuple[FieldSummary, ...]]], bool],
@@ -463,6 +488,8 @@ class FileIndex:
         ancestry = state.ancestors(snapshot_id, through_expired=True)
         if not ancestry:
             return PrunedFiles(items=[], data_files=0, skipped_data_files=0, skipped_commits=0)
+        if any(s.staged_changes is not None for s in ancestry):
+            return None  # staged in a transaction: no blocks to read
         types, type_id = self._types(state)
         with collector_paused():
             positions = [s.log_position for s in ancestry]

@@ -21,6 +21,8 @@ from engine.events import (
     Event,
     FormatVersionUpgraded,
     NamespaceCreated,
+    NamespaceDropped,
+    NamespacePropertiesUpdated,
     PropertiesRemoved,
     PropertiesSet,
     RefRemoved,
@@ -66,6 +68,14 @@ class Snapshot:
     commit_id: str
     log_position: int
     log_version: int
+    #: a snapshot staged in a transaction, not in the log yet: the file changes its event carries (None for a
+    #: snapshot the log recorded; never compared, never serialized)
+    staged_changes: tuple[Any, ...] | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def is_staged(self) -> bool:
+        """Staged in a transaction: its files are in ``staged_changes``, not in the log."""
+        return self.staged_changes is not None
 
     def summary_value(self, key: str, default: str | None = None) -> str | None:
         for k, v in self.summary:
@@ -204,6 +214,13 @@ class CatalogState:
 
     def has_namespace(self, namespace: tuple[str, ...]) -> bool:
         return any(ns == namespace for ns, _ in self.namespaces)
+
+    def namespace_properties(self, namespace: tuple[str, ...]) -> dict[str, str] | None:
+        """The namespace's properties, or None when it does not exist."""
+        for ns, props in self.namespaces:
+            if ns == namespace:
+                return dict(props)
+        return None
 
     def table(self, namespace: tuple[str, ...], name: str) -> TableEntry | None:
         for t in self.tables:
@@ -370,6 +387,27 @@ def fold(events: Iterable[tuple[Event, LogPosition]], state: TableState | None =
 def _(event: NamespaceCreated, state: CatalogState, at: LogPosition) -> CatalogState:
     return attrs.evolve(state, namespaces=state.namespaces + ((event.namespace, event.properties),),
                         version=at.version)
+
+
+@apply.register
+def _(event: NamespaceDropped, state: CatalogState, at: LogPosition) -> CatalogState:
+    if any(t.namespace == event.namespace for t in state.tables):
+        raise ValidationError(f"Cannot drop namespace {'.'.join(event.namespace)}: it still holds tables")
+    return attrs.evolve(state, namespaces=tuple(n for n in state.namespaces if n[0] != event.namespace),
+                        version=at.version)
+
+
+@apply.register
+def _(event: NamespacePropertiesUpdated, state: CatalogState, at: LogPosition) -> CatalogState:
+    removed = set(event.removals)
+
+    def updated(props: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        merged = {k: v for k, v in props if k not in removed}
+        merged.update(event.updates)
+        return tuple(sorted(merged.items()))
+
+    return attrs.evolve(state, namespaces=tuple((ns, updated(props)) if ns == event.namespace else (ns, props)
+                                                for ns, props in state.namespaces), version=at.version)
 
 
 @apply.register

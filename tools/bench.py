@@ -255,6 +255,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-operations", action="store_true", help="skip the row delete and compaction")
     parser.add_argument("--time-travel-events", type=int, default=100_000, help="log events of the as_of table")
     parser.add_argument("--scan-sizes", default="20000,100000", help="data files of the plan_files tables")
+    parser.add_argument("--rest-clients", type=int, default=8, help="concurrent clients of the REST benchmark")
+    parser.add_argument("--rest-commits", type=int, default=25, help="appends per REST client")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     warnings.filterwarnings("ignore")
@@ -287,6 +289,10 @@ def main(argv: list[str] | None = None) -> None:
             scan_sizes = tuple(int(x) for x in args.scan_sizes.split(",") if x)
             result["plan_files"] = bench_plan_files(os.path.join(root, "scan"), scan_sizes,
                                                     pyiceberg=not args.skip_pyiceberg)
+            from tools.bench_rest import bench_rest_commits
+
+            result["rest_commits"] = bench_rest_commits(os.path.join(root, "rest"), args.rest_clients,
+                                                        args.rest_commits)
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
     finally:
