@@ -210,7 +210,8 @@ class FileIndex:
         self._state_types: dict[int, tuple[TableState, dict[int, StructType], int]] = {}
         self._partitions: dict[tuple[int, int, tuple[Any, ...]], tuple[Any, ...]] = {}
         self._decoded: dict[tuple[int, int], tuple[BlockBody, list[tuple[Any, ...]]]] = {}
-        self._values: dict[tuple[int, int, int, Any], Any] = {}
+        #: per (types id, spec id), per partition field: JSON value -> decoded value
+        self._value_maps: dict[tuple[int, int], list[dict[Any, Any]]] = {}
         #: counters, for tests and benchmarks: files decoded, blocks rebuilt from the log's parts
         self.decoded_parts = 0
         self.rebuilt_blocks = 0
@@ -227,7 +228,7 @@ class FileIndex:
     def clear(self) -> None:
         self._partitions.clear()
         self._decoded.clear()
-        self._values.clear()
+        self._value_maps.clear()
         self._heads.clear()
         self._bodies.clear()
         self._changes.clear()
@@ -356,19 +357,18 @@ class FileIndex:
         key = (type_id, spec_id, raw)
         partition = self._partitions.get(key)
         if partition is None:
-            values = self._values
-            decoded = []
             try:
                 fields = types[spec_id].fields
             except KeyError as e:
                 raise ValidationError(f"Cannot decode file change: no partition spec {spec_id}") from e
-            for pos, (field, v) in enumerate(zip(fields, raw)):
-                vkey = (type_id, spec_id, pos, v)
-                value = values.get(vkey, _MISSING)
+            maps = self._value_maps.setdefault((type_id, spec_id), [{None: None} for _ in fields])
+            if len(raw) != len(fields):
+                raise ValidationError(f"Cannot decode file change: partition {raw!r} does not fit spec {spec_id}")
+            decoded = []
+            for values, field, v in zip(maps, fields, raw):
+                value = values.get(v, _MISSING)
                 if value is _MISSING:
-                    if type(v) is tuple:
-                        v = float(v[1])
-                    value = values[vkey] = None if v is None else value_from_json(field.field_type, v)
+                    value = values[v] = value_from_json(field.field_type, float(v[1]) if type(v) is tuple else v)
                 decoded.append(value)
             partition = self._partitions[key] = tuple(decoded)
         return partition
@@ -378,9 +378,20 @@ class FileIndex:
         """The decoded partition tuple of each of a block's distinct (spec, partition) pairs."""
         found = self._decoded.get((position, type_id))
         if found is None or found[0] is not body:
-            decode = self._partition
-            found = self._decoded[(position, type_id)] = (
-                body, [decode(types, type_id, spec_id, raw) for spec_id, raw in body.partitions])
+            decoded = []
+            known, decode, value_maps = self._partitions, self._partition, self._value_maps
+            for spec_id, raw in body.partitions:
+                partition = known.get((type_id, spec_id, raw))
+                if partition is None:
+                    maps = value_maps.get((type_id, spec_id))
+                    try:  # every value seen before: decoded by lookups alone
+                        if maps is None or len(maps) != len(raw):
+                            raise KeyError(spec_id)
+                        partition = known[(type_id, spec_id, raw)] = tuple(map(dict.__getitem__, maps, raw))
+                    except (KeyError, TypeError):
+                        partition = decode(types, type_id, spec_id, raw)
+                decoded.append(partition)
+            found = self._decoded[(position, type_id)] = (body, decoded)
         return found[1]
 
     def _items(self, snap: Snapshot, body: BlockBody, types: dict[int, StructType], type_id: int,
