@@ -297,8 +297,7 @@ def decode_body(blob: bytes, crc: int, head: BlockHead) -> BlockBody:
     _check(type(contents) is bytes and len(contents) == n and contents.count(0) == head.data_adds
            and max(contents, default=0) <= max(_CONTENTS), "contents")
     _check(type(spec_ids) is tuple and len(spec_ids) == n, "spec ids")
-    _check(type(partitions) is tuple and all(type(p) is tuple and len(p) == 2 and type(p[0]) is int
-                                             and type(p[1]) is tuple for p in partitions), "partitions")
+    _check(type(partitions) is tuple, "partitions")
     _check(type(keys) is tuple and len(keys) == n
            and (not keys or (min(keys) >= 0 and max(keys) < len(partitions))), "partition keys")
     _check(sequence_numbers is None or (type(sequence_numbers) is tuple and len(sequence_numbers) == n),

@@ -380,17 +380,21 @@ class FileIndex:
         if found is None or found[0] is not body:
             decoded = []
             known, decode, value_maps = self._partitions, self._partition, self._value_maps
-            for spec_id, raw in body.partitions:
-                partition = known.get((type_id, spec_id, raw))
-                if partition is None:
-                    maps = value_maps.get((type_id, spec_id))
-                    try:  # every value seen before: decoded by lookups alone
-                        if maps is None or len(maps) != len(raw):
-                            raise KeyError(spec_id)
-                        partition = known[(type_id, spec_id, raw)] = tuple(map(dict.__getitem__, maps, raw))
-                    except (KeyError, TypeError):
-                        partition = decode(types, type_id, spec_id, raw)
-                decoded.append(partition)
+            try:
+                for spec_id, raw in body.partitions:
+                    key = (type_id, spec_id, raw)
+                    partition = known.get(key)
+                    if partition is None:
+                        maps = value_maps.get((type_id, spec_id))
+                        try:  # every value seen before: decoded by lookups alone
+                            if maps is None or len(maps) != len(raw):
+                                raise KeyError(spec_id)
+                            partition = known[key] = tuple(map(dict.__getitem__, maps, raw))
+                        except KeyError:
+                            partition = decode(types, type_id, spec_id, raw)
+                    decoded.append(partition)
+            except (TypeError, ValueError) as e:  # not (spec id, values) pairs: the block is not what we wrote
+                raise ValidationError(f"Cannot decode the partitions of the file block at {position} ({e})") from e
             found = self._decoded[(position, type_id)] = (body, decoded)
         return found[1]
 
