@@ -141,13 +141,9 @@ def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType]
         them (:meth:`BlockTable.claim_paths`); None: not known, the head says so
     :raises ValidationError: when a part does not decode
     """
+    # equal values (metric pairs, whole metric tuples, formats) become one object: marshal writes it once
     shared: dict[Any, Any] = {}
-
-    def share(v: Any) -> Any:
-        try:
-            return shared.setdefault(v, v)
-        except TypeError:
-            return v
+    share = shared.setdefault
 
     paths: list[str] = []
     contents = bytearray()
@@ -208,12 +204,16 @@ def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType]
             partitions.append((spec_id, key))
         keys.append(at)
         sequence_numbers.append(sequence_number)
-        for column, v in zip(rest, values):
-            if type(v) is tuple:
-                v = share(tuple(share(x) for x in v))
-            elif type(v) is str:
-                v = share(v)
-            column.append(v)
+        try:
+            for column, v in zip(rest, values):
+                if type(v) is tuple:
+                    v = tuple([share(x, x) for x in v])
+                    v = share(v, v)
+                elif type(v) is str:
+                    v = share(v, v)
+                column.append(v)
+        except TypeError as e:  # an unhashable value where the log holds numbers and strings
+            raise ValidationError(f"Cannot decode file change: {text[:200]!r} ({e})") from e
         if content is DataFileContent.DATA:
             data_keys.add(at)
         else:
