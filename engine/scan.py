@@ -6,8 +6,9 @@ The live files come from the log, not from the published manifests, so a scan ne
 being up to date; engine.file_index keeps them decoded per snapshot, so planning after a commit decodes only
 that commit's files, and the first plan in a process reads each commit's file block (engine.file_blocks, written
 at commit time): a filtered plan skips the commits whose partition summaries rule the filter out, as a reader
-of manifest lists skips manifests, and builds only the files whose partition might match. A filter prunes data files first by their partition, through the inclusive projection of
-the filter on each file's OWN spec (specs evolve), evaluated once per distinct value of the partition fields
+of manifest lists skips manifests, and builds only the files whose partition might match. A filter prunes data
+files first by their partition, through the inclusive projection of the filter on each file's OWN spec (specs
+evolve), evaluated once per distinct value of the partition fields
 the filter touches, then by column metrics (bounds, null and NaN counts) against the residual, the part of the
 filter the partition does not settle; the residual is what each task's rows must still pass. Delete files whose
 metrics rule the filter out are skipped too; :meth:`Scan.plan_stats` counts what was skipped. Each remaining
