@@ -246,3 +246,28 @@ def test_a_log_whose_path_registry_has_a_gap_stops_claiming_fresh_paths(tmp_path
     cold = Catalog.open(tmp_path / "w", project=False)
     assert cold.load_table("db.t").scan(where="category = 'c'").count() == 3
     cold.close()
+
+
+def test_planning_leaves_the_garbage_collector_as_it_found_it(warehouse):
+    import gc
+
+    cat = Catalog.open(warehouse, project=False)
+    t = cat.load_table("db.t")
+    try:
+        assert gc.isenabled()
+        t.scan(where="category = 'b'").plan_files()
+        assert gc.isenabled()
+        gc.freeze()  # an application that froze its objects (before a fork, say) keeps them frozen
+        frozen = gc.get_freeze_count()
+        FileIndex.of(cat.store).clear()
+        t.scan().plan_files()
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+        gc.unfreeze()
+        gc.disable()  # and one that turned the collector off keeps it off
+        FileIndex.of(cat.store).clear()
+        t.scan().plan_files()
+        assert not gc.isenabled()
+    finally:
+        gc.unfreeze()
+        gc.enable()
+        cat.close()
