@@ -261,7 +261,8 @@ def test_planning_leaves_the_garbage_collector_as_it_found_it(warehouse):
         frozen = gc.get_freeze_count()
         FileIndex.of(cat.store).clear()
         t.scan().plan_files()
-        assert gc.get_freeze_count() == frozen and gc.isenabled()
+        # still frozen (frozen objects freed meanwhile leave the count), and nothing planned was frozen with them
+        assert 0 < gc.get_freeze_count() <= frozen and gc.isenabled()
         gc.unfreeze()
         gc.disable()  # and one that turned the collector off keeps it off
         FileIndex.of(cat.store).clear()
