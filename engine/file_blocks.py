@@ -13,13 +13,17 @@ C-level decode, and ``DataFile`` values are built only for the files a plan keep
 - the *head* (small, read for every commit a cold plan considers): counts of added data and delete files,
   per partition spec the partition summaries of the added data files (Iceberg's manifest-list field
   summaries: null and NaN flags, lower and upper bounds in Appendix D bytes), an 8-byte digest of every added
-  path, and the removed paths; a plan skips a commit whose summaries rule its filter out without reading the
-  body at all, as a reader of Iceberg manifest lists skips whole manifests;
+  path, the removed paths, and whether the added paths are new to the log; a plan skips a commit whose
+  summaries rule its filter out without reading the body at all, as a reader of Iceberg manifest lists skips
+  whole manifests;
 - the *body*: added paths, contents, spec ids, partition tuples (as the log's JSON values, each distinct tuple
   once), explicit data sequence numbers, and the rest of each ``DataFile`` column by column.
 
 Blocks are written in the same transaction as the commit that adds the snapshot (``engine.operations.commit``),
-and rebuilt from the log when a reader finds one missing. Each half carries a CRC-32 and the table a format
+and rebuilt from the log when a reader finds one missing. A derived registry of the digests of every path the
+log's commits added lets a commit's head say "these paths are new" (kept only while no commit was missed since
+the log began; a rebuilt block never says so); when every commit of a snapshot's history says so, its adds are
+known distinct without comparing them. Each half carries a CRC-32 and the table a format
 number; a block whose format differs or whose checksum or shape does not match is never used: it is rebuilt
 from the log (and stored again when the log is writable).
 """
