@@ -37,7 +37,7 @@ import marshal
 import math
 import sqlite3
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -45,7 +45,7 @@ import attrs
 from engine.errors import ValidationError
 from engine.model.data_file import DataFile, DataFileContent, FieldSummary
 from engine.model.types import DoubleType, FloatType, StructType
-from engine.model.values import to_bytes, value_from_json
+from engine.model.values import to_bytes, value_from_json, value_to_json
 
 #: Bumped whenever the encoding changes: blocks of another format are rebuilt, never read.
 FORMAT = 1
@@ -135,42 +135,22 @@ def _summaries(values: list[tuple[Any, ...]], ptype: StructType) -> tuple[FieldS
     return tuple(out)
 
 
-def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType],
-                 claim_paths: Callable[[bytes], bool] | None = None) -> tuple[bytes, bytes]:
-    """The head and body bytes of a snapshot event's bulk parts (decoded with the log's own JSON decoder).
+#: one file change as a block takes it: (added, path, content, spec id, partition as JSON values, the
+#: REST_FIELDS values, explicit data sequence number or None)
+_Row = tuple[bool, str, DataFileContent, int, tuple[Any, ...], list[Any], "int | None"]
 
-    :param texts: the event's bulk parts, in ordinal order
-    :param partition_types: the partition struct of every spec id the parts name
-    :param claim_paths: given the packed digests of the added paths, says whether no earlier commit added any of
-        them (:meth:`BlockTable.claim_paths`); None: not known, the head says so
-    :raises ValidationError: when a part does not decode
-    """
-    # equal values (metric pairs, whole metric tuples, formats) become one object: marshal writes it once
-    shared: dict[Any, Any] = {}
-    share = shared.setdefault
 
-    paths: list[str] = []
-    contents = bytearray()
-    spec_ids: list[int] = []
-    keys: list[int] = []
-    partition_index: dict[tuple[int, tuple[Any, ...]], int] = {}
-    partitions: list[tuple[int, tuple[Any, ...]]] = []
-    sequence_numbers: list[int | None] = []
-    rest: list[list[Any]] = [[] for _ in REST_FIELDS]
-    removed: list[str] = []
-    deletes = 0
-    data_keys: set[int] = set()
+def _rows_of_parts(texts: Sequence[str], partition_types: Mapping[int, StructType]) -> Iterator[_Row]:
     for text in texts:
         try:
             obj = json.loads(text)
             j = obj["file"]
-            added = obj["change"] == "add"
             path, spec_id, raw = j["file-path"], j["spec-id"], tuple(j["partition"])
             content = _CONTENTS[j["content"]]
             if type(path) is not str or type(spec_id) is not int:
                 raise ValueError("file-path or spec-id")
-            if not added:
-                removed.append(path)
+            if obj["change"] != "add":
+                yield False, path, content, spec_id, raw, [], None
                 continue
             # the columns as data_file_from_json and DataFile's converters would make them
             values = [j["file-format"], j["record-count"], j["file-size-in-bytes"]]
@@ -190,25 +170,86 @@ def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType]
             if values[0] is None or values[1] is None:
                 raise ValueError("file-format or record-count")
             sequence_number = obj.get("data-sequence-number")
-            ptype = partition_types[spec_id]
-            if len(raw) != len(ptype.fields):
-                raise ValueError(f"partition has {len(raw)} values, spec {spec_id} has {len(ptype.fields)} fields")
-            if not (sequence_number is None or type(sequence_number) is int):
-                raise ValueError(f"data sequence number {sequence_number!r}")
-            # floats by their text, so that 0.0 and -0.0 (equal, distinct partition values) keep apart
-            key = tuple(("f", repr(v)) if type(v) is float else v for v in raw)
-            at = partition_index.get((spec_id, key))
+            if len(raw) != len(partition_types[spec_id].fields):
+                raise ValueError(f"partition has {len(raw)} values, spec {spec_id} has another number of fields")
         except (LookupError, ValueError, TypeError, binascii.Error) as e:
             raise ValidationError(f"Cannot decode file change: {text[:200]!r} ({e})") from e
-        paths.append(path)
-        contents.append(int(content))
-        spec_ids.append(spec_id)
-        if at is None:
-            at = partition_index[(spec_id, key)] = len(partitions)
-            partitions.append((spec_id, key))
-        keys.append(at)
-        sequence_numbers.append(sequence_number)
+        yield True, path, content, spec_id, raw, values, sequence_number
+
+
+def _rows_of_changes(changes: Sequence[Any], partition_types: Mapping[int, StructType]) -> Iterator[_Row]:
+    for change in changes:
+        f = change.file
         try:
+            fields = partition_types[f.spec_id].fields
+        except KeyError as e:
+            raise ValidationError(f"Cannot encode file change of {f.file_path}: no partition spec {f.spec_id}") from e
+        if len(f.partition) != len(fields):
+            raise ValidationError(f"Cannot encode file change of {f.file_path}: partition {f.partition!r}")
+        # the partition's JSON values exactly as FileChange.encode writes them into the part
+        raw = tuple(None if v is None else value_to_json(t.field_type, v) for t, v in zip(fields, f.partition))
+        if not change.added:
+            yield False, f.file_path, f.content, f.spec_id, raw, [], None
+            continue
+        values = [f.file_format, f.record_count, f.file_size_in_bytes, f.column_sizes, f.value_counts,
+                  f.null_value_counts, f.nan_value_counts, f.lower_bounds, f.upper_bounds, f.split_offsets,
+                  f.equality_ids, f.sort_order_id, f.key_metadata]
+        yield True, f.file_path, f.content, f.spec_id, raw, values, getattr(change, "data_sequence_number", None)
+
+
+def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType],
+                 claim_paths: Callable[[bytes], bool] | None = None) -> tuple[bytes, bytes]:
+    """The head and body bytes of a snapshot event's bulk parts (decoded with the log's own JSON decoder).
+
+    :param texts: the event's bulk parts, in ordinal order
+    :param partition_types: the partition struct of every spec id the parts name
+    :param claim_paths: given the packed digests of the added paths, says whether no earlier commit added any of
+        them (:meth:`BlockTable.claim_paths`); None: not known, the head says so
+    :raises ValidationError: when a part does not decode
+    """
+    return _encode(_rows_of_parts(texts, partition_types), partition_types, claim_paths)
+
+
+def encode_changes(changes: Sequence[Any], partition_types: Mapping[int, StructType],
+                   claim_paths: Callable[[bytes], bool] | None = None) -> tuple[bytes, bytes]:
+    """:func:`encode_block` of a snapshot event's ``FileChange`` values (the same block as from the parts they
+    encode to, without parsing them back: what a commit uses).
+
+    :raises ValidationError: when a change does not fit its spec
+    """
+    return _encode(_rows_of_changes(changes, partition_types), partition_types, claim_paths)
+
+
+def _encode(rows: Iterable[_Row], partition_types: Mapping[int, StructType],
+            claim_paths: Callable[[bytes], bool] | None) -> tuple[bytes, bytes]:
+    # equal values (metric pairs, whole metric tuples, formats) become one object: marshal writes it once
+    shared: dict[Any, Any] = {}
+    share = shared.setdefault
+
+    paths: list[str] = []
+    contents = bytearray()
+    spec_ids: list[int] = []
+    keys: list[int] = []
+    partition_index: dict[tuple[int, tuple[Any, ...]], int] = {}
+    partitions: list[tuple[int, tuple[Any, ...]]] = []
+    sequence_numbers: list[int | None] = []
+    rest: list[list[Any]] = [[] for _ in REST_FIELDS]
+    removed: list[str] = []
+    deletes = 0
+    data_keys: set[int] = set()
+    for added, path, content, spec_id, raw, values, sequence_number in rows:
+        if not added:
+            removed.append(path)
+            continue
+        if not (sequence_number is None or type(sequence_number) is int):
+            raise ValidationError(f"Cannot encode file change of {path}: data sequence number {sequence_number!r}")
+        # floats by their text, so that 0.0 and -0.0 (equal, distinct partition values) keep apart
+        key = tuple(("f", repr(v)) if type(v) is float else v for v in raw)
+        try:
+            at = partition_index.get((spec_id, key))
+            if at is None:
+                at = partition_index[(spec_id, key)] = len(partitions)
+                partitions.append((spec_id, key))
             for column, v in zip(rest, values):
                 if type(v) is tuple:
                     v = tuple([share(x, x) for x in v])
@@ -217,7 +258,12 @@ def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType]
                     v = share(v, v)
                 column.append(v)
         except TypeError as e:  # an unhashable value where the log holds numbers and strings
-            raise ValidationError(f"Cannot decode file change: {text[:200]!r} ({e})") from e
+            raise ValidationError(f"Cannot encode file change of {path} ({e})") from e
+        paths.append(path)
+        contents.append(int(content))
+        spec_ids.append(spec_id)
+        keys.append(at)
+        sequence_numbers.append(sequence_number)
         if content is DataFileContent.DATA:
             data_keys.add(at)
         else:
@@ -240,10 +286,13 @@ def encode_block(texts: Sequence[str], partition_types: Mapping[int, StructType]
         raise ValidationError(f"Cannot summarize partitions of a commit's files ({e})") from e
     digests = b"".join(path_digest(p) for p in paths)
     fresh = claim_paths is not None and claim_paths(digests)
-    head = marshal.dumps((len(paths) - deletes, deletes, summaries, digests, tuple(removed), fresh))
-    body = marshal.dumps((tuple(paths), bytes(contents), tuple(spec_ids), tuple(keys), tuple(partitions),
-                          None if all(s is None for s in sequence_numbers) else tuple(sequence_numbers),
-                          tuple(tuple(c) for c in rest)))
+    try:
+        head = marshal.dumps((len(paths) - deletes, deletes, summaries, digests, tuple(removed), fresh))
+        body = marshal.dumps((tuple(paths), bytes(contents), tuple(spec_ids), tuple(keys), tuple(partitions),
+                              None if all(s is None for s in sequence_numbers) else tuple(sequence_numbers),
+                              tuple(tuple(c) for c in rest)))
+    except ValueError as e:  # a value marshal cannot write (not a number, string, bytes or tuple of those)
+        raise ValidationError(f"Cannot encode a commit's files ({e})") from e
     return head, body
 
 

@@ -52,6 +52,7 @@ from engine.file_blocks import (
     decode_body,
     decode_head,
     encode_block,
+    encode_changes,
     path_digest,
 )
 from engine.model.data_file import DataFile, DataFileContent, FieldSummary
@@ -237,8 +238,8 @@ class FileIndex:
 
     # ------------------------------------------------------------ blocks
     def record_commit(self, positions: Sequence[int],
-                      snapshots: Iterable[tuple[int, Sequence[str], Mapping[int, StructType] | None]]) -> None:
-        """Store the blocks of a commit's snapshot events ``(position, parts, partition types)``, inside the
+                      snapshots: Iterable[tuple[int, Sequence[Any], Mapping[int, StructType] | None]]) -> None:
+        """Store the blocks of a commit's snapshot events ``(position, file changes, partition types)``, inside the
         commit's own transaction, each head saying whether its paths are new to the log (the path registry is
         kept only while every commit since the log began has been registered). A block that cannot be built is
         left out: readers rebuild it from the log (and report what is wrong)."""
@@ -247,12 +248,12 @@ class FileIndex:
             with self.log.transaction():
                 complete = bool(positions) and blocks.paths_through() == min(positions) - 1
                 rows = []
-                for position, parts, types in snapshots:
+                for position, changes, types in snapshots:
                     if types is None:  # cannot happen for an event the log took; then the registry is not kept
                         complete = False
                         continue
                     claim = (lambda digests, at=position: blocks.claim_paths(digests, at)) if complete else None
-                    head, body = encode_block(list(parts), types, claim)
+                    head, body = encode_changes(list(changes), types, claim)
                     rows.append((position, head, body))
                 blocks.put_many(rows)
                 if complete:

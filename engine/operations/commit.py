@@ -141,7 +141,7 @@ def _record_file_blocks(store: StateStore, positions: Sequence[int], writes: Seq
     transaction: derived rows that let the first plan after opening the catalog skip the log's JSON."""
     events = [(new, event) for write, (_, _, evs) in zip(writes, writes_spec) for new, event in zip(write.events, evs)]
     store.file_index.record_commit(positions, [
-        (position, new.parts, event.partition_types) for position, (new, event) in zip(positions, events)
+        (position, event.changes, event.partition_types) for position, (new, event) in zip(positions, events)
         if isinstance(event, SnapshotAdded) and new.parts])
 
 
