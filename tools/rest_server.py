@@ -327,8 +327,7 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
     """Land the prepared table commits as one log commit; returns each table's stream version after it."""
     now = now_ms()  # the client's manifests are staged files of the table: verify knows them, and orphan
     for p in prepared:  # removal deletes them (icelog publishes its own manifests for the commit)
-        for path in file_paths(p.commit, p.client):
-            cat.log.record_staged(p.table_uuid, path, now)
+        cat.log.record_staged_many(p.table_uuid, file_paths(p.commit, p.client), now)
 
     def build(ctx: CommitContext) -> list:
         catalog_state = cat.store.catalog()
