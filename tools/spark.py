@@ -466,6 +466,27 @@ def session(warehouse: str | os.PathLike[str], *, host: str = "127.0.0.1", port:
 _SERVERS: dict[int, RestServer] = {}
 
 
+def rest_catalog(spark: SparkSession, warehouse: str | os.PathLike[str], *, name: str | None = None,
+                 host: str = "127.0.0.1", port: int | None = None, token: str | None = None,
+                 server_timeout_s: float = 60.0) -> tuple[str, RestServer]:
+    """Register an Iceberg REST catalog on icelog's server for ``warehouse`` in a running session (the server
+    found or started as :func:`session` does); returns the catalog name and the server handle (stop it when
+    done).
+
+    :param name: the catalog name; a fresh ``icelog_rest_<12 hex digits>`` when None (Spark keeps a catalog for
+        the session once used, so a name is good for one server)
+    :raises SparkSetupError: the name is taken, or the server cannot be set up
+    """
+    if name is None:
+        name = f"icelog_rest_{uuid.uuid4().hex[:12]}"
+    if spark.conf.get(f"spark.sql.catalog.{name}", None) is not None:
+        raise SparkSetupError(f"Cannot register Spark catalog: {name} is already configured")
+    server = RestServer.ensure(warehouse, host=host, port=port, token=token, timeout_s=server_timeout_s)
+    for key, value in server.catalog_conf(name).items():
+        spark.conf.set(key, value)
+    return name, server
+
+
 def rest_server(spark: SparkSession) -> RestServer | None:
     """The REST server handle of a session made by :func:`session` (None for other sessions)."""
     return _SERVERS.get(id(spark))
