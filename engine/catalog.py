@@ -518,6 +518,8 @@ class Table:
         :raises ValidationError: bad files (see :meth:`append_data_files`)
         """
         files = self._check_written_files(files, "replace partitions")
+        if not files:
+            return None  # no partition is written, so none is replaced (Java's ReplacePartitions agrees)
         state = self.state
         spec = state.spec
         start = self._head(state, branch)
