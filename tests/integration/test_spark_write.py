@@ -192,3 +192,44 @@ def test_bad_modes_and_columns_are_refused_before_any_job(spark, tmp_warehouse):
         write(df.withColumn("extra", df.id), t)
     assert t.snapshots() == [] and not Path(t.location, "data").exists()
     cat.close()
+
+
+def test_nested_columns_carry_field_ids_at_every_level_and_sort_order_holds(spark, tmp_warehouse):
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("id", pa.int64()), ("point", pa.struct([("x", pa.float64()), ("y", pa.float64())])),
+                        ("tags", pa.list_(pa.string())), ("attrs", pa.map_(pa.string(), pa.int32())),
+                        ("category", pa.string())])
+    cat = Catalog.open(tmp_warehouse)
+    cat.create_namespace("db")
+    t = cat.create_table("db.nested", schema=schema, partition_by=["category"])
+    t.replace_sort_order().desc("id").commit()
+    rows = [(i, (i * 0.5, float("nan") if i == 3 else -i * 1.0), [f"t{i}", None], {"k": i}, "ab"[i % 2])
+            for i in range(40)]
+    df = spark.createDataFrame(rows, "id long, point struct<x: double, y: double>, tags array<string>, "
+                                     "attrs map<string, int>, category string")
+    write(df, t)
+
+    def ids(field: pa.Field) -> list[int | None]:
+        own = [int(field.metadata[b"PARQUET:field_id"]) if field.metadata else None]
+        t_ = field.type
+        children = [t_.field(i) for i in range(t_.num_fields)] if pa.types.is_struct(t_) else \
+            [t_.value_field] if pa.types.is_list(t_) else [t_.key_field, t_.item_field] if pa.types.is_map(t_) else []
+        return own + [i for c in children for i in ids(c)]
+
+    files = t.catalog.store.live_files(t.state, t.current_snapshot().snapshot_id)
+    assert len(files) == 2
+    expected_ids = sorted(t.schema().index_by_id())
+    for f in files:
+        file_schema = pq.read_schema(f.file_path)
+        assert sorted(i for field in file_schema for i in ids(field)) == expected_ids
+        column = pq.read_table(f.file_path).column("id").to_pylist()
+        assert column == sorted(column, reverse=True)
+        assert f.sort_order_id == t.state.default_sort_order_id
+    nan_counts = {fid: n for f in files for fid, n in (f.nan_value_counts or ())}
+    y_id = t.schema().find_field("point.y").field_id
+    assert sum(n for fid, n in nan_counts.items() if fid == y_id) == 1
+    got = spark.read.format("iceberg").load(t.location).orderBy("id").collect()
+    assert [(r["id"], r["tags"], r["attrs"], r["category"]) for r in got] == \
+        [(i, [f"t{i}", None], {"k": i}, "ab"[i % 2]) for i in range(40)]
+    cat.close()
