@@ -406,6 +406,8 @@ class RestServer:
             f"{prefix}.type": "rest",
             f"{prefix}.uri": self.url,
             f"{prefix}.token": self.token,
+            f"{prefix}.rest.auth.type": "oauth2",  # a bearer token; said outright, so Iceberg need not infer it
+            f"{prefix}.oauth2-server-uri": f"{self.url}/v1/oauth/tokens",
             # icelog commits behind Spark's back too (Python writers): never serve a cached table
             f"{prefix}.cache-enabled": "false",
         }
