@@ -699,14 +699,15 @@ class Table:
         landed = commit_streams(self.catalog.store, commit_build, policy=RetryPolicy.of(self.state))
         return self._after_commit(landed)
 
-    def check_foreign_writers(self) -> None:
-        """Refuse to commit over metadata another writer committed behind the log's back.
+    def check_foreign_writers(self, action: str = "commit to") -> None:
+        """Refuse to commit (or publish) over metadata another writer committed behind the log's back.
 
         A Hadoop-catalog writer (Spark, PyIceberg) reads ``version-hint.text``, writes the next
         ``v<N+1>.metadata.json`` and moves the hint. So two stats and one small read per commit suffice: the
         metadata file after the published version, and the version the hint names. A file there that icelog's
         log does not account for is foreign (an interrupted publish of icelog's own leaves its own rendering).
 
+        :param action: what is refused, for the message ("commit to", "publish")
         :raises ForeignWriterError: naming the file; nothing is committed, nothing is overwritten
         """
         projector, io = self.catalog.projector, self.catalog.io
@@ -729,7 +730,7 @@ class Table:
             if self._is_own_metadata(path, version):
                 continue
             raise ForeignWriterError(
-                f"Cannot commit to {'.'.join(self.identifier)}: {path} was not published by icelog (another writer "
+                f"Cannot {action} {'.'.join(self.identifier)}: {path} was not published by icelog (another writer "
                 f"committed behind the log's back, e.g. through a Hadoop catalog); register or remove it first",
                 path=path)
 
@@ -902,6 +903,7 @@ class Table:
         head = store.log.head(self.uuid)
         if published >= head:
             return None
+        self.check_foreign_writers("publish")  # the commits stay in the log; their files wait for the next publish
         states = store.commits_between(self.uuid, published, head)
         try:
             return projector.publish(self.namespace, self.name, states, store.file_changes_of)

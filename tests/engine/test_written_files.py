@@ -162,3 +162,20 @@ def test_an_interrupted_own_publish_is_not_foreign(tmp_path):
     t.publish()
     assert ids_of(t) == list(range(9))
     behind.close()
+
+
+def test_a_foreign_file_is_not_overwritten_by_a_later_publish(tmp_path):
+    warehouse = tmp_path / "warehouse"
+    with Catalog.open(warehouse) as cat:
+        cat.create_namespace("db")
+        cat.create_table("db.t", schema=SCHEMA).append(rows(range(3), "a"))
+    behind = Catalog.open(warehouse, project=False)
+    t = behind.load_table("db.t")
+    t.append(rows(range(3, 6), "a"))  # committed, not published yet
+    foreign = layout.metadata_file(t.location, behind.projector.published_version(t.uuid) + 1)
+    with open(foreign, "wb") as out:
+        out.write(b'{"written": "by someone else"}')
+    with pytest.raises(ForeignWriterError, match="Cannot publish db.t"):
+        t.publish()
+    assert open(foreign, "rb").read() == b'{"written": "by someone else"}'
+    behind.close()
