@@ -591,6 +591,7 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
         raise ValidationError(f"Cannot write with Spark: column(s) {', '.join(map(repr, unknown))} are not in "
                               f"{'.'.join(table.identifier)} ({', '.join(sorted(known))})")
     spark = df.sparkSession
+    ship_sources(spark)
     keys = [F.expr(e).alias(f"{_KEY_PREFIX}{i}") for i, e in enumerate(partition_expressions(spark, state))]
     keyed = df.select(*[F.col(_quote(c)) for c in df.columns], *keys)
     if keys:
@@ -608,6 +609,32 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
     if mode == "overwrite":
         return table.overwrite_data_files(files, where, branch=branch)
     return table.replace_partitions(files, branch=branch)
+
+
+_SHIPPED: dict[int, str] = {}
+SOURCE_PACKAGES = ("storage", "engine", "projections", "tools")
+
+
+def ship_sources(spark: SparkSession) -> str:
+    """Make icelog importable by the Python workers of any session (``SparkContext.addPyFile`` of a zip of its
+    packages, once per context), for sessions not started here, whose workers lack icelog's PYTHONPATH.
+    Returns the zip's path."""
+    context = spark.sparkContext
+    key = id(context._jsc) if context._jsc is not None else id(context)
+    shipped = _SHIPPED.get(key)
+    if shipped is not None:
+        return shipped
+    import zipfile
+
+    folder = tempfile.mkdtemp(prefix="icelog-pyfiles-")
+    archive = os.path.join(folder, "icelog_sources.zip")
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as out:
+        for package in SOURCE_PACKAGES:
+            for path in sorted(Path(SOURCE_ROOT, package).rglob("*.py")):
+                out.write(path, path.relative_to(SOURCE_ROOT).as_posix())
+    context.addPyFile(archive)
+    _SHIPPED[key] = archive
+    return archive
 
 
 def _writer_state(state: Any) -> Any:

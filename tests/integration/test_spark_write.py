@@ -233,3 +233,22 @@ def test_nested_columns_carry_field_ids_at_every_level_and_sort_order_holds(spar
     assert [(r["id"], r["tags"], r["attrs"], r["category"]) for r in got] == \
         [(i, [f"t{i}", None], {"k": i}, "ab"[i % 2]) for i in range(40)]
     cat.close()
+
+
+def test_workers_of_any_session_get_icelog_shipped(spark):
+    import zipfile
+
+    from tools.spark import ship_sources
+
+    archive = ship_sources(spark)
+    assert ship_sources(spark) == archive  # once per context
+    names = set(zipfile.ZipFile(archive).namelist())
+    assert {"engine/catalog.py", "engine/data_writer.py", "projections/layout.py", "storage/log.py",
+            "tools/spark.py"} <= names
+
+    def imported(_):
+        import engine.data_writer
+
+        return engine.data_writer.__name__
+
+    assert spark.sparkContext.parallelize([1, 2], 2).map(imported).collect() == ["engine.data_writer"] * 2
