@@ -33,6 +33,7 @@ from engine.errors import (
     ForeignWriterError,
     IcelogError,
     IntegrityError,
+    NamespaceNotEmpty,
     NamespaceNotFound,
     PublishTimeout,
     TableNotFound,
@@ -43,6 +44,8 @@ from engine.events import (
     Event,
     FormatVersionUpgraded,
     NamespaceCreated,
+    NamespaceDropped,
+    NamespacePropertiesUpdated,
     PropertiesRemoved,
     PropertiesSet,
     TableCreated,
@@ -102,6 +105,14 @@ def parse_namespace(namespace: str | Sequence[str]) -> tuple[str, ...]:
     if not parts or any(not p for p in parts):
         raise ValidationError(f"Cannot parse namespace {namespace!r}")
     return parts
+
+
+def _checksum_of(path: str) -> str | None:
+    """The file a Hadoop checksum file ``.<name>.crc`` (written by Spark's local file system) belongs to."""
+    folder, name = os.path.split(path)
+    if name.startswith(".") and name.endswith(".crc"):
+        return os.path.join(folder, name[1:-4])
+    return None
 
 
 class CatalogLog(Log):
@@ -174,6 +185,63 @@ class Catalog:
 
     def list_namespaces(self) -> list[tuple[str, ...]]:
         return [ns for ns, _ in self.store.catalog().namespaces]
+
+    def namespace_properties(self, namespace: str | Sequence[str]) -> dict[str, str]:
+        ns = parse_namespace(namespace)
+        props = self.store.catalog().namespace_properties(ns)
+        if props is None:
+            raise NamespaceNotFound(f"Cannot load namespace {'.'.join(ns)}: it does not exist")
+        return props
+
+    def update_namespace_properties(self, namespace: str | Sequence[str], updates: Mapping[str, str] | None = None,
+                                    removals: Sequence[str] = ()) -> tuple[list[str], list[str], list[str]]:
+        """Set and remove namespace properties in one commit; returns (updated, removed, missing) keys."""
+        ns = parse_namespace(namespace)
+        updates = {str(k): str(v) for k, v in (updates or {}).items()}
+        overlap = sorted(set(updates) & set(removals))
+        if overlap:
+            raise ValidationError(f"Cannot update namespace {'.'.join(ns)}: {', '.join(overlap)} both set and removed")
+        outcome: list[tuple[list[str], list[str], list[str]]] = []
+
+        def build(ctx: CommitContext) -> list:
+            state = self.store.catalog()
+            props = state.namespace_properties(ns)
+            if props is None:
+                raise NamespaceNotFound(f"Cannot update namespace {'.'.join(ns)}: it does not exist")
+            present = [k for k in removals if k in props]
+            outcome[:] = [(sorted(updates), sorted(present), sorted(k for k in removals if k not in props))]
+            if not updates and not present:
+                return []
+            return [(CATALOG_STREAM, state.version,
+                     [NamespacePropertiesUpdated(namespace=ns, updates=updates, removals=present)])]
+
+        commit_streams(self.store, build, policy=RetryPolicy())
+        if self.project:
+            self.projector.publish_namespace(ns, updates)
+            self.projector.unpublish_namespace(ns, outcome[0][1])
+        return outcome[0]
+
+    def drop_namespace(self, namespace: str | Sequence[str]) -> None:
+        """Remove an empty namespace.
+
+        :raises NamespaceNotFound: it does not exist
+        :raises NamespaceNotEmpty: it still holds tables
+        """
+        ns = parse_namespace(namespace)
+
+        def build(ctx: CommitContext) -> list:
+            state = self.store.catalog()
+            if not state.has_namespace(ns):
+                raise NamespaceNotFound(f"Cannot drop namespace {'.'.join(ns)}: it does not exist")
+            tables = [t.name for t in state.tables if t.namespace == ns]
+            if tables:
+                raise NamespaceNotEmpty(f"Cannot drop namespace {'.'.join(ns)}: it still holds tables "
+                                        f"{', '.join(sorted(tables)[:3])}")
+            return [(CATALOG_STREAM, state.version, [NamespaceDropped(namespace=ns)])]
+
+        commit_streams(self.store, build, policy=RetryPolicy())
+        if self.project:
+            self.projector.unpublish_namespace(ns)
 
     # ------------------------------------------------------------ tables
     def create_table(self, identifier: str | Sequence[str], schema: pa.Schema | Schema,
@@ -879,14 +947,17 @@ class Table:
 
     def rewrite_data_files(self, where: str | None = None, strategy: str = "binpack", sort_order: Any = None,
                            zorder_columns: Sequence[str] | None = None,
-                           target_file_size_bytes: int | None = None, *, branch: str = MAIN_BRANCH) -> Any:
+                           target_file_size_bytes: int | None = None, *, branch: str = MAIN_BRANCH,
+                           options: Mapping[str, Any] | None = None) -> Any:
         """Compaction (operation ``replace``): bin-pack, sort, or Z-order the live data files matching ``where``,
-        applying and dropping the delete files they cover."""
+        applying and dropping the delete files they cover. ``options`` takes Java's
+        ``use-starting-sequence-number`` (default true: the new files keep the starting snapshot's data sequence
+        number, so equality deletes committed meanwhile still apply to them)."""
         from engine.operations.rewrite import rewrite_data_files
 
         return rewrite_data_files(self, where=where, strategy=strategy, sort_order=sort_order,
                                   zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes,
-                                  branch=branch)
+                                  branch=branch, options=options)
 
     def rewrite_manifests(self) -> Any:
         """Rewrite the current snapshot's manifests into as few as the target size allows (``replace``)."""
@@ -951,9 +1022,12 @@ class Table:
             elif io.read_bytes(path) != data:
                 problems.append(f"{path}: differs from the log's rendering")
         metadata_dir = layout.metadata_dir(self.state.location)
+        # files a client of the REST server wrote for a commit (its manifests) are staged, not foreign
+        staged = {io.fs_path(p) for p, _ in self.catalog.log.staged_files(self.uuid)}
         if io.exists(metadata_dir):
             for path in io.list_dir(metadata_dir):
-                if path not in rendered and not path.endswith(layout.VERSION_HINT) and ".tmp" not in path:
+                if path not in rendered and not path.endswith(layout.VERSION_HINT) and ".tmp" not in path \
+                        and io.fs_path(path) not in staged and _checksum_of(io.fs_path(path)) not in staged:
                     problems.append(f"{path}: not written by icelog (a foreign writer?)")
         return problems
 

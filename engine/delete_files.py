@@ -5,7 +5,9 @@ written here are staged, not committed: the caller adds them to a snapshot. A po
 spec's reserved columns ``file_path`` (field id 2147483546) and ``pos`` (2147483545), sorted by path then
 position, with full metrics on both (as Iceberg Java writes them), so a file that deletes rows of one data file
 has equal lower and upper ``file_path`` bounds. An equality delete file holds the table's equality columns with
-their field ids; those columns must be primitive, not float or double, and not inside a list or map.
+their field ids; those columns must be primitive, not float or double, and not inside a list or map. A
+position delete file of a table copied elsewhere is rewritten with its ``file_path`` values relocated
+(:func:`relocate_position_deletes`, used by ``register_table(..., relocate=...)``).
 """
 
 from __future__ import annotations
@@ -213,7 +215,57 @@ def write_equality_deletes(state: TableState, rows: pa.Table, *, equality_ids: S
     return attrs.evolve(described, content=DataFileContent.EQUALITY_DELETES, equality_ids=tuple(equality_ids))
 
 
-__all__ = ["POSITION_DELETE_SCHEMA", "equality_schema", "write_equality_deletes", "write_position_deletes"]
+def relocate_position_deletes(delete_file: DataFile, relocate: Callable[[str], str], folder: str,
+                              properties: Mapping[str, str] | None = None) -> DataFile | None:
+    """A copy of a position delete file whose ``file_path`` values are relocated, for tables moved to another
+    place (``register_table(..., relocate=...)``); None when no value changes.
+
+    The copy keeps the spec's schema and field ids, is sorted by path then position, has full metrics on both
+    columns, and is named after the original's path (``relocated-<uuid5>.parquet`` in ``folder``), so importing
+    the same table again writes the same file. It keeps the original's spec id and partition.
+
+    :param delete_file: the position delete file (at its relocated path, where it can be read)
+    :param relocate: old path -> new path
+    :param folder: where the copy goes (a local path or ``file:`` URI)
+    :raises CorruptFileError: the delete file cannot be read
+    """
+    from engine.reader import read_position_delete_rows
+
+    rows = read_position_delete_rows(delete_file)
+    paths = rows.column(DELETE_FILE_PATH).to_pylist()
+    moved = [None if p is None else relocate(p) for p in paths]
+    if moved == paths:
+        return None
+    table = pa.Table.from_arrays([pa.array(moved, pa.string()), rows.column(DELETE_POS)],
+                                 schema=schema_to_arrow(POSITION_DELETE_SCHEMA))
+    table = table.sort_by([(DELETE_FILE_PATH, "ascending"), (DELETE_POS, "ascending")])
+    path = relocated_position_deletes_path(delete_file, folder)
+    props = dict(properties or {})
+    props[f"write.metadata.metrics.column.{DELETE_FILE_PATH}"] = "full"
+    props[f"write.metadata.metrics.column.{DELETE_POS}"] = "full"
+    footer, size = write_parquet(table, path, properties=props, schema=POSITION_DELETE_SCHEMA)
+    described = read_data_file(path, POSITION_DELETE_SCHEMA, spec_id=delete_file.spec_id,
+                               partition=tuple(delete_file.partition), properties=props, metadata=footer,
+                               file_size=size)
+    return attrs.evolve(described, content=DataFileContent.POSITION_DELETES)
+
+
+def relocated_position_deletes_path(delete_file: DataFile, folder: str) -> str:
+    """Where :func:`relocate_position_deletes` writes the copy of ``delete_file`` in ``folder`` (a local path)."""
+    name = f"relocated-{uuid.uuid5(uuid.NAMESPACE_URL, delete_file.file_path)}.parquet"
+    return f"{_local(folder).rstrip('/')}/{name}"
+
+
+def _local(location: str) -> str:
+    """A local path for a ``file:`` URI (``file:/x``, ``file:///x``), other locations unchanged."""
+    for prefix in ("file://localhost/", "file:///", "file:/"):
+        if location.startswith(prefix):
+            return "/" + location[len(prefix):]
+    return location
+
+
+__all__ = ["POSITION_DELETE_SCHEMA", "equality_schema", "relocate_position_deletes", "relocated_position_deletes_path",
+           "write_equality_deletes", "write_position_deletes"]
 
 
 def paths_in_position_deletes(delete_file: DataFile) -> list[str]:

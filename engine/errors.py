@@ -30,6 +30,10 @@ class AlreadyExists(IcelogError):
     """A namespace or table that already exists."""
 
 
+class NamespaceNotEmpty(IcelogError):
+    """A namespace that cannot be dropped because it still holds tables."""
+
+
 class CommitConflict(IcelogError):
     """A commit was built on a stale base; another commit won. Retryable.
 
@@ -105,3 +109,14 @@ class PublishTimeout(IcelogError, TimeoutError):
         self.table = table
         self.version = version
         self.published = published
+
+
+class RequirementFailed(CommitConflict):
+    """A requirement of a commit (Iceberg REST's ``assert-*``) does not hold on the table's current state: the
+    client built its change on a stale base. Retryable after reloading the table.
+
+    :param stream: the table stream (or catalog stream) whose state failed the requirement
+    """
+
+    def __init__(self, message: str, *, stream: str) -> None:
+        super().__init__(message, stream=stream, expected_version=-1, actual_version=-1)

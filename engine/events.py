@@ -68,6 +68,38 @@ class NamespaceCreated(Event):
 
 
 @attrs.frozen(kw_only=True)
+class NamespaceDropped(Event):
+    """An empty namespace removed from the catalog."""
+
+    TYPE: ClassVar[str] = "drop-namespace"
+    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+
+    def payload(self) -> dict[str, Any]:
+        return {"namespace": list(self.namespace)}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> NamespaceDropped:
+        return cls(namespace=p["namespace"])
+
+
+@attrs.frozen(kw_only=True)
+class NamespacePropertiesUpdated(Event):
+    """A namespace's properties set (``updates``) and removed (``removals``)."""
+
+    TYPE: ClassVar[str] = "update-namespace-properties"
+    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    updates: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_frozen_pairs)
+    removals: tuple[str, ...] = attrs.field(default=(), converter=lambda v: tuple(sorted(v)))
+
+    def payload(self) -> dict[str, Any]:
+        return {"namespace": list(self.namespace), "updates": dict(self.updates), "removals": list(self.removals)}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> NamespacePropertiesUpdated:
+        return cls(namespace=p["namespace"], updates=p["updates"], removals=p["removals"])
+
+
+@attrs.frozen(kw_only=True)
 class TableRegistered(Event):
     """A table name now points at a table stream (the catalog's half of creating a table)."""
 
@@ -188,17 +220,24 @@ class PropertiesRemoved(Event):
 class FileChange:
     """One bulk part of a snapshot event: a data or delete file added or removed.
 
-    :param partition_type: the partition struct of the file's spec, needed to encode its partition tuple
+    ``data_sequence_number`` is an added file's explicit data sequence number (what Java's
+    ``ManifestWriter.add(file, dataSequenceNumber)`` records: compaction keeping the starting sequence
+    number, imported entries); None means the file takes its snapshot's sequence number. It is encoded
+    under ``"data-sequence-number"`` only when set, so parts written before it existed keep their bytes.
     """
 
     added: bool
     file: DataFile
+    data_sequence_number: int | None = None
 
     def encode(self, partition_type: StructType) -> str:
         values = [value_to_json(f.field_type, v) if v is not None else None
                   for f, v in zip(partition_type.fields, self.file.partition)]
-        return canonical_json({"change": "add" if self.added else "remove",
-                               "file": data_file_to_json(self.file, values)})
+        obj: dict[str, Any] = {"change": "add" if self.added else "remove",
+                               "file": data_file_to_json(self.file, values)}
+        if self.data_sequence_number is not None:
+            obj["data-sequence-number"] = self.data_sequence_number
+        return canonical_json(obj)
 
 
 def decode_file_change(text: str, partition_types: Mapping[int, StructType]) -> FileChange:
@@ -208,7 +247,10 @@ def decode_file_change(text: str, partition_types: Mapping[int, StructType]) -> 
     ptype = partition_types[f["spec-id"]]
     values = tuple(value_from_json(field.field_type, v) if v is not None else None
                    for field, v in zip(ptype.fields, f["partition"]))
-    return FileChange(added=obj["change"] == "add", file=data_file_from_json(f, values))
+    seq = obj.get("data-sequence-number")
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
+        raise ValidationError(f"Cannot decode file change of {f.get('file-path')}: data sequence number {seq!r}")
+    return FileChange(added=obj["change"] == "add", file=data_file_from_json(f, values), data_sequence_number=seq)
 
 
 @attrs.frozen(kw_only=True)
@@ -405,7 +447,7 @@ class SnapshotsRemoved(Event):
 
 _EVENT_TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls
-    for cls in (NamespaceCreated, TableRegistered, TableRenamed, TableDropped, TableCreated, PropertiesSet, PropertiesRemoved, SnapshotAdded,
+    for cls in (NamespaceCreated, NamespaceDropped, NamespacePropertiesUpdated, TableRegistered, TableRenamed, TableDropped, TableCreated, PropertiesSet, PropertiesRemoved, SnapshotAdded,
                 SchemaAdded, CurrentSchemaSet, SpecAdded, DefaultSpecSet, SortOrderAdded, DefaultSortOrderSet,
                 FormatVersionUpgraded, RefSet, RefRemoved, SnapshotsRemoved)
 }

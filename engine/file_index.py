@@ -5,10 +5,11 @@ rebuildable: it holds nothing the log does not, and dropping it only makes the n
 
 A snapshot's file changes (the bulk parts of its ``add-snapshot`` event) never change once written, so the
 decoded changes are kept per log position, each file already wrapped in the :class:`LiveEntry` its snapshot
-gives it. The live set of a snapshot is its parent's live set minus the files it removed plus the files it
-added; the live sets of the last few snapshots planned are kept, so planning the snapshot after a commit
-applies that commit's changes alone, and a snapshot in the middle of the history replays decoded changes
-(dictionary work, no JSON) from the nearest cached ancestor.
+gives it (with the part's explicit data sequence number when it has one, else the snapshot's). The live set
+of a snapshot is its parent's live set minus the files it removed plus the files it added; the live sets of
+the last few snapshots planned are kept, so planning the snapshot after a commit applies that commit's
+changes alone, and a snapshot in the middle of the history replays decoded changes (dictionary work, no
+JSON) from the nearest cached ancestor.
 
 Decoding is lazy: a part's path, content, spec id and partition tuple are read from its canonical JSON
 without parsing the rest, and the full :class:`DataFile` is built only when asked for (``FileItem.entry``),
@@ -81,8 +82,10 @@ class FileItem:
 
             assert self._text is not None and self._snap is not None and self._index is not None
             snap = self._snap
-            f = self._index._file(self._text, self.partition)
-            self._entry = LiveEntry(file=f, data_sequence_number=snap.sequence_number,
+            f, data_seq = self._index._file(self._text, self.partition)
+            # an explicit data sequence number (compaction, import) overrides the snapshot's
+            self._entry = LiveEntry(file=f, data_sequence_number=snap.sequence_number if data_seq is None
+                                    else data_seq,
                                     file_sequence_number=snap.sequence_number, snapshot_id=snap.snapshot_id)
             self._text = self._snap = self._index = None
         return self._entry
@@ -215,15 +218,19 @@ class FileIndex:
             raise ValidationError(f"Cannot decode file change: no partition spec {spec_id} ({path})") from e
         return FileItem(added, path, content, spec_id, partition, text, snap, self)
 
-    def _file(self, text: str, partition: tuple[Any, ...]) -> DataFile:
-        """The full data file of a bulk part (the partition tuple already decoded)."""
+    def _file(self, text: str, partition: tuple[Any, ...]) -> tuple[DataFile, int | None]:
+        """The full data file of a bulk part (the partition tuple already decoded) and its explicit data
+        sequence number (None: the snapshot's)."""
+        obj = json.loads(text)
+        data_seq = obj.get("data-sequence-number")
+        if data_seq is not None and (type(data_seq) is not int):
+            raise ValidationError(f"Cannot decode file change: {text[:200]!r} (data sequence number {data_seq!r})")
         if not _FAST:
-            obj = json.loads(text)
             from engine.model.data_file import data_file_from_json
 
-            return data_file_from_json(obj["file"], partition)
+            return data_file_from_json(obj["file"], partition), data_seq
         try:
-            j = json.loads(text)["file"]
+            j = obj["file"]
             f = object.__new__(DataFile)
             put = object.__setattr__
             put(f, "content", _CONTENT[j["content"]])
@@ -243,7 +250,7 @@ class FileIndex:
             put(f, "key_metadata", None if km is None else binascii.a2b_base64(km))
             if f.file_format is None or f.file_path is None or f.record_count is None:
                 raise KeyError("file-path")
-            return f
+            return f, data_seq
         except (KeyError, TypeError, IndexError, ValueError, binascii.Error) as e:
             raise ValidationError(f"Cannot decode file change: {text[:200]!r} ({e})") from e
 

@@ -22,7 +22,7 @@ and the ``partition`` column is left out when that type has no field.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable
 
 import pyarrow as pa
 
@@ -477,23 +477,11 @@ class InspectTable:
         (the commit's), commit id and the event's canonical JSON payload."""
         log = self.table.catalog.log
         events = log.read_stream(self.state.table_uuid)
-        messages = _commit_messages(log, {e.commit_id for e in events})
+        messages = log.messages_of(e.commit_id for e in events)
         rows = [{"position": e.position, "version": e.version, "type": e.type, "time": e.time_ms, "actor": e.actor,
                  "message": messages.get(e.commit_id), "commit_id": e.commit_id, "payload": e.payload}
                 for e in events]
         return pa.Table.from_pylist(rows, schema=LOG_SCHEMA)
-
-
-def _commit_messages(log: Any, commit_ids: Sequence[str] | set[str]) -> dict[str, str | None]:
-    ids = sorted(commit_ids)
-    out: dict[str, str | None] = {}
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        marks = ", ".join("?" * len(chunk))
-        for cid, message in log.db.execute(
-                f"SELECT commit_id, message FROM commits WHERE commit_id IN ({marks})", chunk).fetchall():
-            out[cid] = message
-    return out
 
 
 def to_json_lines(table: pa.Table) -> Iterable[str]:

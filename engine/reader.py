@@ -578,3 +578,20 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     if row_filter is not None:
         out = out.filter(evaluate_arrow(row_filter, out))
     return out
+
+
+def read_position_delete_rows(delete_file: DataFile) -> pa.Table:
+    """A position delete file's ``file_path`` and ``pos`` columns as written (paths not normalised), any format.
+
+    :raises CorruptFileError: the file cannot be read or lacks the two columns
+    """
+    path = delete_file.file_path
+    raw = _RawFile(path, mapping=_POSITION_MAPPING, needed_ids={DELETE_FILE_PATH_ID, DELETE_POS_ID},
+                   file_format=delete_file.file_format)
+    paths, positions = raw.column_by_id(DELETE_FILE_PATH_ID), raw.column_by_id(DELETE_POS_ID)
+    if paths is None or positions is None:
+        if raw.num_rows == 0:
+            return pa.table({DELETE_FILE_PATH: pa.array([], pa.string()), DELETE_POS: pa.array([], pa.int64())})
+        raise CorruptFileError(f"Cannot read position delete file: {path} has no file_path and pos columns",
+                               path=path)
+    return pa.table({DELETE_FILE_PATH: paths.cast(pa.string()), DELETE_POS: positions.cast(pa.int64())})

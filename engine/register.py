@@ -13,22 +13,34 @@ M >= N: icelog would overwrite it now or on a later commit. In that case registe
 ValidationError naming the clashing file and recommending ``location=`` (a new folder for icelog's
 projection; the data and delete files stay where they are). Manifest and manifest-list names cannot
 clash (icelog's derive from its commit ids). The original files are never modified.
+
+With ``relocate``, a position delete file names data files by their original paths; each one whose rows
+name a relocated path is copied with those paths rewritten to ``<location>/data/relocated-<uuid5>.parquet``
+(the name derives from the original's path, so a retried import writes the same file) and the events
+record the copy instead of the original. A registration refused before its commit removes the copies it
+created.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from engine.delete_files import relocate_position_deletes, relocated_position_deletes_path
 from engine.errors import AlreadyExists, NamespaceNotFound, ValidationError
 from engine.events import CATALOG_STREAM, TableCreated, TableRegistered
+from engine.model.data_file import DataFile
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams
+from projections import layout
 from projections.importer import (
     ImportedTable,
     import_table,
     metadata_files_in,
     versioned_number,
 )
+from storage.errors import LogError
+from storage.files import FileIO
 
 if TYPE_CHECKING:
     from engine.catalog import Catalog, Table
@@ -48,10 +60,24 @@ def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_l
         metadata holds what icelog cannot represent
     :raises CorruptFileError: a metadata file, manifest list or manifest cannot be read
     """
-    from engine.catalog import Table, parse_identifier
+    from engine.catalog import parse_identifier
 
     ns, name = parse_identifier(identifier)
-    imported = import_table(catalog.io, metadata_location, relocate=relocate, location=location)
+    relocation = PositionDeleteRelocation(catalog.io)
+    try:
+        return _register(catalog, ns, name, metadata_location, relocate, location, relocation)
+    except BaseException:
+        relocation.discard()  # nothing committed: remove the delete file copies this attempt created
+        raise
+
+
+def _register(catalog: Catalog, ns: tuple[str, ...], name: str, metadata_location: str,
+              relocate: Mapping[str, str] | None, location: str | None,
+              relocation: PositionDeleteRelocation) -> Table:
+    from engine.catalog import Table
+
+    imported = import_table(catalog.io, metadata_location, relocate=relocate, location=location,
+                            relocate_position_deletes=relocation)
     check_no_clash(catalog, imported, explicit_location=location is not None)
     events = list(imported.events)
     created = events[0]
@@ -79,6 +105,35 @@ def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_l
     table._after_commit(landed)
     table.import_notes = imported.notes  # type: ignore[attr-defined]  # what the events could not carry
     return table
+
+
+class PositionDeleteRelocation:
+    """Rewrites a moved table's position delete files with relocated ``file_path`` values under the data folder of
+    icelog's table location (the importer's ``relocate_position_deletes``), remembering the copies it created so
+    a registration that fails before its commit removes them (copies that existed before, made by an earlier
+    import of the same table, stay).
+
+    :param io: file IO for the warehouse
+    """
+
+    def __init__(self, io: FileIO) -> None:
+        self.io = io
+        self.created: list[str] = []
+
+    def __call__(self, delete_file: DataFile, relocate: Callable[[str], str], table_location: str
+                 ) -> DataFile | None:
+        folder = layout.data_dir(table_location)
+        existed = self.io.exists(relocated_position_deletes_path(delete_file, folder))
+        rewritten = relocate_position_deletes(delete_file, relocate, folder)
+        if rewritten is not None and not existed:
+            self.created.append(rewritten.file_path)
+        return rewritten
+
+    def discard(self) -> None:
+        for path in self.created:
+            with contextlib.suppress(LogError, OSError):
+                self.io.delete(path)
+        self.created.clear()
 
 
 def first_version(imported: ImportedTable) -> int:

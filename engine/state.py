@@ -21,6 +21,8 @@ from engine.events import (
     Event,
     FormatVersionUpgraded,
     NamespaceCreated,
+    NamespaceDropped,
+    NamespacePropertiesUpdated,
     PropertiesRemoved,
     PropertiesSet,
     RefRemoved,
@@ -205,6 +207,13 @@ class CatalogState:
     def has_namespace(self, namespace: tuple[str, ...]) -> bool:
         return any(ns == namespace for ns, _ in self.namespaces)
 
+    def namespace_properties(self, namespace: tuple[str, ...]) -> dict[str, str] | None:
+        """The namespace's properties, or None when it does not exist."""
+        for ns, props in self.namespaces:
+            if ns == namespace:
+                return dict(props)
+        return None
+
     def table(self, namespace: tuple[str, ...], name: str) -> TableEntry | None:
         for t in self.tables:
             if t.namespace == namespace and t.name == name:
@@ -370,6 +379,27 @@ def fold(events: Iterable[tuple[Event, LogPosition]], state: TableState | None =
 def _(event: NamespaceCreated, state: CatalogState, at: LogPosition) -> CatalogState:
     return attrs.evolve(state, namespaces=state.namespaces + ((event.namespace, event.properties),),
                         version=at.version)
+
+
+@apply.register
+def _(event: NamespaceDropped, state: CatalogState, at: LogPosition) -> CatalogState:
+    if any(t.namespace == event.namespace for t in state.tables):
+        raise ValidationError(f"Cannot drop namespace {'.'.join(event.namespace)}: it still holds tables")
+    return attrs.evolve(state, namespaces=tuple(n for n in state.namespaces if n[0] != event.namespace),
+                        version=at.version)
+
+
+@apply.register
+def _(event: NamespacePropertiesUpdated, state: CatalogState, at: LogPosition) -> CatalogState:
+    removed = set(event.removals)
+
+    def updated(props: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        merged = {k: v for k, v in props if k not in removed}
+        merged.update(event.updates)
+        return tuple(sorted(merged.items()))
+
+    return attrs.evolve(state, namespaces=tuple((ns, updated(props)) if ns == event.namespace else (ns, props)
+                                                for ns, props in state.namespaces), version=at.version)
 
 
 @apply.register

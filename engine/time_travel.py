@@ -442,19 +442,8 @@ def catalog_as_of(catalog: Any, position: int | None = None, time: Any = None) -
 # ---------------------------------------------------------------- the log itself
 
 
-def _messages(log: Log, commit_ids: Sequence[str]) -> dict[str, str | None]:
-    """Commit messages by commit id (read from the log's ``commits`` table; see the report for a storage query
-    that would replace this)."""
-    wanted = sorted(set(commit_ids))
-    if not wanted:
-        return {}
-    rows = log.db.execute("SELECT commit_id, message FROM commits WHERE commit_id IN (SELECT value FROM json_each(?))",
-                          [json.dumps(wanted)]).fetchall()
-    return {commit_id: message for commit_id, message in rows}
-
-
 def _entries(log: Log, events: Sequence[Any]) -> list[LogEntry]:
-    messages = _messages(log, [e.commit_id for e in events])
+    messages = log.messages_of(e.commit_id for e in events)
     return [LogEntry(position=e.position, version=e.version, stream=e.stream, type=e.type, time_ms=e.time_ms,
                      actor=e.actor, message=messages.get(e.commit_id), commit_id=e.commit_id,
                      payload=json.loads(e.payload)) for e in events]

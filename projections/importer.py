@@ -1,31 +1,42 @@
 """Reading an existing Iceberg table's metadata into icelog events (for ``register_table``).
 
 Layer: projections (reads files through storage.files.FileIO and parses them with the pure
-readers beside it; builds engine.events values; never commits, never writes). The whole
-history becomes events: a TableCreated with the table's first schema, spec and sort order and
-its final properties, the other schemas, specs and sort orders (SchemaAdded, SpecAdded,
-SortOrderAdded), one SnapshotAdded per snapshot in commit order with the ORIGINAL snapshot ids,
-parents, sequence numbers, timestamps, operations and summaries, then the current schema, spec
-and sort order and the refs (RefSet).
+readers beside it; builds engine.events values; never commits, never writes: rewriting delete
+files for ``relocate`` is the caller's, see below). The whole history becomes events: a
+TableCreated with the table's first schema, spec and sort order and its final properties, the
+other schemas, specs and sort orders (SchemaAdded, SpecAdded, SortOrderAdded), one SnapshotAdded
+per snapshot in commit order with the ORIGINAL snapshot ids, parents, sequence numbers,
+timestamps, operations and summaries, then the current schema, spec and sort order and the refs
+(RefSet).
 
 A snapshot's file changes are the difference between the files live in it and the files live in
 its parent (both read from their manifests), so manifest rewrites, merges and writers that do
-not mark ADDED/DELETED entries faithfully still give the right live set at every snapshot.
+not mark ADDED/DELETED entries faithfully still give the right live set at every snapshot. An
+added file whose data sequence number is not its snapshot's (``rewrite_data_files`` keeping the
+starting sequence number, files of a snapshot whose parent is gone) keeps it as the change's
+explicit data sequence number, so delete files apply to it exactly as in the original.
+
+A snapshot whose parent was expired from the metadata before the import keeps that parent id, as
+Iceberg Java does; its changes add every file live in it (the projector renders it without a
+parent manifest list).
+
+With ``relocate``, every path read is rewritten (metadata, manifest lists, manifests, data and delete
+files, a position delete file's ``file_path`` bounds). The rows of a position delete file still name
+data files by their original paths: the caller passes a rewriter (``engine.register`` does) that
+copies each such file with its paths relocated, and the events record the copy; without one, such a
+file is refused.
 
 What the events cannot carry is reported in :attr:`ImportedTable.notes`:
 
-- per-file data sequence numbers: icelog gives a file the sequence number of the snapshot that
-  added it; an entry whose data sequence number differs (compaction with
-  ``use-starting-sequence-number``, ``rewrite_data_files`` keeping sequence numbers) is listed;
-- snapshots whose parent was expired from the metadata: the snapshot's parent id is dropped (the
-  projector needs the parent's manifests) and it adds all its live files;
 - format version 3: read only when no v3-only feature is used (deletion vectors, default values,
-  v3-only types, encryption); the table is imported as format version 2 (row lineage is dropped).
+  v3-only types such as timestamp_ns or variant, encryption); the table is imported as format
+  version 2 (row lineage is dropped);
+- a ``last-column-id`` above the only schema's highest field id (icelog continues from the latter).
 
 Metadata locations: a ``*.metadata.json`` / ``*.gz.metadata.json`` file, or a table folder (or its
 ``metadata`` folder): ``version-hint.text`` when present and valid, else the highest
 ``vN[.gz].metadata.json``, else the highest ``NNNNN-<uuid>[.gz].metadata.json`` (catalogs that
-name files that way: Hive, JDBC, PyIceberg's SqlCatalog).
+name files that way and write no hint: Trino, Hive, JDBC, PyIceberg's SqlCatalog).
 """
 
 from __future__ import annotations
@@ -293,8 +304,14 @@ class _SnapshotInfo:
 # ---------------------------------------------------------------- the import
 
 
+#: rewrites a position delete file's rows for relocation: (delete file at its relocated path, relocate, icelog's
+#: table location) -> the rewritten file, or None when none of its rows names a relocated path
+RelocatePositionDeletes = Callable[[DataFile, Callable[[str], str], str], "DataFile | None"]
+
+
 def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, str] | None = None,
-                 location: str | None = None) -> ImportedTable:
+                 location: str | None = None,
+                 relocate_position_deletes: RelocatePositionDeletes | None = None) -> ImportedTable:
     """Read a table's whole history into events.
 
     :param io: reads the metadata, manifest lists and manifests
@@ -302,6 +319,8 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     :param relocate: old path prefix -> new path prefix, applied to every path read (metadata, manifest lists,
         manifests, data and delete files) and to the table location
     :param location: the icelog table location (default: the original location, relocated)
+    :param relocate_position_deletes: with ``relocate``, rewrites each position delete file whose rows name
+        relocated paths (the events then record the rewritten file); without it such a file is refused
     :raises NotFound: when there is no metadata at ``metadata_location``
     :raises CorruptFileError: for a truncated or unreadable metadata file, manifest list or manifest
     :raises ValidationError: for metadata icelog cannot represent (naming the file and field)
@@ -375,7 +394,7 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     ordered = _commit_order(snapshots, fmt)
     branch_of = _branch_of(ordered, refs, by_id)
 
-    reader = _ManifestReader(io, reloc, path)
+    reader = _ManifestReader(io, reloc, path, table_location, relocate_position_deletes)
     events: list[Event] = [TableCreated(
         table_uuid=table_uuid, location=table_location, format_version=min(fmt, 2), schema=schemas[0],
         spec=specs[0], sort_order=orders[0], properties=properties)]
@@ -395,20 +414,18 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     ref_heads: dict[str, int] = {}
     for snap in ordered:
         parent = snap.parent_id
-        if parent is not None and parent not in by_id:
-            notes.append(f"snapshot {snap.snapshot_id}: its parent {parent} was expired from the metadata; "
-                         f"imported without a parent (it adds every file live in it)")
-            parent = None
         files = reader.live_files(snap)
+        # a parent expired before the import is not in the metadata: the snapshot keeps its parent id (as Java
+        # does) and its changes add every file live in it, with their data sequence numbers
         before = live.get(parent, {}) if parent is not None else {}
         changes = [FileChange(added=False, file=df) for p, (df, _) in before.items() if p not in files]
         for p, (df, data_seq) in files.items():
             if p in before:
                 continue
-            changes.append(FileChange(added=True, file=df))
-            if fmt >= 2 and data_seq != snap.sequence_number:
-                notes.append(f"snapshot {snap.snapshot_id}: {p} has data sequence number {data_seq}; icelog "
-                             f"gives it the snapshot's sequence number {snap.sequence_number}")
+            # a file whose data sequence number is not its snapshot's (compaction keeping the starting
+            # sequence number, an entry of an expired parent) keeps it explicitly
+            explicit = data_seq if fmt >= 2 and data_seq != snap.sequence_number else None
+            changes.append(FileChange(added=True, file=df, data_sequence_number=explicit))
         live[snap.snapshot_id] = files
         branch = branch_of[snap.snapshot_id]
         ref_heads[branch] = snap.snapshot_id
@@ -530,9 +547,30 @@ def _branch_of(ordered: list[_SnapshotInfo], refs: Mapping[str, RefSet],
 class _ManifestReader:
     """Reads manifest lists and manifests once each (snapshots share manifests), relocating every path."""
 
-    def __init__(self, io: FileIO, reloc: Relocator, metadata_path: str) -> None:
+    def __init__(self, io: FileIO, reloc: Relocator, metadata_path: str, table_location: str,
+                 relocate_position_deletes: RelocatePositionDeletes | None) -> None:
         self.io, self.reloc, self.metadata_path = io, reloc, metadata_path
+        self.table_location = table_location
+        self.relocate_position_deletes = relocate_position_deletes
         self._manifests: dict[str, list[ManifestEntry]] = {}
+        self._relocated_deletes: dict[str, DataFile] = {}
+
+    def relocated_position_deletes(self, df: DataFile, moved: DataFile, manifest: str) -> DataFile:
+        """The position delete file to record for ``df`` (``moved``: its path relocated): a rewrite whose rows name
+        the relocated data files, made once per file."""
+        found = self._relocated_deletes.get(df.file_path)
+        if found is not None:
+            return attrs.evolve(found, spec_id=moved.spec_id)
+        if self.relocate_position_deletes is None:
+            # its rows name data files by their old paths, and the scan would no longer match them
+            raise ValidationError(
+                f"Cannot import position delete file {df.file_path} (manifest {manifest}) with relocate: its rows "
+                f"name data files by their original paths and no rewrite of delete files was given; register it "
+                f"with Catalog.register_table, or unmoved")
+        rewritten = self.relocate_position_deletes(moved, self.reloc, self.table_location)
+        found = moved if rewritten is None else rewritten
+        self._relocated_deletes[df.file_path] = found
+        return found
 
     def manifest_list(self, path: str) -> list[ManifestFile]:
         return read_manifest_list(_read(self.io, path, "manifest list"), path)
@@ -563,12 +601,8 @@ class _ManifestReader:
                 if spec_id is not None and df.spec_id != spec_id:
                     df = attrs.evolve(df, spec_id=spec_id)
                 moved = relocate_file(df, self.reloc)
-                if self.reloc and moved != df and df.content == DataFileContent.POSITION_DELETES:
-                    # its rows name data files by their old paths, and the scan would no longer match them
-                    raise ValidationError(
-                        f"Cannot import position delete file {df.file_path} (manifest {path}) with relocate: its "
-                        f"rows name data files by their original paths and icelog does not rewrite delete files; "
-                        f"rewrite the table's paths first (Iceberg's rewrite_table_path) or register it unmoved")
+                if self.reloc and df.content == DataFileContent.POSITION_DELETES:
+                    moved = self.relocated_position_deletes(df, moved, path)
                 df = moved
                 if e.data_sequence_number is not None:
                     data_seq = e.data_sequence_number

@@ -24,6 +24,7 @@ import attrs
 from engine.errors import CorruptFileError, IntegrityError
 from engine.events import FileChange
 from engine.model.data_file import (
+    DataFile,
     DataFileContent,
     EntryStatus,
     FieldSummary,
@@ -250,9 +251,14 @@ class Renderer:
             if not c.added:
                 removed[c.file.file_path] = c.file
                 continue
+            # an explicit data sequence number other than the snapshot's is written, as Java's
+            # ManifestWriter.add(file, dataSequenceNumber) does; the file sequence number stays inherited
+            explicit = c.data_sequence_number
+            data_seq = 0 if v1 else (explicit if explicit is not None and explicit != snap.sequence_number
+                                     else None)
             groups.setdefault((c.file.spec_id, content_of(c.file)), []).append(ManifestEntry(
                 status=EntryStatus.ADDED, snapshot_id=inherited,
-                data_sequence_number=None if not v1 else 0, file_sequence_number=None if not v1 else 0,
+                data_sequence_number=data_seq, file_sequence_number=None if not v1 else 0,
                 data_file=c.file))
         self._pending.clear()
         writes: list[ManifestWrite] = []
@@ -329,10 +335,11 @@ class Renderer:
                             if e.snapshot_id == snap.snapshot_id:
                                 entries.append(e)
                         elif e.status == EntryStatus.ADDED and e.snapshot_id == snap.snapshot_id:
-                            entries.append(attrs.evolve(e, snapshot_id=None if state.format_version > 1
-                                                        else snap.snapshot_id,
-                                                        data_sequence_number=None if state.format_version > 1
-                                                        else 0,
+                            v2 = state.format_version > 1
+                            keep_seq = v2 and e.data_sequence_number not in (None, snap.sequence_number)
+                            entries.append(attrs.evolve(e, snapshot_id=None if v2 else snap.snapshot_id,
+                                                        data_sequence_number=e.data_sequence_number if keep_seq
+                                                        else None if v2 else 0,
                                                         file_sequence_number=None if state.format_version > 1
                                                         else 0))
                         else:
@@ -469,6 +476,17 @@ class Projector:
                                     list(r))
 
 
+    def unpublish_namespace(self, namespace: tuple[str, ...], keys: Sequence[str] | None = None) -> None:
+        """Remove a namespace's ``iceberg_namespace_properties`` rows: ``keys`` only, or all (a dropped namespace)."""
+        ns = ".".join(namespace)
+        with self.log.transaction():
+            if keys is None:
+                self.log.db.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND "
+                                    "namespace = ?", [self.catalog_name, ns])
+            for k in keys or ():
+                self.log.db.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND "
+                                    "namespace = ? AND property_key = ?", [self.catalog_name, ns, k])
+
 def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex, changes_of: ChangesOf,
                  write: Callable[[str, bytes], None]) -> dict[str, bytes]:
     """Render and write one commit's files (manifests, manifest list, metadata.json); returns what was written."""
@@ -479,6 +497,10 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
         parent: list[ManifestFile] = []
         if snap.parent_snapshot_id is not None:
             found = index.get(state.table_uuid, snap.parent_snapshot_id)
+            if found is None and not _in_log(state, snap.parent_snapshot_id):
+                # an imported snapshot whose parent was expired before the import: the log never held the
+                # parent, the snapshot's changes add every file live in it, and its parent id stays as Java's does
+                found = []
             if found is None:
                 raise IntegrityError(f"Cannot project snapshot {snap.snapshot_id}: the manifest list of its parent "
                                      f"{snap.parent_snapshot_id} was never projected")
@@ -500,6 +522,12 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
     write(meta_path, meta)
     written[meta_path] = meta
     return written
+
+
+def _in_log(state: TableState, snapshot_id: int) -> bool:
+    """Whether the table's log holds the snapshot (live or expired since)."""
+    return any(s.snapshot_id == snapshot_id for s in state.snapshots) or \
+        any(s.snapshot_id == snapshot_id for s in state.expired_snapshots)
 
 
 def render_all(states: Iterable[TableState], changes_of: ChangesOf,

@@ -54,6 +54,7 @@ _SAVEPOINT = "icelog_log"
 
 _EVENT_COLUMNS = "position, stream, version, commit_id, type, type_version, time_ms, actor, payload, hash"
 _SELECT_COMMIT = "SELECT first_position, last_position, time_ms FROM commits WHERE commit_id = ?"
+_SELECT_MESSAGES = "SELECT commit_id, message FROM commits WHERE commit_id IN (SELECT value FROM json_each(?))"
 _SELECT_HEAD = "SELECT version FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
 _SELECT_HEADS = (
     "SELECT j.value, (SELECT e.version FROM events AS e WHERE e.stream = j.value ORDER BY e.version DESC LIMIT 1)"
@@ -527,6 +528,17 @@ class Log:
         for position, body in self._live().execute(_SELECT_PARTS_MANY, (json.dumps(wanted),)):
             parts[position].append(body)
         return parts
+
+    def messages_of(self, commit_ids: Iterable[str]) -> dict[str, str | None]:
+        """The message of each commit in ``commit_ids`` that landed: ``{commit_id: message or None}`` (one query).
+
+        :param commit_ids: commit ids, in any order, repeats allowed; ids that never landed are left out
+        """
+        wanted = sorted(set(commit_ids))
+        if not wanted:
+            return {}
+        rows = self._live().execute(_SELECT_MESSAGES, (json.dumps(wanted),))
+        return {commit_id: message for commit_id, message in rows}
 
     def position_at(self, time_ms: int) -> int:
         """The last position of the longest log prefix whose commits all have ``time_ms <= time_ms`` (0: none).

@@ -255,6 +255,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-operations", action="store_true", help="skip the row delete and compaction")
     parser.add_argument("--time-travel-events", type=int, default=100_000, help="log events of the as_of table")
     parser.add_argument("--scan-sizes", default="20000,100000", help="data files of the plan_files tables")
+    parser.add_argument("--rest-clients", type=int, default=8, help="concurrent clients of the REST benchmark")
+    parser.add_argument("--rest-commits", type=int, default=25, help="appends per REST client")
     parser.add_argument("--spark-write-rows", type=int, default=0,
                         help="rows of the tools.spark.write vs Spark's Iceberg writer figure (needs Java; the "
                              "issue's figure is 10000000; 0 skips it)")
@@ -290,6 +292,10 @@ def main(argv: list[str] | None = None) -> None:
             scan_sizes = tuple(int(x) for x in args.scan_sizes.split(",") if x)
             result["plan_files"] = bench_plan_files(os.path.join(root, "scan"), scan_sizes,
                                                     pyiceberg=not args.skip_pyiceberg)
+            from tools.bench_rest import bench_rest_commits
+
+            result["rest_commits"] = bench_rest_commits(os.path.join(root, "rest"), args.rest_clients,
+                                                        args.rest_commits)
         if args.spark_write_rows > 0:
             from tools.bench_spark_write import bench_spark_write
 

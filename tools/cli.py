@@ -393,6 +393,16 @@ def cmd_bench(args: argparse.Namespace) -> None:
     bench_main(args.bench_args)
 
 
+def cmd_serve(args: argparse.Namespace) -> None:
+    from tools.rest_server import serve
+
+    token = args.token or os.environ.get("ICELOG_TOKEN")
+    if not token:
+        from engine.errors import ValidationError
+        raise ValidationError("Cannot serve: give --token SECRET (or set ICELOG_TOKEN); every request must carry it")
+    serve(args.warehouse, args.host, args.port, token)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="icelog", description="Event-sourced metadata for Apache Iceberg tables.")
     parser.add_argument("--warehouse", default=os.environ.get("ICELOG_WAREHOUSE", DEFAULT_WAREHOUSE),
@@ -534,6 +544,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retain-last", type=int)
     p = table_cmd("remove-orphan-files", cmd_remove_orphan_files, "Delete files under the table no snapshot uses.")
     p.add_argument("--older-than-ms", type=int)
+    p = add("serve", cmd_serve, "Run the Iceberg REST catalog server over the warehouse (Spark type=rest).")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8181)
+    p.add_argument("--token", help="the bearer token clients must send (default $ICELOG_TOKEN)")
     p = add("demo", cmd_demo, "Run the demo pipeline: create, append, and read back through Spark.")
     p.add_argument("--warehouse-dir", help="where the demo warehouse goes (default ./warehouse)")
     p = add("bench", cmd_bench, "Run the benchmarks and print JSON.")

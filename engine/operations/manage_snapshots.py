@@ -408,6 +408,13 @@ class ManageSnapshots(PendingUpdate):
         snapshot; a dynamic overwrite (``replace-partitions``) re-applies its adds and removes if the partitions it
         replaced did not change since its parent; any snapshot whose parent is main's head is fast-forwarded.
         A ``delete`` snapshot cannot be cherry-picked. The new snapshot's summary names the source snapshot.
+
+        Data sequence numbers, as Java's CherryPickOperation: a fast-forward makes the picked snapshot itself the
+        head, so its entries keep theirs (a compaction's starting sequence number included; a compaction, a
+        ``replace`` snapshot, can only be fast-forwarded). An append or dynamic overwrite that is re-applied adds
+        its files to the new snapshot as new files, which take the new snapshot's sequence number even when they
+        carried an explicit one in the picked snapshot: deletes committed on main before the pick never saw those
+        rows, and an older number would let them delete the picked rows.
         """
         action = f"cherry-pick snapshot {snapshot_id}"
         new_id = new_snapshot_id()

@@ -11,7 +11,7 @@ is pure and re-validates on every retry, as engine.operations.row_delete does).
 
 What it does, following Iceberg Java's RewriteDataFiles:
 
-- selects the live data files of the current snapshot that might hold rows matching ``where`` (partition
+- selects the live data files of the branch head that might hold rows matching ``where`` (partition
   values and column metrics, inclusive: whole files only), and groups them by partition. Files written under
   an older partition spec form one group of their own and are rewritten into the current spec's partitions;
 - reads each group's rows with the delete files that apply to them, orders them (``binpack``: concatenated,
@@ -26,15 +26,21 @@ A group holding one data file with no deletes, written in the current spec and n
 left alone by ``binpack`` (rewriting it would change nothing); ``sort`` and ``zorder`` rewrite every selected
 file. Java's other selection options (min-input-files, file size thresholds, partial progress) are not offered.
 
-Sequence numbers: Java gives the new files the data sequence number of the snapshot the compaction started
-from, so equality deletes committed meanwhile still apply to them. Our events carry no per-file data sequence
-number (a file's comes from the snapshot that adds it), so the commit step instead refuses any delete file added
-since the start for the partitions it rewrites (ValidationConflict): no deleted row can come back.
+Sequence numbers (Java's ``use-starting-sequence-number`` option, on by default): the new files' file changes
+carry an explicit data sequence number, the sequence number of the snapshot the compaction started from, while
+the ``replace`` snapshot (and so the files' file sequence number) takes the table's next one. Equality deletes committed meanwhile have higher sequence numbers, so they
+still apply to the rewritten rows and the compaction lands beside them. Position deletes committed meanwhile
+name the old files by path and would be lost, so the commit step refuses any that apply to a file it rewrites
+(ValidationConflict naming the commit), as it refuses a rewritten file that was removed meanwhile. Files of an
+older spec are rewritten into the current spec's partitions, where equality deletes scoped to their old
+partition no longer reach them: for those, equality deletes committed meanwhile conflict too. With the option
+off, the new files take the snapshot's own sequence number and any delete committed meanwhile for a rewritten
+file conflicts. Format version 1 has no sequence numbers and no deletes: the option changes nothing there.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 import pyarrow as pa
@@ -77,6 +83,8 @@ ZORDER = "zorder"
 STRATEGIES = (BINPACK, SORT, ZORDER)
 REPLACE = "replace"
 TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
+USE_STARTING_SEQUENCE_NUMBER = "use-starting-sequence-number"
+OPTIONS = (USE_STARTING_SEQUENCE_NUMBER,)
 _ACTION = "rewrite data files"
 
 
@@ -102,12 +110,19 @@ class RewritePlan:
     :param rewritten: the data files it replaces
     :param dropped_deletes: the delete files it removes (they apply to rewritten files only)
     :param added: the new data files
+    :param use_starting_sequence_number: the new files take the starting snapshot's sequence number as their
+        data sequence number (looked up when committing: in a transaction a staged snapshot's number can change
+        on a retry), not the new snapshot's own
+    :param repartitioned: the rewritten files of older specs, whose rows the new files hold in the current
+        spec's partitions
     """
 
     start_snapshot_id: int
     rewritten: tuple[DataFile, ...] = ()
     dropped_deletes: tuple[DataFile, ...] = ()
     added: tuple[DataFile, ...] = ()
+    use_starting_sequence_number: bool = True
+    repartitioned: tuple[DataFile, ...] = ()
 
     @property
     def removed(self) -> tuple[DataFile, ...]:
@@ -176,6 +191,26 @@ def resolve_zorder_columns(state: TableState, columns: Sequence[str] | None) -> 
         raise ValidationError(f"Cannot Z-order by {', '.join(map(repr, columns))}: they are all identity partition "
                               f"columns (constant within each partition)")
     return tuple(out)
+
+
+def use_starting_sequence_number(options: Mapping[str, Any] | None) -> bool:
+    """The ``use-starting-sequence-number`` option (default true, as in Java's RewriteDataFiles).
+
+    :param options: Java's option names to ``"true"``/``"false"`` (or bools)
+    :raises ValidationError: for an unknown option or a value that is not a boolean
+    """
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValidationError(f"Cannot rewrite data files: unknown option {unknown[0]!r} (supported: "
+                              f"{', '.join(OPTIONS)})")
+    value = options.get(USE_STARTING_SEQUENCE_NUMBER, True)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if isinstance(value, bool):
+        return value
+    raise ValidationError(f"Cannot rewrite data files: option {USE_STARTING_SEQUENCE_NUMBER} is {value!r}, not "
+                          f"true or false")
 
 
 def _target_size(state: TableState, target_file_size_bytes: int | None) -> int:
@@ -292,12 +327,14 @@ def droppable_deletes(all_tasks: Sequence[FileScanTask], rewritten: Sequence[Fil
 def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = None, strategy: str = BINPACK,
                  sort_order: Any = None, zorder_columns: Sequence[str] | None = None,
                  target_file_size_bytes: int | None = None,
-                 stage: Callable[[str], None] | None = None, branch: str = MAIN_BRANCH) -> RewritePlan | None:
+                 stage: Callable[[str], None] | None = None, branch: str = MAIN_BRANCH,
+                 options: Mapping[str, Any] | None = None) -> RewritePlan | None:
     """Read and rewrite the files to compact (staged, not committed); None when there is nothing to do.
 
     :param store: the catalog's state store
-    :param state: the table state to compact (its current snapshot)
-    :raises ValidationError: for a bad strategy, sort order, Z-order column, target size or filter
+    :param state: the table state to compact (the head of ``branch``)
+    :param options: Java's rewrite options; ``use-starting-sequence-number`` (default true)
+    :raises ValidationError: for a bad strategy, sort order, Z-order column, target size, filter or option
     """
     if strategy not in STRATEGIES:
         raise ValidationError(f"Cannot rewrite data files: unknown strategy {strategy!r} (expected one of "
@@ -307,6 +344,7 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
     if zorder_columns is not None and strategy != ZORDER:
         raise ValidationError(f"Cannot rewrite data files: zorder_columns apply to strategy 'zorder', not "
                               f"{strategy!r}")
+    keep_sequence_number = use_starting_sequence_number(options)
     target = _target_size(state, target_file_size_bytes)
     order: SortOrder | None = None
     order_id = state.default_sort_order_id
@@ -339,8 +377,10 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
         rows = _order_rows(rows, writer, strategy, order, columns)
         added += _write_group(writer, group, rows, stage)
         rewritten += group.tasks
+    repartitioned = tuple(t.file for g in groups if g.spec_id is None for t in g.tasks)
     return RewritePlan(start_snapshot_id=snapshot.snapshot_id, rewritten=tuple(t.file for t in rewritten),
-                       dropped_deletes=tuple(droppable_deletes(all_tasks, rewritten)), added=tuple(added))
+                       dropped_deletes=tuple(droppable_deletes(all_tasks, rewritten)), added=tuple(added),
+                       use_starting_sequence_number=keep_sequence_number, repartitioned=repartitioned)
 
 
 # ------------------------------------------------------------ committing
@@ -350,12 +390,15 @@ def rewrite_events(store: StateStore, base: TableState, ctx: CommitContext, plan
                    snapshot_id: int, branch: str = MAIN_BRANCH) -> list[Event]:
     """The ``replace`` snapshot of a planned compaction on ``base``, after checking what landed since it read:
     every file it removes must still be live, and no delete file may have been added for the data it rewrites
-    (the new files would not carry those deletes).
+    that would not reach the new files (position deletes always; equality deletes unless the new files keep the
+    starting data sequence number and partition). With ``plan.use_starting_sequence_number`` (and format version
+    2 or later) the new files' changes carry the starting snapshot's sequence number as it is in ``base``.
 
     :raises ValidationConflict: naming the commit that conflicts
     """
     ref = base.ref(branch)
     head = ref.snapshot_id if ref is not None else None
+    keep = plan.use_starting_sequence_number and base.format_version >= 2
     if head != plan.start_snapshot_id:
         if not any(s.snapshot_id == plan.start_snapshot_id for s in base.ancestors(head)):
             raise ValidationConflict(
@@ -363,9 +406,17 @@ def rewrite_events(store: StateStore, base: TableState, ctx: CommitContext, plan
                 f"of {branch} (commit {base.commit_id} moved it)", commit_id=base.commit_id, snapshot_id=head)
         v = Validator(store, base, plan.start_snapshot_id, head)
         v.files_still_live(plan.removed, _ACTION)
-        v.no_new_deletes_for(plan.rewritten, _ACTION)
-    return list(snapshot_events(base, ctx, operation=REPLACE, snapshot_id=snapshot_id, added=plan.added,
-                                removed=plan.removed, branch=branch))
+        moved = {f.file_path for f in plan.repartitioned}
+        v.no_new_deletes_for([f for f in plan.rewritten if f.file_path not in moved], _ACTION,
+                             ignore_equality_deletes=keep)
+        v.no_new_deletes_for(plan.repartitioned, _ACTION)
+    events = snapshot_events(base, ctx, operation=REPLACE, snapshot_id=snapshot_id, added=plan.added,
+                             removed=plan.removed, branch=branch)
+    start = base.snapshot_by_id(plan.start_snapshot_id)
+    if not keep or start is None:
+        return list(events)
+    return [attrs.evolve(e, changes=tuple(attrs.evolve(c, data_sequence_number=start.sequence_number)
+                                          if c.added else c for c in e.changes)) for e in events]
 
 
 def commit_rewrite(table: Any, plan: RewritePlan | None, branch: str = MAIN_BRANCH) -> Snapshot | None:
@@ -381,15 +432,17 @@ def commit_rewrite(table: Any, plan: RewritePlan | None, branch: str = MAIN_BRAN
 
 def rewrite_data_files(table: Any, where: str | None = None, strategy: str = BINPACK, sort_order: Any = None,
                        zorder_columns: Sequence[str] | None = None,
-                       target_file_size_bytes: int | None = None, branch: str = MAIN_BRANCH) -> Snapshot | None:
-    """Compact the live data files of ``table``'s current snapshot that might match ``where``, as one
-    ``replace`` snapshot; None when there is nothing to rewrite.
+                       target_file_size_bytes: int | None = None, branch: str = MAIN_BRANCH,
+                       options: Mapping[str, Any] | None = None) -> Snapshot | None:
+    """Compact the live data files of the head of ``branch`` that might match ``where``, as one ``replace``
+    snapshot; None when there is nothing to rewrite.
 
     ::
 
         table.rewrite_data_files()                                       # bin-pack everything
         table.rewrite_data_files(where="day = '2024-01-02'", strategy="sort", sort_order=["id"])
         table.rewrite_data_files(strategy="zorder", zorder_columns=["x", "y"], target_file_size_bytes=1 << 27)
+        table.rewrite_data_files(options={"use-starting-sequence-number": "false"})
 
     :param table: the table handle (engine.catalog.Table)
     :param where: a row filter; files that might hold matching rows are rewritten whole
@@ -397,12 +450,17 @@ def rewrite_data_files(table: Any, where: str | None = None, strategy: str = BIN
     :param sort_order: for ``sort``: a SortOrder or terms such as ``["id", "ts DESC"]`` (default: the table's)
     :param zorder_columns: for ``zorder``: the columns to interleave
     :param target_file_size_bytes: the size to split output files at (default ``write.target-file-size-bytes``)
+    :param branch: the branch to compact
+    :param options: Java's option names: ``use-starting-sequence-number`` (default ``"true"``) gives the new files
+        the data sequence number of the snapshot the compaction started from, so equality deletes committed
+        meanwhile still apply to them and do not conflict
     :raises ValidationError: for bad arguments
-    :raises ValidationConflict: a concurrent commit removed a file it rewrites or added deletes for one
+    :raises ValidationConflict: a concurrent commit removed a file it rewrites or added deletes for one that would
+        not reach the new files
     """
     plan = plan_rewrite(table.catalog.store, table.state, where=where, strategy=strategy, sort_order=sort_order,
                         zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes,
-                        stage=table.stage_file, branch=branch)
+                        stage=table.stage_file, branch=branch, options=options)
     return commit_rewrite(table, plan, branch)
 
 

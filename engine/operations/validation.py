@@ -6,7 +6,10 @@ identity, never table-wide, so disjoint work does not conflict:
 
 - files an operation removes must still be live (a concurrent delete or compaction took them);
 - serializable isolation: no data file added since that might hold rows matching the filter;
-- no delete file added since that applies to a data file the operation rewrites or removes;
+- no delete file added since that applies to a data file the operation rewrites or removes (scoped as a scan
+  scopes them, by the starting snapshot's sequence number); a compaction whose new files keep the starting data
+  sequence number ignores equality deletes there, since those still apply to the new files (Java's
+  ``validateNoNewDeletesForDataFiles`` with ``ignoreEqualityDeletes``), but never position deletes;
 - position deletes added by the operation must reference data files that are still live.
 """
 
@@ -17,8 +20,9 @@ from typing import Iterable, Sequence
 from engine.errors import ValidationConflict
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import metrics_might_match
+from engine.scan import DeleteIndex
 from engine.state import Snapshot, TableState
-from engine.state_store import StateStore
+from engine.state_store import LiveEntry, StateStore
 
 SERIALIZABLE = "serializable"
 # Java's VALIDATE_ADDED_FILES_OPERATIONS: a compaction (replace) adds files but no rows
@@ -59,6 +63,7 @@ class Validator:
                  branch_head: int | None) -> None:
         self.store = store
         self.base = base
+        self.start_snapshot_id = start_snapshot_id
         self.new = snapshots_since(base, start_snapshot_id, branch_head)
 
     def _changes(self) -> Iterable[tuple[Snapshot, bool, DataFile]]:
@@ -95,13 +100,48 @@ class Validator:
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added {f.file_path} "
                     f"to a partition the operation replaces", commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
 
-    def no_new_deletes_for(self, data_files: Sequence[DataFile], action: str) -> None:
-        """No delete file added since in the partition of a data file the operation rewrites or removes."""
-        partitions = {(f.spec_id, f.partition) for f in data_files}
-        for snap, added, f in self._changes():
-            if added and f.content != DataFileContent.DATA and (
-                    (f.spec_id, f.partition) in partitions or not f.partition):
+    def _new_deletes(self) -> tuple[DeleteIndex, dict[str, Snapshot]]:
+        """The delete files added since the start, indexed as a scan indexes them, and the snapshot adding each."""
+        entries: list[LiveEntry] = []
+        added_by: dict[str, Snapshot] = {}
+        for snap in self.new:
+            for c in self.store.file_changes_of(self.base, snap):
+                if c.added and c.file.content != DataFileContent.DATA:
+                    seq = c.data_sequence_number if c.data_sequence_number is not None else snap.sequence_number
+                    entries.append(LiveEntry(file=c.file, data_sequence_number=seq,
+                                             file_sequence_number=snap.sequence_number, snapshot_id=snap.snapshot_id))
+                    added_by[c.file.file_path] = snap
+        unpartitioned = {s.spec_id for s in self.base.specs if s.is_unpartitioned}
+        return DeleteIndex(entries, unpartitioned), added_by
+
+    def _starting_sequence_number(self) -> int:
+        start = self.base.snapshot_by_id(self.start_snapshot_id) if self.start_snapshot_id is not None else None
+        return start.sequence_number if start is not None else 0
+
+    def no_new_deletes_for(self, data_files: Sequence[DataFile], action: str, *,
+                           ignore_equality_deletes: bool = False) -> None:
+        """No delete file added since that applies to a data file the operation rewrites or removes.
+
+        A delete file applies as in a scan of a file written in the starting snapshot: a position delete file of
+        its partition (or naming it alone), an equality delete file of its partition or a global one.
+
+        :param ignore_equality_deletes: the operation's new files keep the starting snapshot's data sequence
+            number and the partition of the files they replace, so equality deletes added since still apply to
+            them; only position deletes conflict
+        """
+        if not self.new or not data_files:
+            return
+        index, added_by = self._new_deletes()
+        if not index:
+            return
+        sequence_number = self._starting_sequence_number()
+        for f in data_files:
+            for d in index.for_data_file(f, sequence_number):
+                if ignore_equality_deletes and d.content == DataFileContent.EQUALITY_DELETES:
+                    continue
+                snap = added_by[d.file_path]
+                kind = "position" if d.content == DataFileContent.POSITION_DELETES else "equality"
                 raise ValidationConflict(
-                    f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added delete file "
-                    f"{f.file_path} for data the operation rewrites", commit_id=snap.commit_id,
-                    snapshot_id=snap.snapshot_id)
+                    f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added {kind} delete "
+                    f"file {d.file_path} for data file {f.file_path}, which the operation rewrites",
+                    commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)

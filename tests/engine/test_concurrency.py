@@ -1,4 +1,6 @@
-"""Several processes appending to one table at once: every append lands exactly once, nothing is lost."""
+"""Writers racing on one table: several processes appending at once (every append lands exactly once, nothing is
+lost), and a compaction racing row-level deletes committed through another catalog handle (its own SQLite
+connection): equality deletes land beside the compaction, position deletes of a file it rewrites fail it."""
 
 from __future__ import annotations
 
@@ -7,7 +9,11 @@ import os
 
 import pyarrow as pa
 
+import pytest
+
 from engine import Catalog
+from engine.errors import ValidationConflict
+from engine.operations.rewrite import commit_rewrite, plan_rewrite
 
 PROCESSES = 4
 APPENDS_EACH = 25
@@ -55,3 +61,51 @@ def test_four_processes_append_concurrently(tmp_path):
         assert table.metadata_location.endswith(f"v{events[-1].version}.metadata.json")
         assert cat.verify("db.t") == []
         assert os.path.exists(table.metadata_location)
+
+
+def _keyed_table(cat: Catalog, name: str, properties: dict[str, str] | None = None):
+    """A table of ids 0..59 in three appends, unpartitioned (keyed deletes write equality deletes)."""
+    t = cat.create_table(name, schema=pa.schema([("id", pa.int64()), ("v", pa.string())]), properties=properties)
+    for i in range(3):
+        ids = list(range(i * 20, i * 20 + 20))
+        t.append(pa.table({"id": pa.array(ids, pa.int64()), "v": [f"v{j}" for j in ids]}))
+    return t
+
+
+def _rows(t) -> list[tuple[int, str]]:
+    got = t.scan().to_arrow()
+    return sorted(zip(got.column("id").to_pylist(), got.column("v").to_pylist()))
+
+
+def test_compaction_and_an_upsert_from_another_catalog_both_land(tmp_path):
+    warehouse = str(tmp_path / "wh")
+    changes = pa.table({"id": pa.array([3, 25, 70], pa.int64()), "v": ["new3", "new25", "new70"]})
+    with Catalog.open(warehouse) as cat:
+        cat.create_namespace("db")
+        serial = _keyed_table(cat, "db.serial")
+        serial.rewrite_data_files()
+        serial.upsert(changes, ["id"])
+        t = _keyed_table(cat, "db.t")
+        plan = plan_rewrite(cat.store, t.state)  # the compaction reads and writes its files ...
+        with Catalog.open(warehouse) as other:  # ... while another writer upserts (equality deletes + rows)
+            upsert = other.load_table("db.t").upsert(changes, ["id"])
+        snap = commit_rewrite(t, plan)
+        assert snap.parent_snapshot_id == upsert.snapshot_id
+        assert _rows(t) == _rows(serial)
+        assert (3, "new3") in _rows(t) and (3, "v3") not in _rows(t)
+        assert cat.verify("db.t") == []
+
+
+def test_compaction_fails_when_another_catalog_deletes_positions_in_a_file_it_rewrites(tmp_path):
+    warehouse = str(tmp_path / "wh")
+    with Catalog.open(warehouse) as cat:
+        cat.create_namespace("db")
+        t = _keyed_table(cat, "db.t", properties={"write.delete.mode": "merge-on-read"})
+        plan = plan_rewrite(cat.store, t.state)
+        with Catalog.open(warehouse) as other:
+            winner = other.load_table("db.t").delete("id = 30")  # a position delete file naming a rewritten file
+        with pytest.raises(ValidationConflict, match="position delete file") as info:
+            commit_rewrite(t, plan)
+        assert info.value.commit_id == winner.commit_id and winner.commit_id in str(info.value)
+        assert t.current_snapshot().snapshot_id == winner.snapshot_id
+        assert [r[0] for r in _rows(t)] == [i for i in range(60) if i != 30]

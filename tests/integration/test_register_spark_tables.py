@@ -160,13 +160,12 @@ def test_copied_v1_gzip_table_without_hint_registers_with_relocate(spark, tmp_wa
         assert spark_rows(spark, t.metadata_location, sid) == expected[sid]
 
 
-def _register_relocated(cat: Catalog, src: Path, copy: Path, projection: Path):
+def _register_relocated(cat: Catalog, src: Path, copy: Path, projection: Path, name: str = "db.legacy"):
     try:
-        return cat.register_table("db.legacy", str(copy), relocate={str(src): str(copy)})
+        return cat.register_table(name, str(copy), relocate={str(src): str(copy)})
     except ValidationError as e:
         assert "location=" in str(e)
-        return register_table(cat, "db.legacy", str(copy), relocate={str(src): str(copy)},
-                              location=str(projection))
+        return register_table(cat, name, str(copy), relocate={str(src): str(copy)}, location=str(projection))
 
 
 def test_pyiceberg_table_registers(tmp_path: Path, spark) -> None:
@@ -193,3 +192,152 @@ def test_pyiceberg_table_registers(tmp_path: Path, spark) -> None:
     for sid, rows in expected.items():
         assert icelog_rows(t, sid) == rows
     assert spark_rows(spark, t.metadata_location) == expected[pt.current_snapshot().snapshot_id]
+
+
+def _live_entry_sequence_numbers(rows) -> dict[str, tuple[int, int]]:
+    """file path -> (data sequence number, file sequence number) of the live entries of an entries table."""
+    return {r["data_file"]["file_path"]: (r["sequence_number"], r["file_sequence_number"])
+            for r in rows if r["status"] != 2}
+
+
+def test_compacted_table_keeps_its_data_sequence_numbers(spark, tmp_warehouse: Path, warehouse_catalog: str,
+                                                         tmp_path: Path) -> None:
+    name = f"{warehouse_catalog}.db.compacted"
+    spark.sql(f"""CREATE TABLE {name} (id bigint, category string) USING iceberg PARTITIONED BY (category)
+                  TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')""")
+    for i in range(4):
+        spark.sql(f"INSERT INTO {name} VALUES ({i}, 'a'), ({i + 10}, 'b')")
+    spark.sql(f"DELETE FROM {name} WHERE id = 1")
+    spark.sql(f"CALL {warehouse_catalog}.system.rewrite_data_files(table => 'db.compacted', "
+              f"options => map('min-input-files', '2', 'use-starting-sequence-number', 'true'))")
+    spark.sql(f"INSERT INTO {name} VALUES (20, 'a')")
+    snapshots = spark_snapshots(spark, name)
+    expected = {sid: spark_rows(spark, name, sid) for sid in snapshots}
+    spark_entries = {sid: _live_entry_sequence_numbers(
+        spark.read.format("iceberg").option("snapshot-id", str(sid)).load(f"{name}.entries").collect())
+        for sid in snapshots}
+    rewrite = spark.sql(f"SELECT snapshot_id, operation FROM {name}.snapshots WHERE operation = 'replace'").collect()
+    assert len(rewrite) == 1
+    rewrite_id = rewrite[0]["snapshot_id"]
+    rewrite_seq = max(f for _, f in spark_entries[rewrite_id].values())
+    # the compaction's files carry the sequence number it started from, below the snapshot's own
+    kept = [d for d, f in spark_entries[rewrite_id].values() if f == rewrite_seq and d < f]
+    assert kept, spark_entries[rewrite_id]
+
+    cat = Catalog.open(tmp_path / "icelog")
+    cat.create_namespace("db")
+    t = cat.register_table("db.compacted", str(tmp_warehouse / "db" / "compacted"),
+                           location=str(tmp_path / "projection"))
+    assert t.import_notes == ()
+    for sid in snapshots:
+        assert icelog_rows(t, sid) == expected[sid], sid
+        icelog_entries = _live_entry_sequence_numbers(t.inspect.entries(sid).to_pylist())
+        assert icelog_entries == spark_entries[sid], sid
+        live = {e.file.file_path: (e.data_sequence_number, e.file_sequence_number)
+                for e in cat.store.live_entries(t.state, sid)}
+        assert live == spark_entries[sid], sid
+    # Spark reads icelog's projection, whose entries keep the same sequence numbers
+    for sid in snapshots:
+        assert spark_rows(spark, t.metadata_location, sid) == expected[sid]
+        projected = spark.read.format("iceberg").option("snapshot-id", str(sid)).load(
+            f"{t.metadata_location}#entries").collect()
+        assert _live_entry_sequence_numbers(projected) == spark_entries[sid], sid
+
+
+def test_table_with_expired_parents_keeps_their_ids(spark, tmp_warehouse: Path, warehouse_catalog: str,
+                                                    tmp_path: Path) -> None:
+    name = f"{warehouse_catalog}.db.expired"
+    spark.sql(f"""CREATE TABLE {name} (id bigint, category string) USING iceberg PARTITIONED BY (category)
+                  TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')""")
+    spark.sql(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'a'), (3, 'b')")
+    spark.sql(f"INSERT INTO {name} VALUES (4, 'a'), (5, 'b')")
+    spark.sql(f"DELETE FROM {name} WHERE id IN (2, 5)")
+    spark.sql(f"INSERT INTO {name} VALUES (6, 'b')")
+    before = spark_snapshots(spark, name)
+    spark.sql(f"CALL {warehouse_catalog}.system.expire_snapshots(table => 'db.expired', "
+              f"older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 2)")
+    snapshots = spark_snapshots(spark, name)
+    assert snapshots == before[-2:]
+    parents = {r["snapshot_id"]: r["parent_id"] for r in spark.sql(f"SELECT * FROM {name}.snapshots").collect()}
+    oldest = snapshots[0]
+    assert parents[oldest] == before[-3]  # the parent id stays although the parent is gone
+    expected = {sid: spark_rows(spark, name, sid) for sid in snapshots}
+
+    cat = Catalog.open(tmp_path / "icelog")
+    cat.create_namespace("db")
+    t = cat.register_table("db.expired", str(tmp_warehouse / "db" / "expired"), location=str(tmp_path / "proj"))
+    assert t.import_notes == ()
+    assert {s.snapshot_id: s.parent_snapshot_id for s in t.snapshots()} == parents
+    for sid in snapshots:
+        assert icelog_rows(t, sid) == expected[sid], sid
+    projected = {r["snapshot_id"]: r["parent_id"] for r in spark.read.format("iceberg").load(
+        f"{t.metadata_location}#snapshots").collect()}
+    assert projected == parents
+    for sid in snapshots:
+        assert spark_rows(spark, t.metadata_location, sid) == expected[sid], sid
+    # icelog commits on top of the imported history, and Spark reads that too
+    t.append(pa.table({"id": pa.array([7], pa.int64()), "category": ["a"]}))
+    assert spark_rows(spark, t.metadata_location) == canon(t.scan().to_arrow().to_pylist())
+
+
+def test_copied_table_with_position_deletes_registers_with_relocate(spark, tmp_warehouse: Path,
+                                                                    warehouse_catalog: str, tmp_path: Path) -> None:
+    name = f"{warehouse_catalog}.db.moved"
+    spark.sql(f"""CREATE TABLE {name} (id bigint, category string) USING iceberg PARTITIONED BY (category)
+                  TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read',
+                                 'write.update.mode'='merge-on-read')""")
+    spark.sql(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'a'), (3, 'b')")
+    spark.sql(f"INSERT INTO {name} VALUES (4, 'a'), (5, 'b'), (6, 'b')")
+    spark.sql(f"DELETE FROM {name} WHERE id IN (2, 4, 5)")  # one delete file in 'a' names two data files
+    spark.sql(f"UPDATE {name} SET category = 'c' WHERE id = 6")
+    snapshots = spark_snapshots(spark, name)
+    expected = {sid: spark_rows(spark, name, sid) for sid in snapshots}
+    src = tmp_warehouse / "db" / "moved"
+    copy = tmp_path / "elsewhere" / "moved"
+    shutil.copytree(src, copy)
+    shutil.rmtree(src)  # nothing may point at the original any more
+
+    cat = Catalog.open(tmp_path / "icelog")
+    cat.create_namespace("db")
+    t = _register_relocated(cat, src, copy, tmp_path / "projection" / "moved", "db.moved")
+    deletes = [f for f in cat.store.live_files(t.state, snapshots[-1])
+               if f.content == DataFileContent.POSITION_DELETES]
+    assert deletes and all("/data/relocated-" in f.file_path for f in deletes)
+    assert all(str(src) not in f.file_path for f in cat.store.live_files(t.state, snapshots[-1]))
+    for sid in snapshots:
+        assert icelog_rows(t, sid) == expected[sid], sid
+        assert spark_rows(spark, t.metadata_location, sid) == expected[sid], sid
+    # Spark also sees the same delete files through icelog's projection
+    projected = spark.read.format("iceberg").load(f"{t.metadata_location}#delete_files").collect()
+    assert sorted(r["file_path"] for r in projected) == sorted(f.file_path for f in deletes)
+
+
+def test_files_added_from_outside_without_field_ids(spark, tmp_warehouse: Path, warehouse_catalog: str,
+                                                    tmp_path: Path) -> None:
+    """Spark's add_files takes Parquet files written elsewhere without field ids (a Hive or Impala migration):
+    they stay outside the table folder and are read through the name mapping add_files sets."""
+    import pyarrow.parquet as pq
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["one", "two"]}), outside / "a.parquet")
+    pq.write_table(pa.table({"id": pa.array([3], pa.int64()), "name": ["three"]}), outside / "b.parquet")
+    name = f"{warehouse_catalog}.db.migrated"
+    spark.sql(f"CREATE TABLE {name} (id bigint, name string) USING iceberg TBLPROPERTIES ('format-version'='2')")
+    spark.sql(f"CALL {warehouse_catalog}.system.add_files(table => 'db.migrated', "
+              f"source_table => '`parquet`.`{outside}`')")
+    spark.sql(f"ALTER TABLE {name} RENAME COLUMN name TO label")  # the mapping keeps the old name too
+    spark.sql(f"INSERT INTO {name} VALUES (4, 'four')")
+    snapshots = spark_snapshots(spark, name)
+    expected = {sid: spark_rows(spark, name, sid) for sid in snapshots}
+    assert len(expected[snapshots[-1]]) == 4
+
+    cat = Catalog.open(tmp_path / "icelog")
+    cat.create_namespace("db")
+    t = cat.register_table("db.migrated", str(tmp_warehouse / "db" / "migrated"), location=str(tmp_path / "proj"))
+    assert "schema.name-mapping.default" in t.properties
+    paths = [f.file_path for f in cat.store.live_files(t.state, snapshots[-1])]
+    assert sum(str(outside) in p for p in paths) == 2
+    for sid in snapshots:
+        assert icelog_rows(t, sid) == expected[sid], sid
+        assert spark_rows(spark, t.metadata_location, sid) == expected[sid], sid

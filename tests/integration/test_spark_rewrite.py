@@ -1,5 +1,6 @@
 """Spark and PyIceberg read what compaction commits: the same rows before and after, sorted and Z-ordered files,
-and no delete files left live."""
+no delete files left live, and equality deletes committed while a compaction ran applied to its files (they keep
+the starting snapshot's data sequence number)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pyiceberg.table import StaticTable
 
 from engine import Catalog
 from engine.model.data_file import DataFileContent
+from engine.operations.rewrite import commit_rewrite, plan_rewrite
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("x", pa.int32()), ("y", pa.float64())])
 
@@ -94,3 +96,44 @@ def test_sorted_files_prune_in_spark_too(spark, tmp_warehouse):
     frame = spark.read.format("iceberg").load(location).where("id = 1234")
     assert [r["id"] for r in frame.collect()] == [1234]
     assert spark.read.format("iceberg").load(f"{location}#files").count() == 8
+
+
+@pytest.mark.parametrize("strategy, kwargs", [
+    ("binpack", {}),
+    ("zorder", {"zorder_columns": ["x", "y"]}),
+])
+def test_equality_deletes_committed_during_a_compaction_apply_in_spark(spark, tmp_warehouse, strategy, kwargs):
+    with Catalog.open(tmp_warehouse) as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=SCHEMA, partition_by=["part"])
+        for i in range(4):
+            t.append(pa.concat_tables([rows(range(i * 50, i * 50 + 25), "even"),
+                                       rows(range(i * 50 + 25, i * 50 + 50), "odd")]))
+        start = t.current_snapshot()
+        plan = plan_rewrite(cat.store, t.state, strategy=strategy, **kwargs)
+        # meanwhile: equality deletes by key in both partitions, then an upsert (equality deletes + new rows)
+        keys = pa.table({"id": pa.array([3, 30, 111, 180], pa.int64()), "part": ["even", "odd", "even", "odd"]})
+        deleted = t.delete_by_key(keys, ["id", "part"])
+        changes = pa.concat_tables([rows([4, 500], "even"), rows([199], "odd")])
+        upserted = t.upsert(changes.set_column(2, "x", pa.array([-1, -1, -1], pa.int32())), ["id", "part"])
+        snap = commit_rewrite(t, plan)
+        assert snap.parent_snapshot_id == upserted.snapshot_id and deleted.parent_snapshot_id == start.snapshot_id
+        kinds = {f.content for f in cat.store.live_files(t.state, snap.snapshot_id)}
+        assert DataFileContent.EQUALITY_DELETES in kinds  # still live: they apply to the compaction's files
+        expected = icelog_rows(t)
+        gone = {3, 30, 111, 180}
+        assert [r[0] for r in expected] == sorted((set(range(200)) - gone) | {500})
+        assert [r[:3] for r in expected if r[2] == -1] == [(4, "even", -1), (199, "odd", -1), (500, "even", -1)]
+        new_files = {e.file.file_path: e.data_sequence_number for e in cat.store.live_entries(t.state, snap.snapshot_id)
+                     if e.snapshot_id == snap.snapshot_id}
+        assert new_files and set(new_files.values()) == {start.sequence_number}
+        history = [(s.snapshot_id, icelog_rows(t, s.snapshot_id)) for s in t.snapshots()]
+        location = t.location
+        assert cat.verify("db.t") == []
+    assert spark_rows(spark, location) == expected
+    for snapshot_id, rows_then in history:
+        assert spark_rows(spark, location, snapshot_id) == rows_then, snapshot_id
+    entries = {r["data_file"]["file_path"]: (r["sequence_number"], r["file_sequence_number"])
+               for r in spark.read.format("iceberg").load(f"{location}#entries").collect()
+               if r["status"] == 1 and r["data_file"]["content"] == 0 and r["snapshot_id"] == snap.snapshot_id}
+    assert entries == {path: (start.sequence_number, snap.sequence_number) for path in new_files}

@@ -14,13 +14,14 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from engine import Catalog
 from engine.errors import AlreadyExists, CorruptFileError, NotFound, ValidationError
 from engine.events import RefSet, SnapshotAdded, TableCreated
-from engine.register import register_table
-from projections.importer import Relocator, import_table, resolve_metadata_location
+from engine.register import PositionDeleteRelocation, register_table
+from projections.importer import Relocator, all_paths, import_table, resolve_metadata_location
 from storage.files import FileIO
 
 SCHEMA = pa.schema([("id", pa.int64()), ("cat", pa.string())])
@@ -276,7 +277,7 @@ def test_v3_without_v3_features_imports_as_v2(tmp_path: Path) -> None:
     assert imported.original_format_version == 3 and "row lineage" in imported.notes[0]
 
 
-def test_expired_parent_is_dropped_and_noted(tmp_path: Path) -> None:
+def test_expired_parent_id_is_kept(tmp_path: Path) -> None:
     _, src = make_source(tmp_path)
     doc = _doc(src)
     first = doc["snapshots"][0]["snapshot-id"]
@@ -287,27 +288,59 @@ def test_expired_parent_is_dropped_and_noted(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     cat = target(tmp_path)
     t = register_table(cat, "db.copy", str(path), location=str(tmp_path / "proj"))
-    assert any("was expired" in n for n in t.import_notes)
-    assert t.snapshots()[0].parent_snapshot_id is None
+    assert t.import_notes == ()
+    assert t.snapshots()[0].parent_snapshot_id == first  # as Java keeps it, though the parent is gone
     for s in src.snapshots()[1:]:
         assert ids(t, s.snapshot_id) == ids(src, s.snapshot_id)
+    published = json.loads(Path(t.metadata_location.removeprefix("file://")).read_text())
+    assert published["snapshots"][0]["parent-snapshot-id"] == first
+    assert first not in {s["snapshot-id"] for s in published["snapshots"]}
 
 
-def test_relocating_position_deletes_is_refused(tmp_path: Path) -> None:
-    src = Catalog.open(tmp_path / "src")
-    src.create_namespace("db")
-    t = src.create_table("db.t", schema=SCHEMA, properties={"write.delete.mode": "merge-on-read"})
-    t.append(rows([1, 2, 3]))
-    t.delete("id = 2")
+def test_relocating_position_deletes_rewrites_them(tmp_path: Path) -> None:
     from engine.model.data_file import DataFileContent
 
+    src = Catalog.open(tmp_path / "src")
+    src.create_namespace("db")
+    t = src.create_table("db.t", schema=SCHEMA, partition_by=["cat"],
+                         properties={"write.delete.mode": "merge-on-read"})
+    t.append(rows([1, 2, 3]))
+    t.append(rows([4, 5], "b"))
+    t.delete("id = 2")
+    t.delete("id IN (3, 5)")
+    expected = {s.snapshot_id: ids(t, s.snapshot_id) for s in t.snapshots()}
     assert any(f.content == DataFileContent.POSITION_DELETES
                for f in src.store.live_files(t.state, t.current_snapshot().snapshot_id))
     new = str(tmp_path / "moved")
     shutil.copytree(t.location, new)
+    # the importer alone (no rewriter given) refuses
     with pytest.raises(ValidationError, match="with relocate: its rows name data files by their original paths"):
         import_table(FileIO(), new, relocate={t.location: new})
-    # unmoved, the deletes apply
+    shutil.rmtree(t.location)  # the original is gone
     cat = target(tmp_path)
-    r = register_table(cat, "db.copy", t.location, location=str(tmp_path / "proj"))
-    assert ids(r, r.current_snapshot().snapshot_id) == [1, 3]
+    # in place it would clash with the source's metadata versions: refused, and the delete file copies it
+    # made are removed again
+    with pytest.raises(ValidationError, match="location="):
+        register_table(cat, "db.copy", new, relocate={t.location: new})
+    assert not list(Path(new).rglob("relocated-*"))
+    proj = str(tmp_path / "proj")
+    r = register_table(cat, "db.copy", new, relocate={t.location: new}, location=proj)
+    for sid, want in expected.items():
+        assert ids(r, sid) == want
+    deletes = [f for f in cat.store.live_files(r.state, r.current_snapshot().snapshot_id)
+               if f.content == DataFileContent.POSITION_DELETES]
+    assert len(deletes) == 3  # one per partition and delete
+    for f in deletes:
+        assert f.file_path.startswith(f"{proj}/data/relocated-") and f.record_count == 1
+        written = pq.read_table(f.file_path)
+        assert [fld.metadata[b"PARQUET:field_id"] for fld in written.schema] == [b"2147483546", b"2147483545"]
+        assert all(p.startswith(new) for p in written.column("file_path").to_pylist())
+        assert dict(f.lower_bounds)[2147483546] == dict(f.upper_bounds)[2147483546]  # names one data file
+    # importing again names the rewritten files the same way; a refused second registration keeps them
+    again = import_table(FileIO(), new, relocate={t.location: new}, location=proj,
+                         relocate_position_deletes=PositionDeleteRelocation(FileIO()))
+    assert sorted(p for p in all_paths(again.events) if "relocated-" in p) == sorted(f.file_path for f in deletes)
+    with pytest.raises(ValidationError, match="already exists"):  # icelog's own projection is there now
+        register_table(cat, "db.copy2", new, relocate={t.location: new}, location=proj)
+    assert all(Path(f.file_path).exists() for f in deletes)
+    assert ids(r, r.current_snapshot().snapshot_id) == [1, 4]

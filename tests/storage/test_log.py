@@ -138,6 +138,13 @@ def test_commits_assign_global_positions_and_per_stream_versions(log):
     assert log.verify() == []
 
 
+def test_messages_of_returns_each_landed_commits_message(log):
+    log.commit("c1", (write("a", 0, ev("a", 1)),), time_ms=1, message="first")
+    log.commit("c2", (write("a", 1, ev("a", 2)),), time_ms=2)
+    assert log.messages_of(["c2", "c1", "c1", "never-landed"]) == {"c1": "first", "c2": None}
+    assert log.messages_of([]) == {}
+
+
 # --- compare-and-swap ----------------------------------------------------------------------------------------------
 
 def test_stale_expected_version_conflicts_naming_the_winner_and_writes_nothing(log):

@@ -9,7 +9,7 @@ from tools.bench import main
 
 def test_bench_prints_json_with_every_figure(capsys):
     main(["--sizes", "10,120", "--samples", "3", "--history", "6", "--delete-rows", "4000", "--delete-files", "2",
-          "--time-travel-events", "3000", "--scan-sizes", "1000"])
+          "--time-travel-events", "3000", "--scan-sizes", "1000", "--rest-clients", "2", "--rest-commits", "2"])
     result = json.loads(capsys.readouterr().out)
     for size in ("10", "120"):
         ours = result["icelog"]["append_1_file"][size]
@@ -28,3 +28,8 @@ def test_bench_prints_json_with_every_figure(capsys):
     assert compaction["files_before"] == 100 and 0 < compaction["files_after"] < 100
     assert result["as_of_version"]["events"] >= 3000 and result["as_of_version"]["as_of_ms"]["p50"] > 0
     assert result["plan_files"]
+    rest = result["rest_commits"]
+    for shape in ("one_table_per_client", "one_shared_table"):
+        assert rest[shape]["clients"] == 2 and rest[shape]["appends"] == 4
+        assert 0 < rest[shape]["commit_request_ms"]["p50"] <= rest[shape]["commit_request_ms"]["p95"]
+    assert rest["one_shared_table"]["snapshots_landed"] == 4

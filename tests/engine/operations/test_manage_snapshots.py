@@ -307,6 +307,66 @@ def test_cherrypick_a_delete_is_refused(table):
     assert head(table) == h
 
 
+def test_cherrypick_fast_forward_of_a_branch_compaction_keeps_its_data_sequence_numbers(table):
+    """A compaction can only be fast-forwarded (Java's rule too): main then points at the compaction's own
+    snapshot, whose new file keeps the starting snapshot's data sequence number."""
+    s3 = table.snaps[2]
+    table.manage_snapshots().create_branch(s3.snapshot_id, "compact").commit()
+    c = table.rewrite_data_files(branch="compact")
+    table.manage_snapshots().cherrypick_snapshot(c.snapshot_id).commit()
+    assert table.current_snapshot().snapshot_id == c.snapshot_id
+    [entry] = table.catalog.store.live_entries(table.state, c.snapshot_id)
+    assert (entry.data_sequence_number, entry.file_sequence_number) == (s3.sequence_number, c.sequence_number)
+    entries = table.inspect.entries(c.snapshot_id).to_pylist()
+    assert [(e["sequence_number"], e["file_sequence_number"]) for e in entries if e["status"] == 1] == [
+        (s3.sequence_number, c.sequence_number)]  # the ADDED entry; the rewritten files' are DELETED
+    table.append(rows([9]))
+    h = head(table)
+    with pytest.raises(ValidationError, match="not an append, a dynamic overwrite, or a fast-forward"):
+        table.manage_snapshots().cherrypick_snapshot(c.snapshot_id)
+    assert head(table) == h
+
+
+def test_cherrypick_append_gives_its_files_the_new_snapshots_sequence_number(table):
+    """Java's CherryPickOperation adds the picked files as new ones, so an explicit data sequence number they had in
+    the picked snapshot (an imported entry) is not kept: an equality delete committed on main before the pick,
+    which never saw those rows, must not delete them."""
+    import attrs
+
+    from engine.data_writer import write_data_files
+    from engine.delete_files import write_equality_deletes
+    from engine.operations.append import new_snapshot_id
+
+    s1 = table.snaps[0]
+    table.manage_snapshots().create_branch(s1.snapshot_id, "staged").commit()
+    [f] = write_data_files(table.state, rows([7]))
+    staged = new_snapshot_id()
+
+    def build(base, ctx):
+        events = snapshot_events(base, ctx, operation="append", snapshot_id=staged, added=[f], branch="staged")
+        return [attrs.evolve(e, changes=tuple(attrs.evolve(c, data_sequence_number=s1.sequence_number)
+                                              for c in e.changes)) for e in events]
+
+    table.commit_events(build)
+    [entry] = [e for e in table.catalog.store.live_entries(table.state, staged) if e.file.file_path == f.file_path]
+    assert entry.data_sequence_number == s1.sequence_number
+    eq = write_equality_deletes(table.state, pa.table({"id": pa.array([7], pa.int64())}), equality_ids=[1],
+                                spec_id=0, partition=("a",))
+    deleted = new_snapshot_id()
+    table.commit_events(lambda base, ctx: snapshot_events(base, ctx, operation="delete", snapshot_id=deleted,
+                                                          added=[eq]))
+    table.manage_snapshots().cherrypick_snapshot(staged).commit()
+    picked = table.current_snapshot()
+    assert picked.parent_snapshot_id == deleted and picked.summary_value("source-snapshot-id") == str(staged)
+    [change] = table.catalog.store.file_changes_of(table.state, picked)
+    assert change.file.file_path == f.file_path and change.data_sequence_number is None
+    [entry] = [e for e in table.catalog.store.live_entries(table.state, picked.snapshot_id)
+               if e.file.file_path == f.file_path]
+    assert entry.data_sequence_number == picked.sequence_number
+    assert ids_of(table) == [1, 2, 3, 4, 7]  # the delete committed before the pick leaves the picked row alone
+    assert ids_of(table, staged) == [1, 2, 7]
+
+
 # ---------------------------------------------------------------- errors commit nothing
 
 

@@ -312,10 +312,24 @@ def test_compaction_vs_delete_of_a_file_it_rewrites_fails(cat):
 def test_compaction_vs_merge_on_read_delete_fails(cat):
     t = shuffled_table(cat, files=3, properties=MOR)
     winner = []
-    with pytest.raises(ValidationConflict, match="delete file") as info:
+    with pytest.raises(ValidationConflict, match="added position delete file") as info:
         race(t, lambda: winner.append(t.delete("id = 10")))  # adds position deletes the new files would lose
-    assert info.value.commit_id == winner[0].commit_id
+    assert info.value.commit_id == winner[0].commit_id and winner[0].commit_id in str(info.value)
+    assert t.current_snapshot().snapshot_id == winner[0].snapshot_id  # nothing of the compaction landed
     assert ids(t) == [i for i in range(300) if i != 10]
+
+
+def test_compaction_vs_position_deletes_of_a_file_it_does_not_rewrite_lands(cat):
+    t = cat.create_table("db.t", schema=SCHEMA, partition_by=["part"], properties=MOR)
+    for i in range(3):
+        t.append(pa.concat_tables([rows(range(i * 10, i * 10 + 10), "a"), rows(range(100 + i, 101 + i), "b")]))
+    b_file = next(f for f in data_files(t) if f.partition == ("b",))
+    snap = race(t, lambda: t.row_delta().add_position_deletes({b_file.file_path: [0]}).commit(),
+                where="part = 'a'")
+    assert snap.operation == "replace"
+    gone = pq.read_table(b_file.file_path).column("id").to_pylist()[0]
+    assert ids(t) == sorted(set(range(30)) | {100, 101, 102} - {gone})
+    assert len([f for f in data_files(t) if f.partition == ("a",)]) == 1
 
 
 def test_compaction_vs_append_lands(cat):
@@ -346,23 +360,132 @@ def test_position_delete_vs_compaction_of_its_file_fails(cat):
     assert ids(t) == list(range(300))  # the delete did not land, and nothing was lost
 
 
-def test_equality_delete_committed_during_compaction_still_deletes(cat):
-    """Java would keep the compaction and give its files the starting sequence number; icelog cannot (a file's
-    data sequence number is its snapshot's), so the compaction fails instead and the deleted rows stay deleted."""
+def equality_delete(t, keys, partition=()):
+    """Commit an equality delete file of ``keys`` (ids) in ``partition``; the snapshot it lands in."""
+    eq = write_equality_deletes(t.state, pa.table({"id": pa.array(keys, pa.int64())}), equality_ids=[1],
+                                spec_id=t.state.default_spec_id, partition=partition)
+    sid = commit_files(t, added=[eq])
+    return t.state.snapshot_by_id(sid)
+
+
+def all_rows(t, snapshot_id=None):
+    table = t.scan(snapshot_id=snapshot_id).to_arrow()
+    return sorted(zip(*(table.column(c).to_pylist() for c in ("id", "part", "x", "y"))))
+
+
+@pytest.mark.parametrize("strategy, kwargs", [
+    ("binpack", {}),
+    ("sort", {"sort_order": ["x DESC", "id"]}),
+    ("zorder", {"zorder_columns": ["x", "y"]}),
+])
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_equality_delete_committed_during_compaction_lands_beside_it(cat, strategy, kwargs, partitioned):
+    """The compaction's files keep the starting snapshot's data sequence number, so the equality delete committed
+    meanwhile (a higher sequence number) still applies to them: both land, and the rows are those of applying the
+    two one after the other."""
+    partition_by = ["part"] if partitioned else None
+    t = shuffled_table(cat, files=3, partition_by=partition_by)
+    serial = shuffled_table(cat, "db.serial", files=3, partition_by=partition_by)
+    partition = ("a",) if partitioned else ()
+    start = t.current_snapshot()
+    deletes = []
+    snap = race(t, lambda: deletes.append(equality_delete(t, [5, 6, 250], partition)), strategy=strategy, **kwargs)
+    [delete] = deletes
+    assert snap.operation == "replace" and snap.parent_snapshot_id == delete.snapshot_id
+    assert snap.sequence_number == delete.sequence_number + 1 == start.sequence_number + 2
+
+    serial.rewrite_data_files(strategy=strategy, **kwargs)
+    equality_delete(serial, [5, 6, 250], partition)
+    expected = all_rows(serial)
+    assert [r[0] for r in expected] == [i for i in range(300) if i not in (5, 6, 250)]
+    assert all_rows(t) == expected
+
+    entries = cat.store.live_entries(t.state, snap.snapshot_id)
+    new = [e for e in entries if e.snapshot_id == snap.snapshot_id]
+    assert new and {(e.data_sequence_number, e.file_sequence_number) for e in new} == \
+        {(start.sequence_number, snap.sequence_number)}
+    assert [e.file.file_path for e in entries if e.file.content != DataFileContent.DATA] == \
+        [d.file_path for d in delete_files(t)]  # the equality delete stays live: it applies to the new files
+    t.rewrite_data_files()  # compacting again applies the delete and drops it
+    assert delete_files(t) == [] and all_rows(t) == expected
+    assert cat.verify("db.t") == []
+
+
+def test_equality_delete_during_compaction_on_a_branch_lands_beside_it(cat):
     t = shuffled_table(cat, files=3)
-    spec_id = t.state.default_spec_id
+    t.manage_snapshots().create_branch(t.current_snapshot().snapshot_id, "audit").commit()
+    main_before = t.current_snapshot().snapshot_id
+    plan = plan_rewrite(t.catalog.store, t.state, branch="audit")
+    eq = write_equality_deletes(t.state, pa.table({"id": [7]}), equality_ids=[1], spec_id=0, partition=())
+    sid = new_snapshot_id()
+    t.commit_events(lambda base, ctx: snapshot_events(base, ctx, operation="delete", snapshot_id=sid, added=[eq],
+                                                      branch="audit"))
+    snap = commit_rewrite(t, plan, branch="audit")
+    assert t.state.ref("audit").snapshot_id == snap.snapshot_id and snap.parent_snapshot_id == sid
+    assert t.current_snapshot().snapshot_id == main_before
+    assert ids(t, snap.snapshot_id) == [i for i in range(300) if i != 7]
+    assert ids(t) == list(range(300))
 
-    def equality_delete():
-        eq = write_equality_deletes(t.state, pa.table({"id": [5, 6]}), equality_ids=[1], spec_id=spec_id,
-                                    partition=())
-        commit_files(t, added=[eq])
 
-    with pytest.raises(ValidationConflict, match="delete file"):
-        race(t, equality_delete)
+def test_without_the_starting_sequence_number_an_equality_delete_fails_the_compaction(cat):
+    t = shuffled_table(cat, files=3)
+    options = {"use-starting-sequence-number": "false"}
+    deletes = []
+    with pytest.raises(ValidationConflict, match="added equality delete file") as info:
+        race(t, lambda: deletes.append(equality_delete(t, [5, 6])), options=options)
+    assert info.value.commit_id == deletes[0].commit_id and deletes[0].commit_id in str(info.value)
+    assert t.current_snapshot().snapshot_id == deletes[0].snapshot_id  # nothing of the compaction landed
     expected = [i for i in range(300) if i not in (5, 6)]
     assert ids(t) == expected
-    t.rewrite_data_files()  # compacting again applies the delete and drops it
+    snap = t.rewrite_data_files(options=options)  # no race: the new files take the snapshot's own number
+    entries = [e for e in cat.store.live_entries(t.state, snap.snapshot_id) if e.snapshot_id == snap.snapshot_id]
+    assert {e.data_sequence_number for e in entries} == {snap.sequence_number}
+    assert all(c.data_sequence_number is None for c in cat.store.file_changes_of(t.state, snap))
     assert delete_files(t) == [] and ids(t) == expected
+
+
+def test_equality_delete_for_files_rewritten_into_a_new_spec_fails_the_compaction(cat):
+    """Files of an older spec are rewritten into the current spec's partitions, where an equality delete scoped to
+    their old partition no longer reaches them: that one still conflicts."""
+    t = shuffled_table(cat, files=3, partition_by=["part"])
+    with t.update_spec() as update:
+        update.add_field("id", "bucket[2]")
+    old_spec = t.state.spec_by_id(0)
+    deletes = []
+
+    def delete_in_old_partition():
+        eq = write_equality_deletes(t.state, pa.table({"id": pa.array([5], pa.int64())}), equality_ids=[1],
+                                    spec_id=old_spec.spec_id, partition=("a",))
+        sid = commit_files(t, added=[eq])
+        deletes.append(t.state.snapshot_by_id(sid))
+
+    with pytest.raises(ValidationConflict, match="added equality delete file") as info:
+        race(t, delete_in_old_partition)
+    assert info.value.commit_id == deletes[0].commit_id
+    assert ids(t) == [i for i in range(300) if i != 5]
+
+
+def test_rewrite_options_are_checked(cat):
+    t = shuffled_table(cat, files=2)
+    version = t.state.version
+    with pytest.raises(ValidationError, match="unknown option 'partial-progress.enabled'"):
+        t.rewrite_data_files(options={"partial-progress.enabled": "true"})
+    with pytest.raises(ValidationError, match="use-starting-sequence-number is 'yes'"):
+        t.rewrite_data_files(options={"use-starting-sequence-number": "yes"})
+    assert t.state.version == version  # nothing committed
+    snap = t.rewrite_data_files(options={"use-starting-sequence-number": "TRUE"})
+    [entry] = [e for e in cat.store.live_entries(t.state, snap.snapshot_id)]
+    assert (entry.data_sequence_number, entry.file_sequence_number) == (snap.sequence_number - 1,
+                                                                        snap.sequence_number)
+
+
+def test_format_version_1_compaction_records_no_data_sequence_number(cat):
+    t = cat.create_table("db.v1", schema=SCHEMA, format_version=1)
+    t.append(rows(range(5)))
+    t.append(rows(range(5, 10)))
+    snap = t.rewrite_data_files()
+    assert all(c.data_sequence_number is None for c in cat.store.file_changes_of(t.state, snap))
+    assert ids(t) == list(range(10))
 
 
 # ------------------------------------------------------------ arguments

@@ -1,0 +1,60 @@
+"""Namespace events: dropping a namespace and updating its properties, folded purely and committed by the Catalog.
+
+Layer: tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine import Catalog
+from engine.errors import NamespaceNotEmpty, NamespaceNotFound, ValidationError
+from engine.events import NamespaceCreated, NamespaceDropped, NamespacePropertiesUpdated, TableRegistered, decode, encode
+from engine.state import CatalogState, LogPosition, apply
+
+
+def _at(version: int) -> LogPosition:
+    return LogPosition(position=version, version=version, commit_id=f"c{version}", time_ms=version)
+
+
+def test_fold_updates_and_drops_namespaces() -> None:
+    state = apply(NamespaceCreated(namespace=("db",), properties={"a": "1", "b": "2"}), CatalogState(), _at(1))
+    state = apply(NamespacePropertiesUpdated(namespace=("db",), updates={"c": "3", "a": "9"}, removals=["b"]),
+                  state, _at(2))
+    assert state.namespace_properties(("db",)) == {"a": "9", "c": "3"}
+    assert state.version == 2
+    with_table = apply(TableRegistered(namespace=("db",), name="t", table_uuid="u"), state, _at(3))
+    with pytest.raises(ValidationError, match="still holds tables"):
+        apply(NamespaceDropped(namespace=("db",)), with_table, _at(4))
+    dropped = apply(NamespaceDropped(namespace=("db",)), state, _at(3))
+    assert not dropped.has_namespace(("db",)) and dropped.namespace_properties(("db",)) is None
+
+
+def test_namespace_events_round_trip() -> None:
+    for event in (NamespaceDropped(namespace=("a", "b")),
+                  NamespacePropertiesUpdated(namespace=("a",), updates={"k": "v"}, removals=["x", "w"])):
+        type_name, version, payload, parts = encode(event)
+        assert decode(type_name, version, payload, list(parts)) == event
+
+
+def test_catalog_drops_and_updates_namespaces(tmp_warehouse: Path) -> None:
+    with Catalog.open(tmp_warehouse) as cat:
+        cat.create_namespace("db", {"a": "1"})
+        assert cat.update_namespace_properties("db", {"b": "2"}, ["a", "zz"]) == (["b"], ["a"], ["zz"])
+        assert cat.namespace_properties("db") == {"b": "2"}
+        with pytest.raises(ValidationError, match="both set and removed"):
+            cat.update_namespace_properties("db", {"b": "3"}, ["b"])
+        import pyarrow as pa
+        cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+        with pytest.raises(NamespaceNotEmpty, match="db.*t"):
+            cat.drop_namespace("db")
+        cat.drop_table("db.t")
+        cat.drop_namespace("db")
+        assert cat.list_namespaces() == []
+        with pytest.raises(NamespaceNotFound):
+            cat.drop_namespace("db")
+        with pytest.raises(NamespaceNotFound):
+            cat.namespace_properties("db")
+        assert [e.type for e in cat.log(since=0)][-1] == "drop-namespace"

@@ -1,0 +1,651 @@
+"""An Iceberg REST catalog server over icelog's log, on Starlette + uvicorn.
+
+Layer: tools (top; nothing imports it). Spark (``type=rest``), PyIceberg's ``RestCatalog`` and any other REST
+client talk to it; every commit a client sends lands through the log's compare-and-swap as typed events (see
+engine.operations.table_updates), is published before the response, and the response carries the new
+``metadata-location`` and metadata.
+
+Routes follow the Iceberg REST OpenAPI spec without a prefix (``/v1/namespaces/...``); a multipart namespace is one
+path segment joined by ``%1F``. Every route but ``POST /v1/oauth/tokens`` needs ``Authorization: Bearer <token>``;
+the token endpoint hands the token out for OAuth2 client credentials whose secret is the token. Errors use the
+spec's ``{"error": {"message", "type", "code"}}``.
+
+Handlers are synchronous: Starlette runs them in a thread pool, and each thread opens its own Catalog (its own
+SQLite connection); the log serialises commits, and a failed requirement comes back as 409 so the client reloads
+and retries.
+
+::
+
+    from tools.rest_server import app, serve
+    serve("warehouse", "127.0.0.1", 8181, token="secret")      # blocking
+    asgi = app("warehouse", token="secret")                      # for any ASGI server
+    with running_server("warehouse") as server:                  # a background thread (tests, benchmarks)
+        RestCatalog("r", uri=server.uri, token=server.token)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+import uuid
+from typing import Any, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from urllib.parse import parse_qs
+
+import attrs
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from engine.catalog import Catalog, Table
+from engine.errors import (
+    AlreadyExists,
+    CommitConflict,
+    CommitStateUnknown,
+    CorruptFileError,
+    IcelogError,
+    NamespaceNotEmpty,
+    NamespaceNotFound,
+    NotFound,
+    TableNotFound,
+    ValidationConflict,
+    ValidationError,
+)
+from engine.events import CATALOG_STREAM, TableCreated, TableRegistered
+from engine.model.partitioning import PartitionField, PartitionSpec
+from engine.model.schema import Schema, assign_fresh_ids
+from engine.model.sort_order import UNSORTED_ORDER, SortOrder
+from engine.operations.commit import CommitContext, RetryPolicy, commit_streams, now_ms
+from engine.operations.table_updates import (
+    ClientSnapshot,
+    TableCommit,
+    commit_events,
+    file_paths,
+    load_client_snapshots,
+    parse_table_commit,
+)
+from engine.state import LogPosition, TableState, apply
+from projections import layout
+from projections.metadata_json import metadata_dict
+
+log = logging.getLogger("icelog.rest")
+
+NAMESPACE_SEPARATOR = "\x1f"
+FORMAT_VERSION_PROPERTY = "format-version"
+ENDPOINTS = (
+    "GET /v1/{prefix}/namespaces", "POST /v1/{prefix}/namespaces", "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}", "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties", "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables", "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}", "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics", "POST /v1/{prefix}/transactions/commit",
+)
+
+
+class BadRequest(ValidationError):
+    """A request whose body or parameters are malformed (HTTP 400)."""
+
+
+class Unauthorized(IcelogError):
+    """A request without a valid bearer token (HTTP 401)."""
+
+
+def error_response(code: int, kind: str, message: str) -> JSONResponse:
+    """The spec's ErrorModel."""
+    return JSONResponse({"error": {"message": message, "type": kind, "code": code}}, status_code=code)
+
+
+def _error_for(e: Exception) -> JSONResponse:
+    if isinstance(e, Unauthorized):
+        return error_response(401, "NotAuthorizedException", str(e))
+    if isinstance(e, TableNotFound):
+        return error_response(404, "NoSuchTableException", str(e))
+    if isinstance(e, NamespaceNotFound):
+        return error_response(404, "NoSuchNamespaceException", str(e))
+    if isinstance(e, NotFound):
+        return error_response(404, "NotFoundException", str(e))
+    if isinstance(e, AlreadyExists):
+        return error_response(409, "AlreadyExistsException", str(e))
+    if isinstance(e, NamespaceNotEmpty):
+        return error_response(409, "NamespaceNotEmptyException", str(e))
+    if isinstance(e, (CommitConflict, ValidationConflict)):
+        return error_response(409, "CommitFailedException", str(e))
+    if isinstance(e, (ValidationError, CorruptFileError)):
+        return error_response(400, "BadRequestException", str(e))
+    if isinstance(e, CommitStateUnknown):
+        return error_response(500, "CommitStateUnknownException", str(e))
+    log.exception("unexpected error")
+    return error_response(500, "InternalServerError", f"{type(e).__name__}: {e}")
+
+
+class RestCatalog:
+    """The server's state: the warehouse, the token, and one Catalog per worker thread.
+
+    :param warehouse: the warehouse folder
+    :param token: the bearer token every request must carry
+    """
+
+    def __init__(self, warehouse: str | os.PathLike, token: str) -> None:
+        if not token:
+            raise ValidationError("Cannot start the REST server: a token is required")
+        self.warehouse = os.path.abspath(os.fspath(warehouse))
+        self.token = token
+        self._local = threading.local()
+        self._catalogs: list[Catalog] = []
+        self._lock = threading.Lock()
+        Catalog.open(self.warehouse).close()  # create the warehouse and its log up front
+
+    def catalog(self) -> Catalog:
+        cat = getattr(self._local, "catalog", None)
+        if cat is None:
+            cat = Catalog.open(self.warehouse)
+            self._local.catalog = cat
+            with self._lock:
+                self._catalogs.append(cat)
+        return cat
+
+    def close(self) -> None:
+        with self._lock:
+            for cat in self._catalogs:
+                try:
+                    cat.close()
+                except Exception:  # closing from another thread may be refused by sqlite; the process ends anyway
+                    pass
+            self._catalogs.clear()
+
+    def check_token(self, request: Request) -> None:
+        header = request.headers.get("authorization", "")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
+            raise Unauthorized("Not authorized: a valid 'Authorization: Bearer <token>' header is required")
+
+
+# ---------------------------------------------------------------- request parsing
+
+
+def namespace_of(segment: str) -> tuple[str, ...]:
+    parts = tuple(segment.split(NAMESPACE_SEPARATOR))
+    if not parts or any(not p for p in parts):
+        raise BadRequest(f"Invalid namespace {segment!r}")
+    return parts
+
+
+def _identifier(obj: Any, what: str) -> tuple[tuple[str, ...], str]:
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not isinstance(obj.get("namespace"),
+                                                                                            list):
+        raise BadRequest(f"Invalid {what}: expected {{'namespace': [...], 'name': ...}}, got {obj!r}")
+    ns = tuple(str(p) for p in obj["namespace"])
+    if not ns or not obj["name"]:
+        raise BadRequest(f"Invalid {what}: {obj!r}")
+    return ns, obj["name"]
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        body = json.loads(raw.decode("utf-8")) if raw else None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise BadRequest(f"Malformed request body: not JSON: {e}") from e
+    if not isinstance(body, dict):
+        raise BadRequest(f"Malformed request body: expected a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _table_result(cat: Catalog, table: Table, state: TableState | None = None) -> dict[str, Any]:
+    """LoadTableResult of the table's newest published version (published first when behind)."""
+    if state is None:
+        table.publish()
+        version = cat.projector.published_version(table.uuid) or cat.store.log.head(table.uuid)
+        state = cat.store.table(table.uuid, version)
+    return {"metadata-location": layout.metadata_file(state.location, state.version),
+            "metadata": metadata_dict(state), "config": {}}
+
+
+# ---------------------------------------------------------------- tables: create
+
+
+def _fresh_definition(body: Mapping[str, Any]) -> tuple[Schema, PartitionSpec, SortOrder]:
+    """The request's schema with fresh field ids (as Iceberg Java's catalogs assign them), and its spec and write
+    order moved onto those ids by column name."""
+    try:
+        given = Schema.from_json(body["schema"])
+    except KeyError as e:
+        raise BadRequest("Invalid create table request: 'schema' is missing") from e
+    except (TypeError, ValueError, AttributeError) as e:
+        raise BadRequest(f"Invalid create table request: the schema cannot be read: {e}") from e
+    schema = assign_fresh_ids(given, schema_id=0)
+
+    def moved(source_id: int) -> int:
+        try:
+            return schema.find_field(given.find_column_name(source_id)).field_id
+        except (ValidationError, KeyError) as e:
+            raise BadRequest(f"Invalid create table request: source column {source_id} is not in the schema") from e
+
+    spec_json = body.get("partition-spec")
+    spec = PartitionSpec()
+    if spec_json:
+        obj = dict(spec_json) if isinstance(spec_json, dict) else {"fields": spec_json}
+        obj["spec-id"] = 0
+        for f in obj.get("fields") or []:
+            if isinstance(f, dict):
+                f.pop("field-id", None)
+        parsed = PartitionSpec.from_json(obj)
+        spec = PartitionSpec(spec_id=0, fields=tuple(
+            PartitionField(source_id=moved(f.source_id), field_id=1000 + i, transform=f.transform, name=f.name)
+            for i, f in enumerate(parsed.fields)))
+        spec.partition_type(schema)
+    order = UNSORTED_ORDER
+    order_json = body.get("write-order")
+    if isinstance(order_json, dict) and order_json.get("fields"):
+        parsed_order = SortOrder.from_json({"order-id": 1, "fields": order_json["fields"]})
+        order = SortOrder(order_id=1, fields=tuple(attrs.evolve(f, source_id=moved(f.source_id))
+                                                   for f in parsed_order.fields))
+    return schema, spec, order
+
+
+def create_table(rc: RestCatalog, ns: tuple[str, ...], body: Mapping[str, Any]) -> dict[str, Any]:
+    cat = rc.catalog()
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadRequest("Invalid create table request: 'name' is missing")
+    schema, spec, order = _fresh_definition(body)
+    props = {str(k): str(v) for k, v in (body.get("properties") or {}).items()}
+    try:
+        fmt = int(props.pop(FORMAT_VERSION_PROPERTY, "2"))
+    except ValueError as e:
+        raise BadRequest(f"Invalid create table request: format-version {e}") from e
+    if fmt not in (1, 2):
+        raise BadRequest(f"Invalid create table request: format version {fmt} is not supported (1 or 2)")
+    location = (body.get("location") or os.path.join(cat.warehouse, *ns, name)).rstrip("/")
+    table_uuid = str(uuid.uuid4())
+    created = TableCreated(table_uuid=table_uuid, location=location, format_version=fmt, schema=schema, spec=spec,
+                           sort_order=order, properties=props)
+
+    def check(state: Any) -> None:
+        if not state.has_namespace(ns):
+            raise NamespaceNotFound(f"Cannot create table {'.'.join(ns + (name,))}: namespace {'.'.join(ns)} "
+                                    f"does not exist")
+        if state.table(ns, name) is not None:
+            raise AlreadyExists(f"Cannot create table {'.'.join(ns + (name,))}: it already exists")
+
+    if body.get("stage-create"):
+        check(cat.store.catalog())
+        state = apply(created, None, LogPosition(position=0, version=0, commit_id="staged", time_ms=0))
+        return {"metadata-location": None, "metadata": metadata_dict(state), "config": {}}
+
+    def build(ctx: CommitContext) -> list:
+        state = cat.store.catalog()
+        check(state)
+        return [(CATALOG_STREAM, state.version, [TableRegistered(namespace=ns, name=name, table_uuid=table_uuid)]),
+                (table_uuid, 0, [created])]
+
+    commit_streams(cat.store, build, policy=RetryPolicy(), actor="rest")
+    return _table_result(cat, Table(cat, ns, name, table_uuid))
+
+
+# ---------------------------------------------------------------- tables: commit
+
+
+@attrs.frozen(kw_only=True)
+class _PreparedCommit:
+    namespace: tuple[str, ...]
+    name: str
+    table_uuid: str
+    creates: bool
+    commit: TableCommit
+    client: Mapping[int, ClientSnapshot]
+
+
+def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, Any], *,
+             may_create: bool) -> _PreparedCommit:
+    """Parse a CommitTableRequest and read the client's files (outside the log's write transaction)."""
+    commit = parse_table_commit(body.get("requirements"), body.get("updates"))
+    entry = cat.store.catalog().table(ns, name)
+    if entry is None and not (commit.creates and may_create):
+        raise TableNotFound(f"Cannot commit to table {'.'.join(ns + (name,))}: it does not exist")
+    if entry is not None and commit.creates:
+        raise CommitConflict(f"Cannot create table {'.'.join(ns + (name,))}: it already exists (assert-create "
+                             f"failed)", stream=CATALOG_STREAM, expected_version=-1, actual_version=-1)
+    base = cat.store.table(entry.table_uuid) if entry is not None else None
+    client = load_client_snapshots(cat.io, commit, base)
+    table_uuid = entry.table_uuid if entry is not None else (commit.assigned_uuid() or str(uuid.uuid4()))
+    return _PreparedCommit(namespace=ns, name=name, table_uuid=table_uuid, creates=entry is None, commit=commit,
+                           client=client)
+
+
+def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]:
+    """Land the prepared table commits as one log commit; returns each table's stream version after it."""
+    now = now_ms()  # the client's manifests are staged files of the table: verify knows them, and orphan
+    for p in prepared:  # removal deletes them (icelog publishes its own manifests for the commit)
+        for path in file_paths(p.commit, p.client):
+            cat.log.record_staged(p.table_uuid, path, now)
+
+    def build(ctx: CommitContext) -> list:
+        catalog_state = cat.store.catalog()
+        out = []
+        registered = []
+        for p in prepared:
+            entry = catalog_state.table(p.namespace, p.name)
+            label = ".".join(p.namespace + (p.name,))
+            default_location = os.path.join(cat.warehouse, *p.namespace, p.name)
+            if p.creates:
+                if entry is not None:
+                    raise CommitConflict(f"Cannot create table {label}: it already exists (assert-create failed)",
+                                         stream=CATALOG_STREAM, expected_version=-1, actual_version=-1)
+                if not catalog_state.has_namespace(p.namespace):
+                    raise NamespaceNotFound(f"Cannot create table {label}: namespace {'.'.join(p.namespace)} does "
+                                            f"not exist")
+                events = commit_events(None, p.commit, ctx, client_snapshots=p.client,
+                                       live_entries=cat.store.live_entries, stream=p.table_uuid,
+                                       default_location=default_location)
+                registered.append(TableRegistered(namespace=p.namespace, name=p.name, table_uuid=p.table_uuid))
+                out.append((p.table_uuid, 0, events))
+                continue
+            if entry is None or entry.table_uuid != p.table_uuid:
+                raise TableNotFound(f"Cannot commit to table {label}: it was dropped or replaced")
+            base = cat.store.table(p.table_uuid)
+            events = commit_events(base, p.commit, ctx, client_snapshots=p.client,
+                                   live_entries=cat.store.live_entries, stream=p.table_uuid)
+            out.append((p.table_uuid, base.version, events))
+        if registered:
+            out.insert(0, (CATALOG_STREAM, catalog_state.version, registered))
+        return out
+
+    landed = commit_streams(cat.store, build, policy=RetryPolicy(), actor="rest")
+    versions = {p.table_uuid: cat.store.log.head(p.table_uuid) for p in prepared}
+    if landed is not None:
+        versions.update({s: v for s, v in landed.result.heads if s != CATALOG_STREAM})
+    return versions
+
+
+def commit_table(rc: RestCatalog, ns: tuple[str, ...], name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    cat = rc.catalog()
+    if "identifier" in body and body["identifier"] is not None:
+        ident = _identifier(body["identifier"], "identifier")
+        if ident != (ns, name):
+            raise BadRequest(f"Invalid commit: identifier {'.'.join(ident[0] + (ident[1],))} does not match the "
+                             f"path {'.'.join(ns + (name,))}")
+    prepared = _prepare(cat, ns, name, body, may_create=True)
+    versions = _commit(cat, [prepared])
+    table = Table(cat, ns, name, prepared.table_uuid)
+    table.publish()
+    state = cat.store.table(prepared.table_uuid, versions[prepared.table_uuid])
+    result = _table_result(cat, table, state)
+    return {"metadata-location": result["metadata-location"], "metadata": result["metadata"]}
+
+
+def commit_transaction(rc: RestCatalog, body: Mapping[str, Any]) -> None:
+    cat = rc.catalog()
+    changes = body.get("table-changes")
+    if not isinstance(changes, list) or not changes:
+        raise BadRequest("Invalid transaction: 'table-changes' must be a non-empty list")
+    prepared = []
+    seen = set()
+    for change in changes:
+        if not isinstance(change, dict):
+            raise BadRequest(f"Invalid transaction: table change {change!r} is not an object")
+        ns, name = _identifier(change.get("identifier"), "table change identifier")
+        if (ns, name) in seen:
+            raise BadRequest(f"Invalid transaction: table {'.'.join(ns + (name,))} is changed twice")
+        seen.add((ns, name))
+        prepared.append(_prepare(cat, ns, name, change, may_create=True))
+    _commit(cat, prepared)
+    for p in prepared:
+        Table(cat, p.namespace, p.name, p.table_uuid).publish()
+
+
+# ---------------------------------------------------------------- routes
+
+
+def _route(rc: RestCatalog, handler: Callable[..., Any], *, auth: bool = True, body: bool = False) -> Callable:
+    async def endpoint(request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            if auth:
+                rc.check_token(request)
+            payload = await _json_body(request) if body else None
+            result = await run_in_threadpool(handler, rc, request, payload)
+        except Exception as e:  # every error becomes the spec's error model
+            return _error_for(e)
+        if isinstance(result, Response):
+            return result
+        if result is None:
+            return Response(status_code=204)
+        return JSONResponse(result)
+
+    return endpoint
+
+
+def _ns(request: Request) -> tuple[str, ...]:
+    return namespace_of(request.path_params["namespace"])
+
+
+def h_config(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
+    return {"defaults": {}, "overrides": {}, "endpoints": list(ENDPOINTS)}
+
+
+async def oauth_tokens(request: Request, rc: RestCatalog) -> Response:
+    form = {k: v[-1] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
+    grant = form.get("grant_type")
+    secret = form.get("client_secret") if grant == "client_credentials" else form.get("subject_token")
+    if grant not in ("client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange"):
+        return JSONResponse({"error": "unsupported_grant_type",
+                             "error_description": f"grant_type {grant!r} is not supported"}, status_code=400)
+    if not secret or not hmac.compare_digest(secret.encode(), rc.token.encode()):
+        return JSONResponse({"error": "invalid_client", "error_description": "Invalid client credentials"},
+                            status_code=401)
+    return JSONResponse({"access_token": rc.token, "token_type": "bearer",
+                         "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"})
+
+
+def h_list_namespaces(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
+    cat = rc.catalog()
+    parent_text = request.query_params.get("parent")
+    parent = namespace_of(parent_text) if parent_text else ()
+    state = cat.store.catalog()
+    if parent and not state.has_namespace(parent):
+        raise NamespaceNotFound(f"Cannot list namespaces: parent {'.'.join(parent)} does not exist")
+    found = sorted({ns[:len(parent) + 1] for ns, _ in state.namespaces
+                    if len(ns) > len(parent) and ns[:len(parent)] == parent})
+    return {"namespaces": [list(ns) for ns in found]}
+
+
+def h_create_namespace(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    ns_json = body.get("namespace")
+    if not isinstance(ns_json, list) or not ns_json or not all(isinstance(p, str) and p for p in ns_json):
+        raise BadRequest(f"Invalid create namespace request: 'namespace' must be a list of names, got {ns_json!r}")
+    props = body.get("properties") or {}
+    if not isinstance(props, dict):
+        raise BadRequest("Invalid create namespace request: 'properties' must be an object")
+    props = {str(k): str(v) for k, v in props.items()}
+    rc.catalog().create_namespace(tuple(ns_json), props)
+    return {"namespace": ns_json, "properties": props}
+
+
+def h_load_namespace(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
+    ns = _ns(request)
+    return {"namespace": list(ns), "properties": rc.catalog().namespace_properties(ns)}
+
+
+def h_namespace_exists(rc: RestCatalog, request: Request, _: Any) -> Response:
+    ns = _ns(request)
+    return Response(status_code=204 if rc.catalog().store.catalog().has_namespace(ns) else 404)
+
+
+def h_drop_namespace(rc: RestCatalog, request: Request, _: Any) -> None:
+    rc.catalog().drop_namespace(_ns(request))
+
+
+def h_update_namespace(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    updates = body.get("updates") or {}
+    removals = body.get("removals") or []
+    if not isinstance(updates, dict) or not isinstance(removals, list):
+        raise BadRequest("Invalid namespace properties request: 'updates' must be an object, 'removals' a list")
+    updated, removed, missing = rc.catalog().update_namespace_properties(_ns(request), updates,
+                                                                         [str(k) for k in removals])
+    return {"updated": updated, "removed": removed, "missing": missing}
+
+
+def h_list_tables(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
+    ns = _ns(request)
+    tables = rc.catalog().list_tables(ns)
+    return {"identifiers": [{"namespace": list(t[:-1]), "name": t[-1]} for t in sorted(tables)]}
+
+
+def h_create_table(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    return create_table(rc, _ns(request), body)
+
+
+def h_load_table(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
+    cat = rc.catalog()
+    ns = _ns(request)
+    table = cat.load_table(ns + (request.path_params["table"],))
+    return _table_result(cat, table)
+
+
+def h_table_exists(rc: RestCatalog, request: Request, _: Any) -> Response:
+    ns = _ns(request)
+    exists = rc.catalog().store.catalog().table(ns, request.path_params["table"]) is not None
+    return Response(status_code=204 if exists else 404)
+
+
+def h_commit_table(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    return commit_table(rc, _ns(request), request.path_params["table"], body)
+
+
+def h_drop_table(rc: RestCatalog, request: Request, _: Any) -> None:
+    purge = request.query_params.get("purgeRequested", "false").lower() == "true"
+    rc.catalog().drop_table(_ns(request) + (request.path_params["table"],), purge=purge)
+
+
+def h_rename_table(rc: RestCatalog, request: Request, body: dict[str, Any]) -> None:
+    src = _identifier(body.get("source"), "source")
+    dst = _identifier(body.get("destination"), "destination")
+    rc.catalog().rename_table(src[0] + (src[1],), dst[0] + (dst[1],))
+
+
+def h_register_table(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    ns = _ns(request)
+    name, location = body.get("name"), body.get("metadata-location")
+    if not isinstance(name, str) or not name or not isinstance(location, str) or not location:
+        raise BadRequest("Invalid register table request: 'name' and 'metadata-location' are required")
+    if body.get("overwrite"):
+        raise BadRequest("Invalid register table request: overwrite is not supported (drop the table first)")
+    cat = rc.catalog()
+    if not cat.store.catalog().has_namespace(ns):
+        raise NamespaceNotFound(f"Cannot register table: namespace {'.'.join(ns)} does not exist")
+    table = cat.register_table(ns + (name,), location)
+    return _table_result(cat, table)
+
+
+def h_report_metrics(rc: RestCatalog, request: Request, body: dict[str, Any]) -> None:
+    return None
+
+
+def h_commit_transaction(rc: RestCatalog, request: Request, body: dict[str, Any]) -> None:
+    commit_transaction(rc, body)
+
+
+def app(warehouse: str | os.PathLike, token: str) -> Starlette:
+    """The ASGI application serving ``warehouse``; every request but the token endpoint must carry ``token``."""
+    rc = RestCatalog(warehouse, token)
+    ns = "/v1/namespaces/{namespace}"
+    tbl = ns + "/tables/{table}"
+
+    async def tokens(request: Request) -> Response:
+        return await oauth_tokens(request, rc)
+
+    routes = [
+        Route("/v1/config", _route(rc, h_config), methods=["GET"]),
+        Route("/v1/oauth/tokens", tokens, methods=["POST"]),
+        Route("/v1/namespaces", _route(rc, h_list_namespaces), methods=["GET"]),
+        Route("/v1/namespaces", _route(rc, h_create_namespace, body=True), methods=["POST"]),
+        Route(ns, _route(rc, h_namespace_exists), methods=["HEAD"]),
+        Route(ns, _route(rc, h_load_namespace), methods=["GET"]),
+        Route(ns, _route(rc, h_drop_namespace), methods=["DELETE"]),
+        Route(ns + "/properties", _route(rc, h_update_namespace, body=True), methods=["POST"]),
+        Route(ns + "/tables", _route(rc, h_list_tables), methods=["GET"]),
+        Route(ns + "/tables", _route(rc, h_create_table, body=True), methods=["POST"]),
+        Route(ns + "/register", _route(rc, h_register_table, body=True), methods=["POST"]),
+        Route(tbl, _route(rc, h_table_exists), methods=["HEAD"]),
+        Route(tbl, _route(rc, h_load_table), methods=["GET"]),
+        Route(tbl, _route(rc, h_commit_table, body=True), methods=["POST"]),
+        Route(tbl, _route(rc, h_drop_table), methods=["DELETE"]),
+        Route(tbl + "/metrics", _route(rc, h_report_metrics, body=True), methods=["POST"]),
+        Route("/v1/tables/rename", _route(rc, h_rename_table, body=True), methods=["POST"]),
+        Route("/v1/transactions/commit", _route(rc, h_commit_transaction, body=True), methods=["POST"]),
+    ]
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        rc.close()
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        code = getattr(exc, "status_code", 404)
+        return error_response(code, "NotFoundException" if code == 404 else "BadRequestException",
+                              f"{request.method} {request.url.path}: no such route in the Iceberg REST API")
+
+    application = Starlette(routes=routes, lifespan=lifespan,
+                            exception_handlers={404: not_found, 405: not_found})
+    application.state.rest_catalog = rc
+    return application
+
+
+def serve(warehouse: str | os.PathLike, host: str = "127.0.0.1", port: int = 8181, token: str = "") -> None:
+    """Run the server until interrupted (blocking)."""
+    import uvicorn
+
+    uvicorn.run(app(warehouse, token), host=host, port=port, log_level="warning")
+
+
+@attrs.frozen(kw_only=True)
+class RunningServer:
+    """A server started by :func:`running_server`: its base URL and the token clients must send."""
+
+    uri: str
+    token: str
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_server(warehouse: str | os.PathLike, token: str | None = None, *, host: str = "127.0.0.1",
+                   port: int | None = None) -> Iterator[RunningServer]:
+    """Serve ``warehouse`` from a background thread of this process until the block ends (tests, benchmarks).
+
+    :param token: the bearer token (a random one when None)
+    :param port: the port (a free one when None)
+    """
+    import uvicorn
+
+    token = token or secrets.token_urlsafe(24)
+    port = port or free_port(host)
+    server = uvicorn.Server(uvicorn.Config(app(warehouse, token), host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name=f"icelog-rest-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise IcelogError(f"Cannot start the REST server on {host}:{port}")
+        time.sleep(0.02)
+    try:
+        yield RunningServer(uri=f"http://{host}:{port}", token=token)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
