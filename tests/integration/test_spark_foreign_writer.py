@@ -41,3 +41,26 @@ def test_a_hadoop_catalog_insert_is_reported_and_refused(spark, tmp_warehouse, w
     assert Path(foreign).read_bytes() == foreign_bytes
     assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [1, 2]
     cat.close()
+
+
+def test_a_rest_commit_after_a_hadoop_catalog_insert_is_refused(spark, tmp_warehouse, warehouse_catalog):
+    from tools.spark import rest_catalog
+
+    cat = Catalog.open(tmp_warehouse)
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]),
+                         properties={"commit.retry.num-retries": "0"})
+    t.append(pa.table({"id": pa.array([1], pa.int64())}))
+    published = cat.projector.published_version(t.uuid)
+    spark.sql(f"INSERT INTO {warehouse_catalog}.db.t VALUES (2)")
+    foreign = layout.metadata_file(t.location, published + 1)
+    version = t.state.version
+    name, server = rest_catalog(spark, tmp_warehouse)
+    try:
+        with pytest.raises(Exception, match=f"{Path(foreign).name} was not published by icelog"):
+            spark.sql(f"INSERT INTO {name}.db.t VALUES (3)")
+    finally:
+        server.stop()
+    assert t.state.version == version
+    assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [1]
+    cat.close()
