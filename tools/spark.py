@@ -31,6 +31,7 @@ import functools
 import hashlib
 import os
 import pickle
+import re
 import secrets
 import shutil
 import socket
@@ -590,6 +591,10 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
     if unknown:
         raise ValidationError(f"Cannot write with Spark: column(s) {', '.join(map(repr, unknown))} are not in "
                               f"{'.'.join(table.identifier)} ({', '.join(sorted(known))})")
+    if where is not None:
+        from engine.operations.row_delete import bind_filter
+
+        bind_filter(state, where)  # a bad filter fails before the job, not after it
     spark = df.sparkSession
     ship_sources(spark)
     keys = [F.expr(e).alias(f"{_KEY_PREFIX}{i}") for i, e in enumerate(partition_expressions(spark, state))]
@@ -601,7 +606,7 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
     table.stage_folder(job_folder)
     slim = _writer_state(state)
     task = functools.partial(write_task, state_blob=pickle.dumps(slim), job_folder=job_folder, keys=len(keys))
-    rows = keyed.mapInArrow(task, f"{_FILE_COLUMN} string").collect()
+    rows = _collect(keyed.mapInArrow(task, f"{_FILE_COLUMN} string"))
     ptype = spec.partition_type(schema)
     files = [decode_file_change(r[_FILE_COLUMN], {spec.spec_id: ptype}).file for r in rows]
     if mode == "append":
@@ -635,6 +640,26 @@ def ship_sources(spark: SparkSession) -> str:
     context.addPyFile(archive)
     _SHIPPED[key] = archive
     return archive
+
+
+_TASK_ERROR = re.compile(r"engine\.errors\.(ValidationError|CorruptFileError): (.+)")
+
+
+def _collect(files: DataFrame) -> list[Any]:
+    """Run the write job; a task that refused the rows (icelog's ValidationError in a worker) fails it with a
+    ValidationError here, naming what the task said."""
+    from pyspark.errors import PythonException
+
+    from engine.errors import ValidationError
+
+    try:
+        return files.collect()
+    except PythonException as e:
+        found = _TASK_ERROR.findall(str(e))
+        if not found:
+            raise
+        raise ValidationError(f"Cannot write with Spark: a task failed: {found[-1][1].strip()} (nothing was "
+                              f"committed; remove_orphan_files deletes the files the job wrote)") from e
 
 
 def _writer_state(state: Any) -> Any:

@@ -166,7 +166,7 @@ def test_a_failed_job_commits_nothing_and_orphan_removal_finds_its_files(spark, 
     df = spark.createDataFrame(rows, "id long, name string").coalesce(1)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
     try:
-        with pytest.raises(Exception, match="required column 'id' has 1 null"):
+        with pytest.raises(ValidationError, match="a task failed: Cannot append: required column 'id' has 1 null"):
             write(df, t)
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
@@ -190,6 +190,8 @@ def test_bad_modes_and_columns_are_refused_before_any_job(spark, tmp_warehouse):
         write(df, t, where="id > 1")
     with pytest.raises(ValidationError, match="'extra'"):
         write(df.withColumn("extra", df.id), t)
+    with pytest.raises(ValidationError, match="nope"):
+        write(df, t, mode="overwrite", where="nope = 1")
     assert t.snapshots() == [] and not Path(t.location, "data").exists()
     cat.close()
 
