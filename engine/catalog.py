@@ -418,6 +418,9 @@ class Table:
         self.name = name
         self.uuid = table_uuid
         self._staged = staged
+        #: a transaction reads the table at this log version (plus what it staged), as Java's transaction keeps
+        #: the metadata it started from; the commit validates everything recorded after it
+        self._staged_on_version = catalog.log.head(table_uuid) if staged is not None else None
 
     def __repr__(self) -> str:
         return f"Table({'.'.join(self.identifier)!r})"
@@ -429,10 +432,12 @@ class Table:
     # ------------------------------------------------------------ state
     @property
     def state(self) -> TableState:
-        state = self.catalog.store.table(self.uuid)
+        if self._staged is None:
+            return self.catalog.store.table(self.uuid)
+        state = self.catalog.store.table(self.uuid, self._staged_on_version)
         if self._staged:
             ctx = CommitContext(commit_id="staged", time_ms=now_ms())
-            state = run_staged(state, self._staged, ctx)[1]
+            state = run_staged(state, self._staged, ctx, staged_on_version=self._staged_on_version)[1]
         return state
 
     def schema(self) -> Schema:
@@ -736,8 +741,12 @@ class Table:
         if self._staged is None:
             raise ValidationError("Cannot commit: this table handle is not a transaction")
         builds, self._staged = list(self._staged), []
-        return Table(self.catalog, self.namespace, self.name, self.uuid).commit_events(
-            lambda base, ctx: run_staged(base, builds, ctx)[0])
+        since = self._staged_on_version
+        try:
+            return Table(self.catalog, self.namespace, self.name, self.uuid).commit_events(
+                lambda base, ctx: run_staged(base, builds, ctx, staged_on_version=since)[0])
+        finally:
+            self._staged_on_version = self.catalog.log.head(self.uuid)  # a next transaction on this handle
 
     def __enter__(self) -> Table:
         return self
@@ -1057,6 +1066,7 @@ class CatalogTransaction:
 
     def commit(self) -> None:
         staged = {uuid: list(t._staged or []) for uuid, t in self._tables.items()}
+        since = {uuid: t._staged_on_version for uuid, t in self._tables.items()}
         store = self.catalog.store
         for t in self._tables.values():
             t.check_foreign_writers()
@@ -1065,7 +1075,7 @@ class CatalogTransaction:
             out = []
             for stream, builds in staged.items():
                 base = store.table(stream)
-                out.append((stream, base.version, run_staged(base, builds, ctx)[0]))
+                out.append((stream, base.version, run_staged(base, builds, ctx, staged_on_version=since[stream])[0]))
             return out
 
         policies = [RetryPolicy.of(store.table(uuid)) for uuid in staged]
@@ -1073,6 +1083,7 @@ class CatalogTransaction:
         landed = commit_streams(store, build, policy=policy)
         for t in self._tables.values():
             t._staged = []
+            t._staged_on_version = store.log.head(t.uuid)
             Table(self.catalog, t.namespace, t.name, t.uuid)._after_commit(landed)
 
     def __enter__(self) -> CatalogTransaction:

@@ -15,6 +15,9 @@ Decoding is lazy: a part's path, content, spec id and partition tuple are read f
 without parsing the rest, and the full :class:`DataFile` is built only when asked for (``FileItem.entry``),
 so a plan that partition pruning narrows to a few files builds only those.
 
+A snapshot staged in a transaction (``Snapshot.staged_changes``) is not in the log: its changes come from the
+snapshot itself, and no live set of it is kept, since its id may land later on another parent.
+
 One index belongs to one state store (``FileIndex.of(store)``); it is an explicit cache object, never
 module state.
 """
@@ -74,6 +77,19 @@ class FileItem:
         self._entry: Any = None
         self._snap: Snapshot | None = snap
         self._index: FileIndex | None = index
+
+    @classmethod
+    def staged(cls, change: Any, snap: Snapshot) -> FileItem:
+        """The item of a file change of a snapshot staged in a transaction (not in the log: never cached)."""
+        from engine.state_store import LiveEntry
+
+        f = change.file
+        item = cls(change.added, f.file_path, f.content, f.spec_id, f.partition, "", snap, None)  # type: ignore
+        seq = snap.sequence_number if change.data_sequence_number is None else change.data_sequence_number
+        item._entry = LiveEntry(file=f, data_sequence_number=seq, file_sequence_number=snap.sequence_number,
+                                snapshot_id=snap.snapshot_id)
+        item._text = item._snap = item._index = None
+        return item
 
     def entry(self) -> Any:
         """The :class:`engine.state_store.LiveEntry` of the file (decoded on first use)."""
@@ -140,11 +156,14 @@ class FileIndex:
         return types, type_id
 
     def changes(self, state: TableState, snaps: list[Snapshot]) -> dict[int, tuple[FileItem, ...]]:
-        """The changes of each snapshot (by log position), reading only the parts not cached yet."""
+        """The changes of each snapshot (by log position), reading only the parts not cached yet. Snapshots staged
+        in a transaction are not in the log (they carry their changes; :meth:`live_items` reads them there)."""
         types, type_id = self._types(state)
         out: dict[int, tuple[FileItem, ...]] = {}
         missing: list[Snapshot] = []
         for snap in snaps:
+            if snap.staged_changes is not None:
+                raise ValidationError(f"Cannot read file changes: snapshot {snap.snapshot_id} is staged, not logged")
             found = self._changes.get((snap.log_position, type_id))
             if found is None:
                 missing.append(snap)
@@ -268,6 +287,8 @@ class FileIndex:
         start: dict[str, FileItem] = {}
         todo = ancestry
         for i, snap in enumerate(ancestry):
+            if snap.staged_changes is not None:
+                continue  # staged in a transaction: its id may land later with other changes or another parent
             cached = self._live.get((state.table_uuid, snap.snapshot_id, type_id))
             if cached is not None:
                 self._live.move_to_end((state.table_uuid, snap.snapshot_id, type_id))
@@ -275,10 +296,13 @@ class FileIndex:
                     return list(cached.values())
                 start, todo = cached, ancestry[:i]
                 break
-        changes = self.changes(state, todo)
+        changes = self.changes(state, [s for s in todo if s.staged_changes is None])
         live = dict(start)
         for snap in reversed(todo):  # oldest first
-            snap_changes = changes.get(snap.log_position, ())
+            if snap.staged_changes is not None:
+                snap_changes: tuple[FileItem, ...] = tuple(FileItem.staged(c, snap) for c in snap.staged_changes)
+            else:
+                snap_changes = changes.get(snap.log_position, ())
             for item in snap_changes:
                 if not item.added:
                     live.pop(item.path, None)
@@ -286,6 +310,8 @@ class FileIndex:
                 if item.added:
                     live.pop(item.path, None)
                     live[item.path] = item
+        if ancestry[0].staged_changes is not None:
+            return list(live.values())
         self._live[(state.table_uuid, snapshot_id, type_id)] = live
         while len(self._live) > MAX_LIVE_SETS:
             self._live.popitem(last=False)

@@ -68,6 +68,14 @@ class Snapshot:
     commit_id: str
     log_position: int
     log_version: int
+    #: a snapshot staged in a transaction, not in the log yet: the file changes its event carries (None for a
+    #: snapshot the log recorded; never compared, never serialized)
+    staged_changes: tuple[Any, ...] | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def is_staged(self) -> bool:
+        """Staged in a transaction: its files are in ``staged_changes``, not in the log."""
+        return self.staged_changes is not None
 
     def summary_value(self, key: str, default: str | None = None) -> str | None:
         for k, v in self.summary:

@@ -138,6 +138,9 @@ class StateStore:
         return [decode_file_change(p, types) for p in self.log.read_parts(snapshot_log_position)]
 
     def file_changes_of(self, state: TableState, snap: "Snapshot") -> list[FileChange]:
+        """The files a snapshot added and removed (a snapshot staged in a transaction carries its own)."""
+        if snap.staged_changes is not None:
+            return list(snap.staged_changes)
         return self.file_changes(state, snap.log_position)
 
     def live_entries(self, state: TableState, snapshot_id: int | None) -> list[LiveEntry]:

@@ -35,6 +35,9 @@ class CommitContext:
     time_ms: int
     actor: str | None = None
     message: str | None = None
+    #: in a transaction, the table version its operations read (see engine.operations.transaction): every
+    #: snapshot the log recorded after it is validated by each staged operation, wherever it sits in the lineage
+    staged_on_version: int | None = None
 
 
 @attrs.frozen(kw_only=True)

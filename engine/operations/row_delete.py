@@ -151,8 +151,8 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
     """The snapshot event of a row-level write on ``base``, after validating what landed since it read."""
     ref = base.ref(branch)
     head = ref.snapshot_id if ref is not None else None
-    if head != changes.start_snapshot_id:
-        v = Validator(store, base, changes.start_snapshot_id, head)
+    v = Validator(store, base, changes.start_snapshot_id, head, ctx.staged_on_version)
+    if v.new:
         action = f"{operation} rows"
         v.files_still_live(changes.removed + changes.touched, action)
         v.no_new_deletes_for(changes.touched, action)

@@ -523,10 +523,10 @@ class RowDelta(PendingUpdate):
         self._conflict_filter = bind(parse_expression(where), self._state.schema)
         return self
 
-    def _validate(self, base: TableState, head: int | None) -> None:
+    def _validate(self, base: TableState, head: int | None, staged_on_version: int | None) -> None:
         action = "commit row delta"
         start = self._validate_from
-        if start is not None:
+        if start is not None and head != start:
             head_snap = base.snapshot_by_id(head) if head is not None else None
             if head_snap is None or all(s.snapshot_id != start for s in base.ancestors(head)):
                 raise ValidationConflict(
@@ -534,7 +534,9 @@ class RowDelta(PendingUpdate):
                     f"(commit {base.commit_id} moved it)",
                     commit_id=head_snap.commit_id if head_snap is not None else base.commit_id,
                     snapshot_id=head)
-        v = Validator(self._table.catalog.store, base, start, head)
+        v = Validator(self._table.catalog.store, base, start, head, staged_on_version)
+        if not v.new:
+            return
         referenced = list(self._referenced.values())
         if referenced:
             v.files_still_live(referenced, action)
@@ -560,8 +562,7 @@ class RowDelta(PendingUpdate):
             return []
         ref = base.ref(self.branch)
         head = ref.snapshot_id if ref is not None else None
-        if head != self._validate_from:
-            self._validate(base, head)
+        self._validate(base, head, ctx.staged_on_version)
         return snapshot_events(base, ctx, operation=self.operation(), snapshot_id=self.snapshot_id, added=added,
                                branch=self.branch)
 

@@ -50,21 +50,50 @@ def snapshots_since(state: TableState, start_snapshot_id: int | None, branch_hea
     return list(reversed(out))
 
 
+def landed_under(state: TableState, snapshot_id: int | None, staged_on_version: int) -> tuple[list[Snapshot],
+                                                                                                int | None]:
+    """For an operation of a transaction that started from a snapshot the transaction staged: the snapshots the
+    log recorded after the transaction's base version that lie under it (the retry rebuilt the staged snapshots
+    on top of them), oldest first, and the newest ancestor the transaction read (None: none)."""
+    out = []
+    read = None
+    for snap in state.ancestors(snapshot_id):
+        if snap.is_staged:
+            continue
+        if snap.log_version <= staged_on_version:
+            read = snap.snapshot_id
+            break
+        out.append(snap)
+    return list(reversed(out)), read
+
+
 class Validator:
     """Checks one retry's base against what the operation read.
+
+    In a transaction (``staged_on_version`` given) an operation may have started from a snapshot the
+    transaction staged, which a retry rebuilds on top of the commits that landed meanwhile; those commits are
+    validated as well (Iceberg Java's BaseTransaction re-commits every update on the refreshed metadata), and
+    the data the operation read is judged by the sequence number of the last snapshot the transaction read.
 
     :param store: the catalog's state store
     :param base: the state the retry builds on
     :param start_snapshot_id: the branch head the operation read
     :param branch_head: the branch head in ``base``
+    :param staged_on_version: in a transaction, the table version its operations read
     """
 
     def __init__(self, store: StateStore, base: TableState, start_snapshot_id: int | None,
-                 branch_head: int | None) -> None:
+                 branch_head: int | None, staged_on_version: int | None = None) -> None:
         self.store = store
         self.base = base
         self.start_snapshot_id = start_snapshot_id
         self.new = snapshots_since(base, start_snapshot_id, branch_head)
+        #: the snapshot whose sequence number bounds the data the operation read
+        self.read_snapshot_id = start_snapshot_id
+        start = base.snapshot_by_id(start_snapshot_id) if start_snapshot_id is not None else None
+        if staged_on_version is not None and start is not None and start.is_staged:
+            landed, self.read_snapshot_id = landed_under(base, start_snapshot_id, staged_on_version)
+            self.new = landed + self.new
 
     def _changes(self) -> Iterable[tuple[Snapshot, bool, DataFile]]:
         for snap in self.new:
@@ -114,9 +143,9 @@ class Validator:
         unpartitioned = {s.spec_id for s in self.base.specs if s.is_unpartitioned}
         return DeleteIndex(entries, unpartitioned), added_by
 
-    def _starting_sequence_number(self) -> int:
-        start = self.base.snapshot_by_id(self.start_snapshot_id) if self.start_snapshot_id is not None else None
-        return start.sequence_number if start is not None else 0
+    def _sequence_number_of(self, snapshot_id: int | None) -> int:
+        snap = self.base.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+        return snap.sequence_number if snap is not None else 0
 
     def no_new_deletes_for(self, data_files: Sequence[DataFile], action: str, *,
                            ignore_equality_deletes: bool = False) -> None:
@@ -126,18 +155,21 @@ class Validator:
         its partition (or naming it alone), an equality delete file of its partition or a global one.
 
         :param ignore_equality_deletes: the operation's new files keep the starting snapshot's data sequence
-            number and the partition of the files they replace, so equality deletes added since still apply to
-            them; only position deletes conflict
+            number and the partition of the files they replace, so equality deletes added since with a higher
+            sequence number still apply to them; only position deletes conflict, and equality deletes that
+            landed under a snapshot a transaction staged (their sequence number is lower than the new files')
         """
         if not self.new or not data_files:
             return
         index, added_by = self._new_deletes()
         if not index:
             return
-        sequence_number = self._starting_sequence_number()
+        read_sequence_number = self._sequence_number_of(self.read_snapshot_id)
+        kept_sequence_number = self._sequence_number_of(self.start_snapshot_id)
         for f in data_files:
-            for d in index.for_data_file(f, sequence_number):
-                if ignore_equality_deletes and d.content == DataFileContent.EQUALITY_DELETES:
+            for d in index.for_data_file(f, read_sequence_number):
+                if ignore_equality_deletes and d.content == DataFileContent.EQUALITY_DELETES and (
+                        added_by[d.file_path].sequence_number > kept_sequence_number):
                     continue
                 snap = added_by[d.file_path]
                 kind = "position" if d.content == DataFileContent.POSITION_DELETES else "equality"
