@@ -1,7 +1,9 @@
-"""Local Spark sessions with the Iceberg Spark runtime, for tests, demos and benchmarks.
+"""Spark on icelog: local sessions with the Iceberg Spark runtime (Hadoop catalogs, or icelog's REST catalog
+server), and DataFrame writes into icelog tables from Spark's executors.
 
-Layer: tools (imports pyspark and the standard library; nothing imports tools). May touch the JVM, the
-filesystem (a log4j2 file and Spark's scratch folders) and process environment lookups.
+Layer: tools (imports pyspark, the standard library and icelog's engine; nothing imports tools). May touch the
+JVM, the filesystem (a log4j2 file, Spark's scratch folders, data files of the tables written), process
+environment lookups, a subprocess (the REST server a session starts) and HTTP on the server's port.
 
 Usage::
 
@@ -16,8 +18,9 @@ Usage::
     spark.table("icelog.db.events")                  # server, started for the session when none answers
     write(df, cat.load_table("db.events"))           # a DataFrame into an icelog table: one snapshot
 
-Layer note for :func:`write`: the Python workers of Spark import ``tools.spark`` and ``engine`` (the sessions made
-here put the folder holding them on the workers' PYTHONPATH).
+The Python workers of Spark run :func:`write_task` and so import ``tools.spark`` and ``engine``: sessions made
+here put the folder holding them on the workers' PYTHONPATH, and :func:`write` ships them as a zip
+(``addPyFile``) to the workers of any other session.
 
 Needs Java 17 (`tools/run` installs it) and the `spark` extra (pyspark 3.5.6 and
 snowpark-connect-deps-iceberg 1.0.2, whose wheel carries the Iceberg 1.10.2 runtime jar).
