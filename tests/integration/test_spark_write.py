@@ -35,6 +35,8 @@ SPECS = {
                                     "truncate(50, amount)"],
                                    "hours(ts), months(d), bucket(7, name), truncate(10, id), truncate(50, amount)"),
     "year_identity_date": (["year(ts)", "d"], "years(ts), d"),
+    "bucket_of_time_date_decimal": (["bucket(5, ts)", "bucket(3, d)", "bucket(6, amount)", "day(d)"],
+                                    "bucket(5, ts), bucket(3, d), bucket(6, amount), days(d)"),
 }
 
 
