@@ -50,6 +50,7 @@ from engine.errors import (
     CommitConflict,
     CommitStateUnknown,
     CorruptFileError,
+    ForeignWriterError,
     IcelogError,
     NamespaceNotEmpty,
     NamespaceNotFound,
@@ -118,7 +119,7 @@ def _error_for(e: Exception) -> JSONResponse:
         return error_response(409, "AlreadyExistsException", str(e))
     if isinstance(e, NamespaceNotEmpty):
         return error_response(409, "NamespaceNotEmptyException", str(e))
-    if isinstance(e, (CommitConflict, ValidationConflict)):
+    if isinstance(e, (CommitConflict, ValidationConflict, ForeignWriterError)):
         return error_response(409, "CommitFailedException", str(e))
     if isinstance(e, (ValidationError, CorruptFileError)):
         return error_response(400, "BadRequestException", str(e))
@@ -325,6 +326,9 @@ def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, An
 
 def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]:
     """Land the prepared table commits as one log commit; returns each table's stream version after it."""
+    for p in prepared:  # never over metadata another writer committed behind the log's back
+        if not p.creates:
+            Table(cat, p.namespace, p.name, p.table_uuid).check_foreign_writers()
     now = now_ms()  # the client's manifests are staged files of the table: verify knows them, and orphan
     for p in prepared:  # removal deletes them (icelog publishes its own manifests for the commit)
         cat.log.record_staged_many(p.table_uuid, file_paths(p.commit, p.client), now)
