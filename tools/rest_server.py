@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import secrets
-import socket
 import threading
 import time
 import uuid
@@ -620,12 +619,6 @@ class RunningServer:
     token: str
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def running_server(warehouse: str | os.PathLike, token: str | None = None, *, host: str = "127.0.0.1",
                    port: int | None = None) -> Iterator[RunningServer]:
@@ -637,6 +630,8 @@ def running_server(warehouse: str | os.PathLike, token: str | None = None, *, ho
     import uvicorn
 
     token = token or secrets.token_urlsafe(24)
+    from tools.spark import free_port
+
     port = port or free_port(host)
     server = uvicorn.Server(uvicorn.Config(app(warehouse, token), host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name=f"icelog-rest-{port}", daemon=True)
