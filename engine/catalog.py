@@ -19,19 +19,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import attrs
 import pyarrow as pa
 
 from engine.data_writer import partition_of_file, write_data_files
 from engine.errors import (
     AlreadyExists,
     CorruptFileError,
+    ForeignWriterError,
     IcelogError,
     IntegrityError,
     NamespaceNotEmpty,
     NamespaceNotFound,
+    PublishTimeout,
     TableNotFound,
     ValidationError,
 )
@@ -51,9 +55,11 @@ from engine.events import (
 )
 from engine.model.arrow_schema import schema_from_arrow
 from engine.model.data_file import DataFile, DataFileContent
+from engine.model.expressions import metrics_must_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec, build_spec
 from engine.model.schema import Schema
+from engine.model.values import value_from_python
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.append import append_events, new_snapshot_id
 from engine.operations.commit import (
@@ -80,7 +86,7 @@ from engine.state import MAIN_BRANCH, Snapshot, SnapshotRef, TableEntry, TableSt
 from engine.state_store import StateStore
 from projections import layout
 from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
-from storage import Log, LogError
+from storage import FileError, Log, LogError
 from storage.files import FileIO
 
 CATALOG_DB = "catalog.db"
@@ -530,6 +536,112 @@ class Table:
         """Record a file about to be written for this table, before it is written (see remove_orphan_files)."""
         self.catalog.log.record_staged(self.uuid, path, now_ms())
 
+    def stage_folder(self, folder: str) -> None:
+        """Record a folder whose files a job is about to write for this table (every file under it counts as
+        staged): a distributed writer stages its job folder once instead of each file (see remove_orphan_files).
+
+        :raises ValidationError: the folder is not under the table's data folder
+        """
+        prefix = os.path.abspath(os.fspath(folder)).rstrip("/") + "/"
+        if not prefix.startswith(layout.data_dir(self.location).rstrip("/") + "/"):
+            raise ValidationError(f"Cannot stage folder {folder}: not under {layout.data_dir(self.location)}")
+        self.catalog.log.record_staged(self.uuid, prefix, now_ms())
+
+    def append_data_files(self, files: Sequence[DataFile], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
+        """Commit data files written elsewhere (described with their partition and metrics, e.g. by
+        ``tools.spark.write``) as one append.
+
+        :param files: DataFile values of the table's current spec, under the table location
+        :raises ValidationError: a file outside the table location, of another spec, with a partition tuple or
+            metrics that do not fit the table's spec and schema, or listed twice; nothing is committed
+        """
+        files = self._check_written_files(files, "append")
+        return self._commit_append(files, branch=branch)
+
+    def overwrite_data_files(self, files: Sequence[DataFile], where: str | None = None, *,
+                             branch: str = MAIN_BRANCH) -> Snapshot | None:
+        """Replace the rows matching ``where`` (all rows when None) with data files written elsewhere, as one
+        ``overwrite`` snapshot (rows to keep in partly matched files are rewritten).
+
+        :raises ValidationError: bad files (see :meth:`append_data_files`), or a file whose rows are not all
+            matched by ``where`` by its metrics (it would escape the overwrite)
+        """
+        files = self._check_written_files(files, "overwrite")
+        state = self.state
+        start = self._head(state, branch)
+        if where is None:
+            live = [e.file for e in self.catalog.store.live_entries(state, start)
+                    if e.file.content == DataFileContent.DATA]
+            changes = RowChanges(start_snapshot_id=start, removed=tuple(live), touched=tuple(live))
+        else:
+            bound = bind_filter(state, where)
+            outside = [f.file_path for f in files if not metrics_must_match(bound, f, state.schema)]
+            if outside:
+                raise ValidationError(f"Cannot overwrite where {where!r}: file {outside[0]} has rows the filter may "
+                                      f"not match ({len(outside)} such file(s))")
+            changes = plan_row_delete(self.catalog.store, state, bound, start, mode=COPY_ON_WRITE,
+                                      stage=self.stage_file)
+        return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files,
+                                 whole_table=where is None)
+
+    def replace_partitions(self, files: Sequence[DataFile], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
+        """Replace exactly the partitions the given data files belong to (Iceberg's ReplacePartitions; the
+        whole table when it is unpartitioned), as one ``overwrite`` snapshot.
+
+        :raises ValidationError: bad files (see :meth:`append_data_files`)
+        """
+        files = self._check_written_files(files, "replace partitions")
+        if not files:
+            return None  # no partition is written, so none is replaced (Java's ReplacePartitions agrees)
+        state = self.state
+        spec = state.spec
+        start = self._head(state, branch)
+        partitions = {f.partition for f in files}
+        live = [e.file for e in self.catalog.store.live_entries(state, start)
+                if e.file.content == DataFileContent.DATA]
+        removed = live if spec.is_unpartitioned else [
+            f for f in live if f.spec_id == spec.spec_id and f.partition in partitions]
+        changes = RowChanges(start_snapshot_id=start, removed=tuple(removed), touched=tuple(removed),
+                             partitions=frozenset((spec.spec_id, p) for p in partitions))
+        return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files)
+
+    def _check_written_files(self, files: Sequence[DataFile], action: str) -> list[DataFile]:
+        """Data files written outside icelog, checked against the table: location, current spec, schema."""
+        state = self.state
+        spec, schema = state.spec, state.schema
+        root = state.location.rstrip("/") + "/"
+        ids = set(schema.index_by_id())
+        ptype = spec.partition_type(schema)
+        seen: set[str] = set()
+        out = []
+        for f in files:
+            if not isinstance(f, DataFile) or f.content != DataFileContent.DATA:
+                raise ValidationError(f"Cannot {action}: expected data files (DataFile), got {f!r:.80}")
+            if f.file_path in seen:
+                raise ValidationError(f"Cannot {action}: {f.file_path} is listed twice")
+            seen.add(f.file_path)
+            if not f.file_path.startswith(root):
+                raise ValidationError(f"Cannot {action}: {f.file_path} is not under the table location {root}")
+            if f.spec_id != spec.spec_id:
+                raise ValidationError(f"Cannot {action}: {f.file_path} is written for spec {f.spec_id}, the "
+                                      f"table's spec is {spec.spec_id}")
+            if len(f.partition) != len(ptype.fields):
+                raise ValidationError(f"Cannot {action}: {f.file_path} has {len(f.partition)} partition value(s), "
+                                      f"spec {spec.spec_id} has {len(ptype.fields)} field(s)")
+            try:
+                partition = tuple(value_from_python(pf.field_type, v) for pf, v in zip(ptype.fields, f.partition))
+            except ValidationError as e:
+                raise ValidationError(f"Cannot {action}: {f.file_path} has a bad partition value ({e})") from e
+            unknown = sorted({k for pairs in (f.column_sizes, f.value_counts, f.null_value_counts,
+                                              f.lower_bounds, f.upper_bounds) for k, _ in (pairs or ())} - ids)
+            if unknown:
+                raise ValidationError(f"Cannot {action}: {f.file_path} has metrics for field id(s) "
+                                      f"{unknown[:5]} not in schema {schema.schema_id}")
+            if f.record_count < 0 or f.file_size_in_bytes < 0:
+                raise ValidationError(f"Cannot {action}: {f.file_path} has a negative record count or size")
+            out.append(attrs.evolve(f, partition=partition) if partition != f.partition else f)
+        return out
+
     @staticmethod
     def _head(state: TableState, branch: str) -> int | None:
         ref = state.ref(branch)
@@ -655,12 +767,87 @@ class Table:
             except BaseException:
                 self._staged.pop()
                 raise
+        self.check_foreign_writers()
+
         def commit_build(ctx: CommitContext) -> list:
             base = self.catalog.store.table(self.uuid)
             return [(self.uuid, base.version, list(build(base, ctx)))]
 
         landed = commit_streams(self.catalog.store, commit_build, policy=RetryPolicy.of(self.state))
         return self._after_commit(landed)
+
+    def check_foreign_writers(self, action: str = "commit to") -> None:
+        """Refuse to commit (or publish) over metadata another writer committed behind the log's back.
+
+        A Hadoop-catalog writer (Spark, PyIceberg) reads ``version-hint.text``, writes the next
+        ``v<N+1>.metadata.json`` and moves the hint. So two stats and one small read per commit suffice: the
+        metadata file after the published version, and the version the hint names. A file there that icelog's
+        log does not account for is foreign (an interrupted publish of icelog's own leaves its own rendering).
+
+        :param action: what is refused, for the message ("commit to", "publish")
+        :raises ForeignWriterError: naming the file; nothing is committed, nothing is overwritten
+        """
+        projector, io = self.catalog.projector, self.catalog.io
+        published = projector.published_version(self.uuid)
+        if published == 0:
+            return
+        location = self.catalog.store.table(self.uuid).location
+        candidates = [published + 1]
+        hint_path = layout.version_hint_file(location)
+        try:
+            hinted = int(io.read_bytes(hint_path).strip() or b"0")
+        except (FileError, OSError, ValueError):
+            hinted = published
+        if hinted > published + 1:
+            candidates.append(hinted)
+        for version in candidates:
+            path = layout.metadata_file(location, version)
+            if not io.exists(path):
+                continue
+            if self._is_own_metadata(path, version):
+                continue
+            raise ForeignWriterError(
+                f"Cannot {action} {'.'.join(self.identifier)}: {path} was not published by icelog (another writer "
+                f"committed behind the log's back, e.g. through a Hadoop catalog); register or remove it first",
+                path=path)
+
+    def _is_own_metadata(self, path: str, version: int) -> bool:
+        """Whether the metadata file of ``version`` is icelog's (a publish running now, or one interrupted)."""
+        from projections.metadata_json import render_metadata
+
+        store = self.catalog.store
+        if self.catalog.projector.published_version(self.uuid) >= version:
+            return True  # a concurrent publish finished meanwhile
+        if version > store.log.head(self.uuid):
+            return False
+        try:
+            state = store.table(self.uuid, version)
+        except IcelogError:
+            return False
+        return state.version == version and self.catalog.io.read_bytes(path) == render_metadata(state)
+
+    def wait_published(self, version: int, timeout_s: float = 30.0, *, poll_s: float = 0.05) -> int:
+        """Block until this table's published projection (metadata file, hint, pointer row) has caught up with
+        log version ``version`` (read-your-writes for readers of the metadata, such as Spark after a commit made
+        by a catalog opened with ``project=False``); returns the published version.
+
+        :param version: the log version to wait for (``table.state.version`` after a commit)
+        :param timeout_s: how long to wait
+        :param poll_s: how often to look
+        :raises PublishTimeout: the projection is still behind after ``timeout_s`` (names the table)
+        """
+        deadline = time.monotonic() + timeout_s
+        projector = self.catalog.projector
+        while True:
+            published = projector.published_version(self.uuid)
+            if published >= version:
+                return published
+            if time.monotonic() >= deadline:
+                name = ".".join(self.identifier)
+                raise PublishTimeout(f"Cannot wait for {name}: its projection is at version {published}, not "
+                                     f"{version}, after {timeout_s:g}s (is a publisher running?)",
+                                     table=name, version=version, published=published)
+            time.sleep(poll_s)
 
     def _after_commit(self, landed: Landed | None) -> TableState:
         store = self.catalog.store
@@ -796,6 +983,7 @@ class Table:
         head = store.log.head(self.uuid)
         if published >= head:
             return None
+        self.check_foreign_writers("publish")  # the commits stay in the log; their files wait for the next publish
         states = store.commits_between(self.uuid, published, head)
         try:
             return projector.publish(self.namespace, self.name, states, store.file_changes_of)
@@ -880,6 +1068,8 @@ class CatalogTransaction:
         staged = {uuid: list(t._staged or []) for uuid, t in self._tables.items()}
         since = {uuid: t._staged_on_version for uuid, t in self._tables.items()}
         store = self.catalog.store
+        for t in self._tables.values():
+            t.check_foreign_writers()
 
         def build(ctx: CommitContext) -> list:
             out = []

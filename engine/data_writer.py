@@ -128,13 +128,18 @@ def write_data_files(state: TableState, data: pa.Table, *, stage: Callable[[str]
 
 
 def write_partition_files(state: TableState, rows: pa.Table, *, spec: PartitionSpec, partition: tuple[Any, ...],
-                          stage: Callable[[str], None] | None = None) -> list[DataFile]:
+                          stage: Callable[[str], None] | None = None, data_folder: str | None = None
+                          ) -> list[DataFile]:
     """Write rows that all belong to one partition of ``spec`` (already conformed to the schema), split by the
-    target file size."""
+    target file size.
+
+    :param data_folder: the folder under which partition folders are made (default: the table's data folder; a
+        distributed job passes its own staged job folder under it)
+    """
     schema = state.schema
     props = dict(state.properties)
     target = state.int_property("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
-    folder = layout.data_dir(state.location)
+    folder = data_folder.rstrip("/") if data_folder is not None else layout.data_dir(state.location)
     if not spec.is_unpartitioned:
         folder = f"{folder}/{partition_path(spec, schema, partition)}"
     write_id = uuid.uuid4()

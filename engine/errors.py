@@ -84,6 +84,33 @@ class ValidationConflict(IcelogError):
         self.snapshot_id = snapshot_id
 
 
+class ForeignWriterError(IntegrityError):
+    """A table's metadata folder holds a metadata file icelog did not publish (another writer committed behind
+    the log's back, say a Spark job through a Hadoop catalog). Nothing was committed; the file is left alone.
+
+    :param path: the foreign metadata file (or version hint)
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class PublishTimeout(IcelogError, TimeoutError):
+    """A table's published projection did not catch up with a log version in time.
+
+    :param table: the table's identifier (``db.events``)
+    :param version: the log version waited for
+    :param published: the published version when the wait gave up
+    """
+
+    def __init__(self, message: str, *, table: str, version: int, published: int) -> None:
+        super().__init__(message)
+        self.table = table
+        self.version = version
+        self.published = published
+
+
 class RequirementFailed(CommitConflict):
     """A requirement of a commit (Iceberg REST's ``assert-*``) does not hold on the table's current state: the
     client built its change on a stale base. Retryable after reloading the table.

@@ -448,16 +448,8 @@ class DeleteLoader:
         return by_path.get(normalize_path(data_path))
 
     def _read_positions(self, delete_file: DataFile) -> dict[str, pa.Array]:
-        path = delete_file.file_path
-        raw = _RawFile(path, mapping=_POSITION_MAPPING, needed_ids={DELETE_FILE_PATH_ID, DELETE_POS_ID},
-                       file_format=delete_file.file_format)
-        paths, positions = raw.column_by_id(DELETE_FILE_PATH_ID), raw.column_by_id(DELETE_POS_ID)
-        if paths is None or positions is None:
-            if raw.num_rows == 0:
-                return {}
-            raise CorruptFileError(f"Cannot read position delete file: {path} has no file_path and pos columns",
-                                   path=path)
-        table = pa.table({"file_path": _normalize_paths(paths.cast(pa.string())), "pos": positions.cast(pa.int64())})
+        rows = read_position_delete_rows(delete_file)
+        table = pa.table({"file_path": _normalize_paths(rows.column(DELETE_FILE_PATH)), "pos": rows.column(DELETE_POS)})
         grouped = table.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
         lists = grouped.column("pos_list").combine_chunks()
         return {p: lists[i].values for i, p in enumerate(grouped.column("file_path").to_pylist())}

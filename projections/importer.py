@@ -171,7 +171,8 @@ def relocate_file(f: DataFile, relocate: Callable[[str], str]) -> DataFile:
 # ---------------------------------------------------------------- metadata files
 
 
-def _read(io: FileIO, path: str, what: str) -> bytes:
+def read_file_bytes(io: FileIO, path: str, what: str) -> bytes:
+    """The bytes of ``path``; a missing or unreadable file is a CorruptFileError naming ``what`` it should be."""
     try:
         return io.read_bytes(path)
     except FileNotFound as e:
@@ -222,7 +223,7 @@ def read_metadata_json(io: FileIO, path: str) -> dict[str, Any]:
 
     :raises CorruptFileError: when it is missing, truncated or not a JSON object
     """
-    data = _read(io, path, "table metadata")
+    data = read_file_bytes(io, path, "table metadata")
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
@@ -573,12 +574,12 @@ class _ManifestReader:
         return found
 
     def manifest_list(self, path: str) -> list[ManifestFile]:
-        return read_manifest_list(_read(self.io, path, "manifest list"), path)
+        return read_manifest_list(read_file_bytes(self.io, path, "manifest list"), path)
 
     def entries(self, path: str) -> list[ManifestEntry]:
         found = self._manifests.get(path)
         if found is None:
-            _, found = read_manifest(_read(self.io, path, "manifest"), path)
+            _, found = read_manifest(read_file_bytes(self.io, path, "manifest"), path)
             self._manifests[path] = found
         return found
 

@@ -15,6 +15,9 @@ Tables (created with sqlite-utils, all STRICT):
 - ``checkpoints``: derived blobs keyed by ``(stream, version)``; not hashed, not protected, deletable.
 
 Triggers make UPDATE and DELETE on ``events``, ``event_parts`` and ``commits`` fail.
+Writers of one process queue for the write lock on a per-file Python lock before ``BEGIN IMMEDIATE``, so
+threads wake as soon as the lock is free instead of sleeping in SQLite's busy handler (which backs off up to
+100 ms between tries); writers in other processes still meet at SQLite's lock.
 The hot path (:meth:`Log.commit`) runs fixed SQL text (prepared once, cached by ``sqlite3``) and does index seeks
 only: its cost grows with the events and parts it writes, never with the size of the log.
 """
@@ -25,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -187,6 +191,17 @@ class CommitResult:
     duplicate: bool = False
 
 
+_WRITE_LOCKS: dict[str, threading.RLock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def _write_lock(path: Path) -> threading.RLock:
+    """The process-wide lock that this process's writers of the log file at ``path`` take before SQLite's."""
+    key = str(path.resolve())
+    with _WRITE_LOCKS_GUARD:
+        return _WRITE_LOCKS.setdefault(key, threading.RLock())
+
+
 def event_hash(previous_hash: str, position: int, stream: str, version: int, commit_id: str, type: str,
                type_version: int, time_ms: int, actor: str | None, payload: str, parts: Sequence[str]) -> str:
     """The chained hash of one event: sha256 hex over a canonical concatenation of its fields.
@@ -239,6 +254,8 @@ class Log:
         self.path = Path(path)
         self._closed = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write_lock = _write_lock(self.path)
+        self._busy_timeout_s = busy_timeout_ms / 1000
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
         try:
             conn.execute(f"PRAGMA synchronous = {mode}")
@@ -356,24 +373,29 @@ class Log:
                 raise
             conn.execute(f"RELEASE {_SAVEPOINT}")
             return
+        if not self._write_lock.acquire(timeout=self._busy_timeout_s):
+            raise LogBusy(f"Cannot begin a write transaction: {self.path} is locked by another thread")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as e:
-            if e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                raise LogBusy(f"Cannot begin a write transaction: {self.path} is locked ({e})") from e
-            raise LogError(f"Cannot begin a write transaction: {self.path} ({e})") from e
-        try:
-            yield conn
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as e:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise LogError(f"Cannot commit the transaction: {self.path} ({e})") from e
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                if e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    raise LogBusy(f"Cannot begin a write transaction: {self.path} is locked ({e})") from e
+                raise LogError(f"Cannot begin a write transaction: {self.path} ({e})") from e
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as e:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise LogError(f"Cannot commit the transaction: {self.path} ({e})") from e
+        finally:
+            self._write_lock.release()
 
     def commit(self, commit_id: str, writes: Sequence[StreamWrite], *, time_ms: int, actor: str | None = None,
                message: str | None = None, after: Callable[[sqlite3.Connection], None] | None = None
@@ -575,6 +597,12 @@ class Log:
         with self.transaction() as conn:
             conn.execute("INSERT OR IGNORE INTO staged_files (stream, path, time_ms) VALUES (?, ?, ?)",
                          (stream, path, time_ms))
+
+    def record_staged_many(self, stream: str, paths: Iterable[str], time_ms: int) -> None:
+        """:meth:`record_staged` for several files in one write transaction (one disk flush)."""
+        with self.transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO staged_files (stream, path, time_ms) VALUES (?, ?, ?)",
+                             [(stream, path, time_ms) for path in paths])
 
     def staged_files(self, stream: str, before_ms: int | None = None) -> list[tuple[str, int]]:
         """Files staged for ``stream`` (optionally only those staged before ``before_ms``), oldest first.

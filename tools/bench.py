@@ -257,6 +257,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scan-sizes", default="20000,100000", help="data files of the plan_files tables")
     parser.add_argument("--rest-clients", type=int, default=8, help="concurrent clients of the REST benchmark")
     parser.add_argument("--rest-commits", type=int, default=25, help="appends per REST client")
+    parser.add_argument("--spark-write-rows", type=int, default=0,
+                        help="rows of the tools.spark.write vs Spark's Iceberg writer figure (needs Java; the "
+                             "issue's figure is 10000000; 0 skips it)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     warnings.filterwarnings("ignore")
@@ -293,6 +296,10 @@ def main(argv: list[str] | None = None) -> None:
 
             result["rest_commits"] = bench_rest_commits(os.path.join(root, "rest"), args.rest_clients,
                                                         args.rest_commits)
+        if args.spark_write_rows > 0:
+            from tools.bench_spark_write import bench_spark_write
+
+            result["spark_write"] = bench_spark_write(os.path.join(root, "spark-write"), args.spark_write_rows)
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
     finally:

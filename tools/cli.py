@@ -384,7 +384,7 @@ def cmd_remove_orphan_files(args: argparse.Namespace) -> None:
 def cmd_demo(args: argparse.Namespace) -> None:
     from tools.demo import run_demo
 
-    run_demo(args.warehouse_dir or "warehouse")
+    run_demo(args.warehouse_dir or "warehouse", rows=args.rows)
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -548,8 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8181)
     p.add_argument("--token", help="the bearer token clients must send (default $ICELOG_TOKEN)")
-    p = add("demo", cmd_demo, "Run the demo pipeline: create, append, and read back through Spark.")
+    p = add("demo", cmd_demo, "Run the main job: a PySpark pipeline committing through icelog's REST catalog.")
     p.add_argument("--warehouse-dir", help="where the demo warehouse goes (default ./warehouse)")
+    p.add_argument("--rows", type=int, default=200_000, help="events ingested for the day (default 200000)")
     p = add("bench", cmd_bench, "Run the benchmarks and print JSON.")
     p.add_argument("bench_args", nargs=argparse.REMAINDER)
     return parser

@@ -1,48 +1,40 @@
-"""The demo pipeline behind the README's first command: commit through icelog, read back through Spark.
+"""The main job behind the README's first command: a PySpark pipeline whose every commit lands in icelog's log.
 
-Layer: tools. Creates ``./warehouse`` (a demo warehouse is recreated on each run), a
-partitioned table, appends a few batches, tags them, deletes rows (merge-on-read), upserts,
-evolves the schema and compacts; then starts Spark with the Apache Iceberg runtime and reads
-every snapshot by path, the tag, and the table through a Hadoop catalog, printing row counts.
+Layer: tools. On a fresh local warehouse (``./warehouse`` by default, recreated on each run) it:
+
+1. creates ``db.events`` through the Python API (partitioned by day and by a user bucket, merge-on-read);
+2. starts Spark with the Iceberg runtime and the ``icelog`` REST catalog (``tools.spark.session``), and
+   ingests one day of synthetic events in four six-hour batches through ``tools.spark.write``;
+3. runs Spark SQL DML through the REST catalog: a ``MERGE INTO`` of late corrections and new events, a
+   ``DELETE FROM`` of bot traffic, then ``ALTER TABLE ... ADD COLUMN``;
+4. compacts (``CALL icelog.system.rewrite_data_files``) and expires old snapshots (``CALL ... expire_snapshots``);
+5. prints the log, reads the table as of an earlier log version (schema and rows as they were), and reads every
+   snapshot through Spark, checking each count against icelog's own scan. Any mismatch ends the job with an error.
 """
 
 from __future__ import annotations
 
-import datetime
-import decimal
 import os
-import random
 import shutil
+from typing import Any
 
 import pyarrow as pa
 
 MARKER = ".icelog-demo"
+BATCHES = 4
+
+EVENTS_SCHEMA = pa.schema([
+    pa.field("event_id", pa.int64(), nullable=False),
+    pa.field("user_id", pa.int64(), nullable=False),
+    pa.field("ts", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("event_type", pa.string()),
+    pa.field("amount", pa.decimal128(10, 2)),
+    pa.field("country", pa.string()),
+])
 
 
-def demo_batch(batch: int, rows: int) -> pa.Table:
-    rng = random.Random(batch)
-    start = datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc)
-    return pa.table({
-        "id": pa.array([batch * rows + i for i in range(rows)], pa.int64()),
-        "ts": pa.array([start + datetime.timedelta(hours=rng.randrange(72), seconds=rng.randrange(3600))
-                        for _ in range(rows)], pa.timestamp("us", tz="UTC")),
-        "category": pa.array([rng.choice(["books", "games", "music"]) for _ in range(rows)]),
-        "amount": pa.array([decimal.Decimal(rng.randrange(100, 100000)) / 100 for _ in range(rows)],
-                           pa.decimal128(10, 2)),
-        "name": pa.array([f"customer-{rng.randrange(1000):04d}" for _ in range(rows)]),
-    })
-
-
-def live_rows(snap: object) -> int:
-    """Rows a snapshot reads as, from its summary: records minus position deletes (equality deletes apply to
-    older data only, so their count does not subtract exactly; the demo checks the result against Spark)."""
-    value = snap.summary_value  # type: ignore[attr-defined]
-    return int(value("total-records", "0")) - int(value("total-position-deletes", "0"))
-
-
-def run_demo(warehouse: str) -> None:
-    from engine import Catalog
-
+def fresh_warehouse(warehouse: str) -> str:
+    """An empty demo warehouse: a folder this job made earlier is cleared, any other non-empty folder refused."""
     warehouse = os.path.abspath(warehouse)
     if os.path.exists(os.path.join(warehouse, MARKER)):
         shutil.rmtree(warehouse)
@@ -50,55 +42,132 @@ def run_demo(warehouse: str) -> None:
         raise SystemExit(f"icelog demo: {warehouse} exists and is not a demo warehouse; pass --warehouse-dir")
     os.makedirs(warehouse, exist_ok=True)
     open(os.path.join(warehouse, MARKER), "w").close()
+    return warehouse
 
+
+def events_frame(spark: Any, first_id: int, rows: int, day_start_s: int, span_s: int) -> Any:
+    """``rows`` synthetic events with ids from ``first_id``, spread evenly over ``span_s`` seconds from
+    ``day_start_s`` (epoch seconds). Deterministic: the same arguments give the same rows."""
+    from pyspark.sql import functions as F
+
+    kinds = F.array(*[F.lit(k) for k in ("view", "view", "view", "click", "cart", "purchase", "bot")])
+    countries = F.array(*[F.lit(c) for c in ("DE", "FR", "US", "JP", "BR")])
+    n = F.col("id")
+    return spark.range(first_id, first_id + rows).select(
+        n.alias("event_id"),
+        (F.abs(F.xxhash64(n)) % 5000).alias("user_id"),
+        F.timestamp_seconds(F.lit(day_start_s) + ((n - first_id) * span_s / rows).cast("long")).alias("ts"),
+        F.element_at(kinds, (F.abs(F.xxhash64(n, F.lit(1))) % 7 + 1).cast("int")).alias("event_type"),
+        ((F.abs(F.xxhash64(n, F.lit(2))) % 100000) / 100).cast("decimal(10,2)").alias("amount"),
+        F.element_at(countries, (F.abs(F.xxhash64(n, F.lit(3))) % 5 + 1).cast("int")).alias("country"),
+    )
+
+
+def run_demo(warehouse: str, rows: int = 200_000, spark: Any = None) -> dict[str, Any]:
+    """Run the pipeline; returns what it checked (row counts per snapshot, the log's length, ...).
+
+    :param rows: events ingested for the day
+    :param spark: an existing SparkSession to use (tests share one); default: ``tools.spark.session``
+    """
+    from engine import Catalog
+    from tools import spark as icelog_spark
+
+    warehouse = fresh_warehouse(warehouse)
+    day_start_s = 1_763_596_800  # 2025-11-20T00:00:00Z
     with Catalog.open(warehouse) as cat:
         cat.create_namespace("db")
-        table = cat.create_table("db.events", schema=demo_batch(0, 1).schema,
-                                 partition_by=["day(ts)", "bucket(4, id)", "category"])
+        table = cat.create_table("db.events", schema=EVENTS_SCHEMA, partition_by=["day(ts)", "bucket(8, user_id)"],
+                                 properties={"write.delete.mode": "merge-on-read",
+                                             "write.update.mode": "merge-on-read",
+                                             "write.merge.mode": "merge-on-read"})
         print(f"created db.events at {table.location}")
-        for batch in range(1, 4):
-            snap = table.append(demo_batch(batch, 500))
-            print(f"append {batch}: snapshot {snap.snapshot_id}, {snap.summary_value('added-data-files')} files, "
-                  f"total {snap.summary_value('total-records')} rows")
-        table.manage_snapshots().create_tag(snap.snapshot_id, "loaded").commit()
-        table.set_properties({"write.delete.mode": "merge-on-read"})
-        snap = table.delete("category = 'music' and amount < 100")
-        print(f"delete (merge-on-read): {snap.summary_value('added-position-deletes')} position deletes, "
-              f"{live_rows(snap)} rows")
-        changes = demo_batch(1, 500).slice(0, 20)  # ids 500..519 exist: their rows are replaced
-        changes = changes.set_column(2, "category", pa.array(["games"] * 20))
-        snap = table.upsert(changes, key_columns=["id"])
-        print(f"upsert of 20 existing ids ({snap.operation}): {live_rows(snap)} rows")
-        with table.update_schema() as update:
-            update.add_column("channel", "string")
-        snap = table.rewrite_data_files()
-        print(f"compaction: {snap.summary_value('deleted-data-files')} files -> "
-              f"{snap.summary_value('added-data-files')}, delete files left: "
-              f"{snap.summary_value('total-delete-files')}")
-        print(f"metadata: {table.metadata_location}")
-        snapshots = table.snapshots()
-        location = table.location
-        print("log:")
-        for e in cat.log.read_stream(table.uuid):
-            print(f"  position {e.position} version {e.version} {e.type} commit {e.commit_id}")
-        problems = cat.verify("db.events")
-        print("verify:", "ok" if not problems else problems)
 
-    from tools.spark import local_session
+        if spark is None:
+            spark = icelog_spark.session(warehouse)
+            try:
+                return _pipeline(spark, "icelog", cat, table, rows, day_start_s)
+            finally:
+                spark.stop()  # and the REST server it started
+        name, server = icelog_spark.rest_catalog(spark, warehouse)
+        try:
+            return _pipeline(spark, name, cat, table, rows, day_start_s)
+        finally:
+            server.stop()
 
-    spark = local_session(warehouse)
-    try:
-        print(f"Spark reads {location} by path:")
-        for snap in snapshots:
-            n = spark.read.format("iceberg").option("snapshot-id", snap.snapshot_id).load(location).count()
-            print(f"  snapshot {snap.snapshot_id} ({snap.operation}): {n} rows (icelog says {live_rows(snap)})")
-        tagged = spark.read.format("iceberg").option("tag", "loaded").load(location).count()
-        print(f"Spark reads tag 'loaded': {tagged} rows")
-        current = spark.read.format("iceberg").load(location)
-        print("Spark, current snapshot, rows per category:")
-        for row in current.groupBy("category").count().orderBy("category").collect():
-            print(f"  {row['category']}: {row['count']}")
-        n = spark.sql("SELECT count(*) AS n FROM hadoop.db.events").collect()[0]["n"]
-        print(f"Spark through a Hadoop catalog on the warehouse: hadoop.db.events has {n} rows")
-    finally:
-        spark.stop()
+
+def _pipeline(spark: Any, name: str, cat: Any, table: Any, rows: int, day_start_s: int) -> dict[str, Any]:
+    """The steps after the table exists; ``name`` is the Spark catalog served by icelog's REST server."""
+    from tools import spark as icelog_spark
+
+    # -- ingest: one day in four six-hour batches, partition values computed by Spark with Iceberg's transforms
+    per_batch = rows // BATCHES
+    for b in range(BATCHES):
+        df = events_frame(spark, b * per_batch, per_batch, day_start_s + b * 6 * 3600, 6 * 3600)
+        snap = icelog_spark.write(df, table, mode="append")
+        print(f"ingest batch {b + 1}: snapshot {snap.snapshot_id}, {snap.summary_value('added-data-files')} files, "
+              f"{snap.summary_value('total-records')} rows in the table")
+    after_ingest = table.state.version
+
+    # -- Spark SQL through the REST catalog: every statement commits through the log
+    corrections = events_frame(spark, 0, 1000, day_start_s, 6 * 3600).withColumn("amount", spark_amount_fix())
+    late = events_frame(spark, rows, 500, day_start_s + 23 * 3600, 3600)
+    corrections.unionByName(late).createOrReplaceTempView("corrections")
+    spark.sql(f"""
+        MERGE INTO {name}.db.events t USING corrections c ON t.event_id = c.event_id
+        WHEN MATCHED THEN UPDATE SET t.amount = c.amount
+        WHEN NOT MATCHED THEN INSERT *""")
+    print("MERGE INTO: 1,000 corrected amounts, 500 late events")
+    spark.sql(f"DELETE FROM {name}.db.events WHERE event_type = 'bot'")
+    print("DELETE FROM: bot events (merge-on-read: position delete files)")
+    spark.sql(f"ALTER TABLE {name}.db.events ADD COLUMN channel string")
+    before_compaction = table.state.version
+
+    spark.sql(f"CALL {name}.system.rewrite_data_files(table => 'db.events', "
+              "options => map('delete-file-threshold', '1', 'min-input-files', '1'))").collect()
+    print(f"compaction: {table.current_snapshot().summary_value('deleted-data-files')} files -> "
+          f"{table.current_snapshot().summary_value('added-data-files')}")
+    keep = 3
+    spark.sql(f"CALL {name}.system.expire_snapshots(table => 'db.events', older_than => TIMESTAMP '2999-01-01', "
+              f"retain_last => {keep})").collect()
+    print(f"expire_snapshots: {len(table.snapshots())} snapshots left in the metadata")
+
+    # -- the log, and the table as of an earlier log version
+    entries = table.log()
+    print(f"log of db.events: {len(entries)} events")
+    for e in entries:
+        what = e.payload.get("operation") or e.payload.get("name") or ""
+        print(f"  v{e.version:<3} {e.type:<20} {what:<10} by {e.actor or 'python'}")
+    past = table.as_of(version=after_ingest)
+    past_rows = past.scan().to_arrow()
+    bots_then = past.scan(where="event_type = 'bot'").count()
+    print(f"as of log version {after_ingest} (after ingest): {past_rows.num_rows} rows read, {bots_then} bot events, "
+          f"columns {past_rows.column_names}, {len(past.snapshots())} snapshots")
+    before = table.as_of(version=before_compaction)
+    bots_now = table.scan(where="event_type = 'bot'").count()
+    print(f"as of log version {before_compaction} (before compaction): {before.scan().count()} rows in "
+          f"{len(before.scan().plan_files())} data files; now: {table.scan().count()} rows, "
+          f"{bots_now} bot events, columns "
+          f"{[f.name for f in table.schema().fields]}")
+
+    # -- Spark reads every snapshot, and agrees with icelog's scan
+    counts = {}
+    for snap in table.snapshots():
+        spark_rows = spark.sql(f"SELECT count(*) AS n FROM {name}.db.events VERSION AS OF {snap.snapshot_id}"
+                               ).collect()[0]["n"]
+        icelog_rows = table.scan(snapshot_id=snap.snapshot_id).count()
+        print(f"  snapshot {snap.snapshot_id} ({snap.operation}): Spark {spark_rows} rows, icelog {icelog_rows}")
+        if spark_rows != icelog_rows:
+            raise SystemExit(f"icelog demo: Spark and icelog disagree on snapshot {snap.snapshot_id}")
+        counts[snap.snapshot_id] = spark_rows
+    problems = cat.verify("db.events")
+    print("verify:", "ok" if not problems else problems)
+    if problems:
+        raise SystemExit("icelog demo: verify found problems")
+    return {"snapshot_rows": counts, "log_events": len(entries), "rows_after_ingest": past_rows.num_rows,
+            "bots_after_ingest": bots_then}
+
+
+def spark_amount_fix() -> Any:
+    from pyspark.sql import functions as F
+
+    return (F.col("amount") + F.lit(1)).cast("decimal(10,2)")

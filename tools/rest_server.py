@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import secrets
-import socket
 import threading
 import time
 import uuid
@@ -50,6 +49,7 @@ from engine.errors import (
     CommitConflict,
     CommitStateUnknown,
     CorruptFileError,
+    ForeignWriterError,
     IcelogError,
     NamespaceNotEmpty,
     NamespaceNotFound,
@@ -118,7 +118,7 @@ def _error_for(e: Exception) -> JSONResponse:
         return error_response(409, "AlreadyExistsException", str(e))
     if isinstance(e, NamespaceNotEmpty):
         return error_response(409, "NamespaceNotEmptyException", str(e))
-    if isinstance(e, (CommitConflict, ValidationConflict)):
+    if isinstance(e, (CommitConflict, ValidationConflict, ForeignWriterError)):
         return error_response(409, "CommitFailedException", str(e))
     if isinstance(e, (ValidationError, CorruptFileError)):
         return error_response(400, "BadRequestException", str(e))
@@ -325,10 +325,12 @@ def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, An
 
 def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]:
     """Land the prepared table commits as one log commit; returns each table's stream version after it."""
+    for p in prepared:  # never over metadata another writer committed behind the log's back
+        if not p.creates:
+            Table(cat, p.namespace, p.name, p.table_uuid).check_foreign_writers()
     now = now_ms()  # the client's manifests are staged files of the table: verify knows them, and orphan
     for p in prepared:  # removal deletes them (icelog publishes its own manifests for the commit)
-        for path in file_paths(p.commit, p.client):
-            cat.log.record_staged(p.table_uuid, path, now)
+        cat.log.record_staged_many(p.table_uuid, file_paths(p.commit, p.client), now)
 
     def build(ctx: CommitContext) -> list:
         catalog_state = cat.store.catalog()
@@ -617,12 +619,6 @@ class RunningServer:
     token: str
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def running_server(warehouse: str | os.PathLike, token: str | None = None, *, host: str = "127.0.0.1",
                    port: int | None = None) -> Iterator[RunningServer]:
@@ -634,6 +630,8 @@ def running_server(warehouse: str | os.PathLike, token: str | None = None, *, ho
     import uvicorn
 
     token = token or secrets.token_urlsafe(24)
+    from tools.spark import free_port
+
     port = port or free_port(host)
     server = uvicorn.Server(uvicorn.Config(app(warehouse, token), host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name=f"icelog-rest-{port}", daemon=True)

@@ -1,7 +1,9 @@
-"""Local Spark sessions with the Iceberg Spark runtime, for tests, demos and benchmarks.
+"""Spark on icelog: local sessions with the Iceberg Spark runtime (Hadoop catalogs, or icelog's REST catalog
+server), and DataFrame writes into icelog tables from Spark's executors.
 
-Layer: tools (imports pyspark and the standard library; nothing imports tools). May touch the JVM, the
-filesystem (a log4j2 file and Spark's scratch folders) and process environment lookups.
+Layer: tools (imports pyspark, the standard library and icelog's engine; nothing imports tools). May touch the
+JVM, the filesystem (a log4j2 file, Spark's scratch folders, data files of the tables written), process
+environment lookups, a subprocess (the REST server a session starts) and HTTP on the server's port.
 
 Usage::
 
@@ -12,26 +14,48 @@ Usage::
     name = hadoop_catalog(spark, "/tmp/other-wh")    # registers a fresh catalog name at runtime
     spark.sql(f"SELECT * FROM {name}.db.t")
 
+    spark = session("/tmp/wh")                       # catalog `icelog` (type=rest) served by icelog's REST
+    spark.table("icelog.db.events")                  # server, started for the session when none answers
+    write(df, cat.load_table("db.events"))           # a DataFrame into an icelog table: one snapshot
+
+The Python workers of Spark run :func:`write_task` and so import ``tools.spark`` and ``engine``: sessions made
+here put the folder holding them on the workers' PYTHONPATH, and :func:`write` ships them as a zip
+(``addPyFile``) to the workers of any other session.
+
 Needs Java 17 (`tools/run` installs it) and the `spark` extra (pyspark 3.5.6 and
 snowpark-connect-deps-iceberg 1.0.2, whose wheel carries the Iceberg 1.10.2 runtime jar).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import hashlib
 import os
+import pickle
+import re
+import secrets
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib import util as importlib_util
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from engine.catalog import Table
+    from engine.state import Snapshot
 
 JAR_ENV = "ICEBERG_SPARK_JAR"
 JAR_PACKAGE = "snowpark_connect_deps_iceberg"
@@ -41,6 +65,9 @@ JAR_SHA256 = "c562d482dcd16b666e808b755469fbc4b2604284b41622c9d87e2c02b7cc6c5f"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 ICEBERG_SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 DEFAULT_CATALOG = "hadoop"
+REST_CATALOG = "icelog"
+# the folder holding the `tools` and `engine` packages: Spark's Python workers must import them
+SOURCE_ROOT = str(Path(__file__).resolve().parent.parent)
 # Short local runs on few cores: the C1 compiler only and a single-threaded GC start and warm up about
 # twice as fast as the default tiered C2 + G1 (measured on 2 busy cores).
 QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -184,6 +211,7 @@ def local_session(
         .config("spark.sql.warehouse.dir", (scratch / "spark-warehouse").as_uri())
         .config("spark.pyspark.python", sys.executable)
         .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.executorEnv.PYTHONPATH", _python_path())
     )
     if warehouse is not None:
         for key, value in _hadoop_catalog_conf(DEFAULT_CATALOG, warehouse).items():
@@ -191,15 +219,19 @@ def local_session(
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
 
-    previous_home = os.environ.get("JAVA_HOME")
+    previous = {key: os.environ.get(key) for key in ("JAVA_HOME", "PYTHONPATH", "PYSPARK_PYTHON")}
     os.environ["JAVA_HOME"] = home
+    os.environ["PYTHONPATH"] = _python_path()  # local mode: the workers inherit the JVM's environment
+    # PySpark takes the workers' interpreter from this variable when the context starts (not from the conf)
+    os.environ["PYSPARK_PYTHON"] = previous["PYSPARK_PYTHON"] or sys.executable
     try:
         session = builder.getOrCreate()
     finally:
-        if previous_home is None:
-            os.environ.pop("JAVA_HOME", None)
-        else:
-            os.environ["JAVA_HOME"] = previous_home
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     session.sparkContext.setLogLevel(log_level.upper())
     return session
 
@@ -236,3 +268,493 @@ def hadoop_catalog(spark: SparkSession, warehouse: str | os.PathLike[str], *, na
     for key, value in _hadoop_catalog_conf(name, warehouse).items():
         spark.conf.set(key, value)
     return name
+
+
+def _python_path() -> str:
+    """PYTHONPATH for Spark's Python workers: icelog's source folder first, then whatever was set."""
+    current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != SOURCE_ROOT]
+    return os.pathsep.join([SOURCE_ROOT] + current)
+
+
+# ---------------------------------------------------------------- the REST catalog server of a session
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def rest_config_status(url: str, token: str, timeout_s: float = 2.0) -> int | None:
+    """The HTTP status of ``GET <url>/v1/config`` with the bearer token, or None when nothing answers."""
+    request = urllib.request.Request(f"{url.rstrip('/')}/v1/config", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+class RestServer:
+    """icelog's Iceberg REST catalog server for a Spark session: one already answering, or a subprocess
+    (``python -m tools.cli --warehouse W serve --host H --port P --token T``) started and stopped here.
+
+    ::
+
+        server = RestServer.ensure("/tmp/wh")            # a free port and a random token
+        server.url, server.token                         # http://127.0.0.1:<port>, the bearer token
+        server.stop()                                    # stops the subprocess (if it was started here)
+
+    :param warehouse: the warehouse folder served
+    :param host: the interface it listens on
+    :param port: its port
+    :param token: the bearer token clients send
+    :param process: the subprocess, when this handle started it
+    """
+
+    def __init__(self, warehouse: str, host: str, port: int, token: str,
+                 process: subprocess.Popen[bytes] | None = None, log_path: str | None = None) -> None:
+        self.warehouse = warehouse
+        self.host = host
+        self.port = port
+        self.token = token
+        self.process = process
+        self.log_path = log_path
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def started_here(self) -> bool:
+        return self.process is not None
+
+    @classmethod
+    def ensure(cls, warehouse: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int | None = None,
+               token: str | None = None, timeout_s: float = 60.0,
+               command: list[str] | None = None) -> RestServer:
+        """Use the server answering ``GET /v1/config`` with 200 on ``host:port``, or start one there.
+
+        :param port: the port; a free one when None (then a server is always started)
+        :param token: the bearer token; a random one when None
+        :param timeout_s: how long to wait for a started server to answer
+        :param command: the command line to start (default: icelog's ``serve``; tests pass others)
+        :raises SparkSetupError: something else answers on the port (another status than 200), or the started
+            server exits or does not answer within ``timeout_s`` (its output is quoted)
+        """
+        folder = str(Path(warehouse).resolve())
+        token = token if token is not None else secrets.token_urlsafe(24)
+        if port is not None:
+            status = rest_config_status(f"http://{host}:{port}", token)
+            if status == 200:
+                return cls(folder, host, port, token)
+            if status is not None:
+                raise SparkSetupError(f"Cannot use the REST catalog at http://{host}:{port}: GET /v1/config "
+                                      f"answered {status} (another server, or another token)")
+        else:
+            port = free_port(host)
+        argv = command if command is not None else [
+            sys.executable, "-m", "tools.cli", "--warehouse", folder, "serve", "--host", host, "--port", str(port),
+            "--token", token]
+        log = tempfile.NamedTemporaryFile(prefix="icelog-serve-", suffix=".log", delete=False)
+        env = dict(os.environ, PYTHONPATH=_python_path())
+        process = subprocess.Popen(argv, cwd=SOURCE_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT)
+        log.close()
+        server = cls(folder, host, port, token, process, log.name)
+        atexit.register(server.stop)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = rest_config_status(server.url, token, timeout_s=1.0)
+            if status == 200:
+                return server
+            exited = process.poll()
+            if exited is not None or time.monotonic() >= deadline:
+                server.stop()
+                why = f"exited with code {exited}" if exited is not None else \
+                    f"did not answer GET /v1/config with 200 within {timeout_s:g}s (last status: {status})"
+                raise SparkSetupError(f"Cannot start icelog's REST catalog server on {server.url}: it {why}; "
+                                      f"command: {' '.join(argv[:3])} ...; output:\n{server.output()[-2000:]}")
+            time.sleep(0.1)
+
+    def output(self) -> str:
+        """What the started server printed so far ("" when it was not started here)."""
+        if self.log_path is None or not os.path.exists(self.log_path):
+            return ""
+        with open(self.log_path, encoding="utf-8", errors="replace") as stream:
+            return stream.read()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the subprocess started here (nothing for a server that was already running)."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self.log_path is not None and process is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.log_path)
+            self.log_path = None
+
+    def catalog_conf(self, name: str = REST_CATALOG) -> dict[str, str]:
+        """The spark.sql.catalog.<name>.* settings of an Iceberg REST catalog on this server."""
+        prefix = f"spark.sql.catalog.{name}"
+        return {
+            prefix: ICEBERG_SPARK_CATALOG,
+            f"{prefix}.type": "rest",
+            f"{prefix}.uri": self.url,
+            f"{prefix}.token": self.token,
+            f"{prefix}.rest.auth.type": "oauth2",  # a bearer token; said outright, so Iceberg need not infer it
+            f"{prefix}.oauth2-server-uri": f"{self.url}/v1/oauth/tokens",
+            # icelog commits behind Spark's back too (Python writers): never serve a cached table
+            f"{prefix}.cache-enabled": "false",
+        }
+
+
+_SESSION_OPTIONS = ("app_name", "scratch_dir", "log_level", "driver_memory", "shuffle_partitions", "java_options")
+
+
+def session(warehouse: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int | None = None,
+            token: str | None = None, server_timeout_s: float = 60.0, **conf: Any) -> SparkSession:
+    """A local Spark session whose catalog ``icelog`` (``type=rest``) is icelog's REST server on ``warehouse``,
+    with the Iceberg runtime jar (found as :func:`iceberg_runtime_jar` does) and SQL extensions.
+
+    ::
+
+        spark = session("warehouse")
+        spark.table("icelog.db.events").show()
+        spark.sql("SELECT * FROM icelog.db.events VERSION AS OF 'audit'")
+        spark.stop()                                   # also stops the server if it was started here
+
+    A server already answering ``GET /v1/config`` with 200 on ``host:port`` (with ``token``) is used; otherwise
+    one is started as a subprocess (a free port and a random token unless given) and stopped when the session
+    stops (or the process exits). The handle is ``rest_server(spark)``.
+
+    :param warehouse: the warehouse folder icelog serves
+    :param host: the server's interface
+    :param port: the server's port (a free one when None)
+    :param token: the bearer token (a random one when None)
+    :param server_timeout_s: how long to wait for a started server
+    :param conf: Spark settings (``**{"spark.sql.shuffle.partitions": "4"}``), or :func:`local_session`'s
+        options by name (``app_name``, ``driver_memory``, ``shuffle_partitions``, ``log_level``, ``scratch_dir``,
+        ``java_options``)
+    :raises SparkSetupError: Java, the jar or the server cannot be set up (a server that never answers is named
+        with its output)
+    """
+    options = {k: conf.pop(k) for k in _SESSION_OPTIONS if k in conf}
+    server = RestServer.ensure(warehouse, host=host, port=port, token=token, timeout_s=server_timeout_s)
+    try:
+        extra = {**server.catalog_conf(), **{k: str(v) for k, v in conf.items()}}
+        spark = local_session(None, extra_conf=extra, **options)
+    except BaseException:
+        server.stop()
+        raise
+    _SERVERS[id(spark)] = server
+    stop = spark.stop
+
+    def stop_with_server() -> None:
+        try:
+            stop()
+        finally:
+            _SERVERS.pop(id(spark), None)
+            server.stop()
+
+    spark.stop = stop_with_server  # type: ignore[method-assign]
+    return spark
+
+
+_SERVERS: dict[int, RestServer] = {}
+
+
+def rest_catalog(spark: SparkSession, warehouse: str | os.PathLike[str], *, name: str | None = None,
+                 host: str = "127.0.0.1", port: int | None = None, token: str | None = None,
+                 server_timeout_s: float = 60.0) -> tuple[str, RestServer]:
+    """Register an Iceberg REST catalog on icelog's server for ``warehouse`` in a running session (the server
+    found or started as :func:`session` does); returns the catalog name and the server handle (stop it when
+    done).
+
+    :param name: the catalog name; a fresh ``icelog_rest_<12 hex digits>`` when None (Spark keeps a catalog for
+        the session once used, so a name is good for one server)
+    :raises SparkSetupError: the name is taken, or the server cannot be set up
+    """
+    if name is None:
+        name = f"icelog_rest_{uuid.uuid4().hex[:12]}"
+    if spark.conf.get(f"spark.sql.catalog.{name}", None) is not None:
+        raise SparkSetupError(f"Cannot register Spark catalog: {name} is already configured")
+    server = RestServer.ensure(warehouse, host=host, port=port, token=token, timeout_s=server_timeout_s)
+    for key, value in server.catalog_conf(name).items():
+        spark.conf.set(key, value)
+    return name, server
+
+
+def rest_server(spark: SparkSession) -> RestServer | None:
+    """The REST server handle of a session made by :func:`session` (None for other sessions)."""
+    return _SERVERS.get(id(spark))
+
+
+# ---------------------------------------------------------------- DataFrame writes
+
+WRITE_MODES = ("append", "overwrite", "dynamic_overwrite")
+FUNCTION_CATALOG = "icelog_functions"
+_KEY_PREFIX = "__icelog_p"
+_FILE_COLUMN = "data_file"
+
+
+def _quote(name: str) -> str:
+    return ".".join(f"`{part.replace('`', '``')}`" for part in name.split("."))
+
+
+def _function_catalog(spark: SparkSession) -> str:
+    """An Iceberg catalog of the session whose ``system`` functions compute Iceberg's transforms: ``icelog`` when
+    it is one, else a Hadoop catalog registered once on an empty scratch folder (functions need no table)."""
+    for name in (REST_CATALOG, FUNCTION_CATALOG):
+        if spark.conf.get(f"spark.sql.catalog.{name}", None) == ICEBERG_SPARK_CATALOG:
+            return name
+    hadoop_catalog(spark, tempfile.mkdtemp(prefix="icelog-functions-"), name=FUNCTION_CATALOG)
+    return FUNCTION_CATALOG
+
+
+def partition_expressions(spark: SparkSession, table_state: Any) -> list[str]:
+    """Spark SQL expressions computing each partition field of the table's current spec with Iceberg's own
+    functions (``<catalog>.system.bucket(n, col)``, ``truncate``, ``years``, ``months``, ``days``, ``hours``;
+    identity is the column; void is null), in the spec's order."""
+    from engine.errors import ValidationError
+    from engine.model import transforms as tr
+
+    catalog = _function_catalog(spark)
+    out = []
+    schema = table_state.schema
+    for pf in table_state.spec.fields:
+        column = _quote(schema.find_column_name(pf.source_id))
+        t = pf.transform
+        if isinstance(t, tr.Identity):
+            out.append(column)
+        elif isinstance(t, tr.Bucket):
+            out.append(f"{catalog}.system.bucket({t.num_buckets}, {column})")
+        elif isinstance(t, tr.Truncate):
+            out.append(f"{catalog}.system.truncate({t.width}, {column})")
+        elif isinstance(t, (tr.Year, tr.Month, tr.Day, tr.Hour)):
+            name = {tr.Year: "years", tr.Month: "months", tr.Day: "days", tr.Hour: "hours"}[type(t)]
+            out.append(f"{catalog}.system.{name}({column})")
+        elif isinstance(t, tr.Void):
+            out.append("CAST(NULL AS INT)")
+        else:
+            raise ValidationError(f"Cannot write with Spark: partition transform {t} of field {pf.name!r} has no "
+                                  f"Spark function")
+    return out
+
+
+def write(df: DataFrame, table: Table, mode: str = "append", where: str | None = None, *,
+          branch: str = "main") -> Snapshot | None:
+    """Write a DataFrame into an icelog table from Spark's executors, committed as ONE snapshot through icelog.
+
+    ::
+
+        write(df, cat.load_table("db.events"))                               # append
+        write(df, t, mode="overwrite", where="category = 'a'")               # or the whole table
+        write(df, t, mode="dynamic_overwrite")                               # the partitions in df
+
+    Spark computes each row's partition values with Iceberg's own transform functions (so bucket is Iceberg's
+    Murmur3 exactly), shuffles rows by them and sorts each task by them; each task writes Parquet files with the
+    table's field ids into a per-job folder under the table's data folder (icelog's writer: metrics follow the
+    table's metrics modes, files follow its sort order and target file size) and returns their descriptions; the
+    driver commits them (``append_data_files``, ``overwrite_data_files`` or ``replace_partitions``). The job
+    folder is staged before the job starts: files of a failed job are never committed and
+    ``remove_orphan_files`` finds them.
+
+    :param df: the rows; columns by name, a subset of the table's (missing optional columns are null)
+    :param table: the icelog table (``engine.catalog.Table``)
+    :param mode: ``append``, ``overwrite`` (the rows matching ``where``, or all rows) or ``dynamic_overwrite``
+    :param where: the overwrite filter (icelog's filter syntax), only with ``mode="overwrite"``
+    :param branch: the branch to commit to
+    :returns: the new snapshot (None when ``df`` is empty and the mode is append)
+    :raises ValidationError: a bad mode, a column not in the table, rows that do not fit the schema (raised by
+        the failed job), files that do not fit the table; nothing is committed
+    """
+    from pyspark.sql import functions as F
+
+    from engine.errors import ValidationError
+    from engine.events import decode_file_change
+    from projections import layout
+
+    if mode not in WRITE_MODES:
+        raise ValidationError(f"Cannot write with Spark: mode {mode!r} is not one of {', '.join(WRITE_MODES)}")
+    if where is not None and mode != "overwrite":
+        raise ValidationError(f"Cannot write with Spark: where= is only for mode='overwrite', not {mode!r}")
+    state = table.state
+    schema, spec = state.schema, state.spec
+    known = {f.name for f in schema.columns}
+    unknown = [c for c in df.columns if c not in known]
+    if unknown:
+        raise ValidationError(f"Cannot write with Spark: column(s) {', '.join(map(repr, unknown))} are not in "
+                              f"{'.'.join(table.identifier)} ({', '.join(sorted(known))})")
+    if where is not None:
+        from engine.operations.row_delete import bind_filter
+
+        bind_filter(state, where)  # a bad filter fails before the job, not after it
+    spark = df.sparkSession
+    ship_sources(spark)
+    keys = [F.expr(e).alias(f"{_KEY_PREFIX}{i}") for i, e in enumerate(partition_expressions(spark, state))]
+    keyed = df.select(*[F.col(_quote(c)) for c in df.columns], *keys)
+    if keys:
+        key_names = [f"{_KEY_PREFIX}{i}" for i in range(len(keys))]
+        keyed = keyed.repartition(*key_names).sortWithinPartitions(*key_names)
+    job_folder = f"{layout.data_dir(state.location)}/spark-{uuid.uuid4().hex}"
+    table.stage_folder(job_folder)
+    slim = _writer_state(state)
+    task = functools.partial(write_task, state_blob=pickle.dumps(slim), job_folder=job_folder, keys=len(keys))
+    rows = _collect(keyed.mapInArrow(task, f"{_FILE_COLUMN} string"))
+    ptype = spec.partition_type(schema)
+    files = [decode_file_change(r[_FILE_COLUMN], {spec.spec_id: ptype}).file for r in rows]
+    if mode == "append":
+        return table.append_data_files(files, branch=branch)
+    if mode == "overwrite":
+        return table.overwrite_data_files(files, where, branch=branch)
+    return table.replace_partitions(files, branch=branch)
+
+
+_SHIPPED: dict[int, str] = {}
+SOURCE_PACKAGES = ("storage", "engine", "projections", "tools")
+
+
+def ship_sources(spark: SparkSession) -> str:
+    """Make icelog importable by the Python workers of any session (``SparkContext.addPyFile`` of a zip of its
+    packages, once per context), for sessions not started here, whose workers lack icelog's PYTHONPATH.
+    Returns the zip's path."""
+    context = spark.sparkContext
+    key = id(context._jsc) if context._jsc is not None else id(context)
+    shipped = _SHIPPED.get(key)
+    if shipped is not None:
+        return shipped
+    import zipfile
+
+    folder = tempfile.mkdtemp(prefix="icelog-pyfiles-")
+    archive = os.path.join(folder, "icelog_sources.zip")
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as out:
+        for package in SOURCE_PACKAGES:
+            for path in sorted(Path(SOURCE_ROOT, package).rglob("*.py")):
+                out.write(path, path.relative_to(SOURCE_ROOT).as_posix())
+    context.addPyFile(archive)
+    _SHIPPED[key] = archive
+    return archive
+
+
+_TASK_ERROR = re.compile(r"engine\.errors\.(ValidationError|CorruptFileError): (.+)")
+
+
+def _collect(files: DataFrame) -> list[Any]:
+    """Run the write job; a task that refused the rows (icelog's ValidationError in a worker) fails it with a
+    ValidationError here, naming what the task said."""
+    from pyspark.errors import PythonException
+
+    from engine.errors import ValidationError
+
+    try:
+        return files.collect()
+    except PythonException as e:
+        found = _TASK_ERROR.findall(str(e))
+        if not found:
+            raise
+        raise ValidationError(f"Cannot write with Spark: a task failed: {found[-1][1].strip()} (nothing was "
+                              f"committed; remove_orphan_files deletes the files the job wrote)") from e
+
+
+def _writer_state(state: Any) -> Any:
+    """The table state without its history: what a task needs to write files (schema, spec, properties, sort
+    order, location), small enough to ship to every task."""
+    import attrs
+
+    return attrs.evolve(state, snapshots=(), expired_snapshots=(), refs=(), snapshot_log=(), metadata_log=())
+
+
+def write_task(batches: Iterator[pa.RecordBatch], *, state_blob: bytes, job_folder: str,
+               keys: int) -> Iterator[pa.RecordBatch]:
+    """One Spark task of :func:`write` (runs in a Python worker): the rows of this task arrive sorted by their
+    partition key columns (the last ``keys`` columns); each run of one key is written as one or more Parquet files
+    of that partition; yields one row per file, its DataFile as icelog's file-change JSON."""
+    import pyarrow as pa
+
+    from engine.data_writer import conform, write_partition_files
+    from engine.events import FileChange
+    from engine.sort_rows import sort_table
+
+    state = pickle.loads(state_blob)
+    schema, spec = state.schema, state.spec
+    ptype = spec.partition_type(schema)
+    target = state.int_property("write.target-file-size-bytes", 512 * 1024 * 1024)
+    pending: list[pa.RecordBatch] = []
+    pending_bytes = 0
+    current: tuple[Any, ...] | None = None
+
+    def flush() -> Iterator[pa.RecordBatch]:
+        nonlocal pending, pending_bytes
+        if not pending:
+            return
+        rows = pa.Table.from_batches(pending)
+        pending, pending_bytes = [], 0
+        if keys:
+            rows = rows.drop_columns(rows.column_names[-keys:])
+        rows = conform(rows, schema)
+        if not state.sort_order.is_unsorted:
+            rows = sort_table(rows, state.sort_order, schema)
+        written = write_partition_files(state, rows, spec=spec, partition=current or (), data_folder=job_folder)
+        yield pa.record_batch([pa.array([FileChange(added=True, file=f).encode(ptype) for f in written],
+                                        pa.string())], names=[_FILE_COLUMN])
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if not keys:
+            pending.append(batch)
+            pending_bytes += batch.nbytes
+            if pending_bytes >= target:
+                yield from flush()
+            continue
+        for start, stop, values in _key_runs(batch, keys, ptype):
+            if values != current:
+                yield from flush()
+                current = values
+            piece = batch.slice(start, stop - start)
+            pending.append(piece)
+            pending_bytes += piece.nbytes
+            if pending_bytes >= target:
+                yield from flush()
+    yield from flush()
+
+
+def _key_runs(batch: pa.RecordBatch, keys: int, ptype: Any) -> Iterator[tuple[int, int, tuple[Any, ...]]]:
+    """(start, stop, partition values) of each run of equal partition keys in a batch sorted by them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from engine.model.values import value_from_python
+
+    columns = []
+    for i in range(batch.num_columns - keys, batch.num_columns):
+        column = batch.column(i)
+        if pa.types.is_date32(column.type):
+            column = column.cast(pa.int32())  # Iceberg's day number, also past Python's year 9999
+        elif pa.types.is_timestamp(column.type):
+            column = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
+        columns.append(column)
+    n = batch.num_rows
+    changed = pa.array([False] * (n - 1)) if n > 1 else pa.array([], pa.bool_())
+    for column in columns:
+        if n <= 1:
+            break
+        a, b = column.slice(1), column.slice(0, n - 1)
+        differs = pc.fill_null(pc.not_equal(a, b), False)
+        differs = pc.or_(differs, pc.xor(pc.is_null(a), pc.is_null(b)))
+        changed = pc.or_(changed, differs)
+    starts = [0] + [i + 1 for i in pc.indices_nonzero(changed).to_pylist()] if n > 1 else [0]
+    for j, start in enumerate(starts):
+        stop = starts[j + 1] if j + 1 < len(starts) else n
+        values = tuple(value_from_python(f.field_type, column[start].as_py())
+                       for f, column in zip(ptype.fields, columns))
+        yield start, stop, values

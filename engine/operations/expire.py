@@ -361,9 +361,17 @@ def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[
     # cutoff that no kept snapshot references were left by jobs that failed before their commit
     staged = catalog.log.staged_files(table.uuid, before_ms=cutoff)
     for path, _ in staged:
-        local = io.fs_path(path)
-        if local not in referenced and io.exists(local) and _delete(io, local):
-            deleted.append(local)
+        if path.endswith("/"):  # a staged job folder (Table.stage_folder): every file under it was staged
+            folder = io.fs_path(path.rstrip("/"))
+            if not io.exists(folder):
+                continue
+            inside = io.filesystem.get_file_info(pafs.FileSelector(folder, recursive=True))
+            locals_ = sorted(i.path for i in inside if i.type == pafs.FileType.File)
+        else:
+            locals_ = [io.fs_path(path)]
+        for local in locals_:
+            if local not in referenced and io.exists(local) and _delete(io, local):
+                deleted.append(local)
     catalog.log.forget_staged(table.uuid, [p for p, _ in staged])
     # then files other writers left under the table folder, by listing it
     infos = io.filesystem.get_file_info(pafs.FileSelector(root, recursive=True))

@@ -61,8 +61,9 @@ from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.commit import CommitContext
 from engine.state import LogPosition, SnapshotRef, TableState, apply
 from projections import layout
+from projections.importer import read_file_bytes
 from projections.manifests import read_manifest, read_manifest_list
-from storage.errors import FileNotFound, LogError
+from storage.errors import LogError
 from storage.files import FileIO
 
 SUPPORTED_FORMAT_VERSIONS = (1, 2)
@@ -182,17 +183,8 @@ class ClientSnapshot:
                                        if m.added_snapshot_id == self.snapshot_id]
 
 
-def _read_file(io: FileIO, path: str, what: str) -> bytes:
-    try:
-        return io.read_bytes(path)
-    except FileNotFound as e:
-        raise CorruptFileError(f"Cannot read the client's {what} {path}: it does not exist", path=path) from e
-    except LogError as e:
-        raise CorruptFileError(f"Cannot read the client's {what} {path}: {e}", path=path) from e
-
-
 def _entries(io: FileIO, m: ManifestFile, what: str) -> tuple[ManifestEntry, ...]:
-    _, entries = read_manifest(_read_file(io, m.manifest_path, what), m.manifest_path)
+    _, entries = read_manifest(read_file_bytes(io, m.manifest_path, what), m.manifest_path)
     return tuple(e if e.data_file.spec_id == m.partition_spec_id else
                  attrs.evolve(e, data_file=attrs.evolve(e.data_file, spec_id=m.partition_spec_id)) for e in entries)
 
@@ -205,7 +197,7 @@ def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | No
     out: dict[int, ClientSnapshot] = {}
     for snap in commit.snapshots():
         list_path = snap["manifest-list"]
-        manifests = tuple(read_manifest_list(_read_file(io, list_path, "manifest list"), list_path))
+        manifests = tuple(read_manifest_list(read_file_bytes(io, list_path, "the client's manifest list"), list_path))
         parent_id = snap.get("parent-snapshot-id")
         parent_manifests: dict[str, ManifestFile] | None = None
         if base is not None and parent_id is not None:
@@ -218,7 +210,7 @@ def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | No
                 except (LogError, CorruptFileError):
                     parent_manifests = None  # not published: read every manifest of the client's list
         listed = {m.manifest_path for m in manifests}
-        entries = {m.manifest_path: _entries(io, m, "manifest") for m in manifests
+        entries = {m.manifest_path: _entries(io, m, "the client's manifest") for m in manifests
                    if parent_manifests is None or m.manifest_path not in parent_manifests}
         gone: list[ManifestEntry] = []
         if parent_manifests is not None:

@@ -249,19 +249,22 @@ def test_spark_ctas_and_replace(spark: Any, server: str, tmp_warehouse: Path) ->
 
 
 def test_two_spark_clients_commit_at_once(spark: Any, server: str, tmp_warehouse: Path) -> None:
-    first, second = rest_catalog(spark, server), rest_catalog(spark, server)
+    # two Spark sessions (each its own catalog instance and table cache) on one SparkContext
+    other = spark.newSession()
+    first, second = rest_catalog(spark, server), rest_catalog(other, server)
     spark.sql(f"CREATE NAMESPACE {first}.db")
     spark.sql(f"CREATE TABLE {first}.db.c (id bigint, writer string) USING iceberg")
     errors: list[BaseException] = []
 
-    def write(catalog: str, start: int) -> None:
+    def write(session: Any, catalog: str, start: int) -> None:
         try:
             for i in range(start, start + 3):
-                spark.sql(f"INSERT INTO {catalog}.db.c VALUES ({i}, '{catalog}')")
+                session.sql(f"INSERT INTO {catalog}.db.c VALUES ({i}, '{catalog}')")
         except BaseException as e:  # reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=write, args=(first, 0)), threading.Thread(target=write, args=(second, 100))]
+    threads = [threading.Thread(target=write, args=(spark, first, 0)),
+               threading.Thread(target=write, args=(other, second, 100))]
     for t in threads:
         t.start()
     for t in threads:
@@ -273,4 +276,4 @@ def test_two_spark_clients_commit_at_once(spark: Any, server: str, tmp_warehouse
         assert ids == [0, 1, 2, 100, 101, 102]
         assert [e.type for e in t.log()].count("add-snapshot") == 6
         assert icelog.verify("db.c") == []
-    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM {second}.db.c").collect()) == ids
+    assert sorted(r[0] for r in other.sql(f"SELECT id FROM {second}.db.c").collect()) == ids

@@ -549,3 +549,51 @@ def test_reopening_needs_no_write_lock_but_a_damaged_schema_is_repaired(log_path
         conn.execute("DROP INDEX commits_clock_ms")
     with Log.open(log_path) as log:
         assert log.db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'commits_clock_ms'").fetchone()[0] == 1
+
+
+# --- staged files and writers of one process ------------------------------------------------------------------------
+
+def test_staged_files_are_recorded_one_by_one_or_together_and_forgotten(log):
+    log.record_staged("s", "/a.parquet", 5)
+    log.record_staged_many("s", ["/b.avro", "/c.avro", "/a.parquet"], 7)
+    log.record_staged_many("other", [], 8)
+    assert log.staged_files("s") == [("/a.parquet", 5), ("/b.avro", 7), ("/c.avro", 7)]
+    assert log.staged_files("s", before_ms=6) == [("/a.parquet", 5)]
+    log.forget_staged("s", ["/b.avro"])
+    assert [p for p, _ in log.staged_files("s")] == ["/a.parquet", "/c.avro"]
+    assert log.verify() == []
+
+
+def test_threads_of_one_process_queue_for_the_write_lock(log_path):
+    import threading
+
+    Log.open(log_path).close()
+    errors: list[BaseException] = []
+    heads: list[tuple[int, int]] = []
+
+    def writer(i: int) -> None:
+        try:
+            log = Log.open(log_path)
+            for k in range(20):
+                while True:
+                    head = log.head(f"s{i % 2}")
+                    try:
+                        log.commit(f"c{i}-{k}", (write(f"s{i % 2}", head, ev(f"s{i % 2}", head + 1)),),
+                                       time_ms=k)
+                        break
+                    except StreamVersionConflict:
+                        continue
+            heads.append((log.head("s0"), log.head("s1")))
+            assert log.verify() == []
+            log.close()
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with Log.open(log_path) as log:
+        assert log.head("s0") == 80 and log.head("s1") == 80 and log.verify() == []

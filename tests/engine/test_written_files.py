@@ -1,0 +1,181 @@
+"""Data files written outside icelog (by Spark tasks) committed through the engine: append_data_files,
+overwrite_data_files, replace_partitions, staged job folders, wait_published and foreign metadata files.
+
+Layer: tests (engine's public API on real SQLite and Parquet files; no JVM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import attrs
+import pyarrow as pa
+import pytest
+
+from engine import Catalog
+from engine.data_writer import write_data_files, write_partition_files
+from engine.errors import ForeignWriterError, PublishTimeout, ValidationError
+from projections import layout
+
+SCHEMA = pa.schema([("id", pa.int64()), ("category", pa.string())])
+
+
+def rows(ids: range, category: str) -> pa.Table:
+    return pa.table({"id": pa.array(list(ids), pa.int64()), "category": [category] * len(ids)})
+
+
+@pytest.fixture
+def table(tmp_path):
+    cat = Catalog.open(tmp_path / "warehouse")
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=SCHEMA, partition_by=["category"])
+    yield t
+    cat.close()
+
+
+def written(table, data: pa.Table, folder: str | None = None):
+    """Files a distributed writer would hand back: written under the table, not committed."""
+    state = table.state
+    if folder is None:
+        return write_data_files(state, data)
+    return write_partition_files(state, data, spec=state.spec, partition=(data.column("category")[0].as_py(),),
+                                 data_folder=folder)
+
+
+def ids_of(table) -> list[int]:
+    return sorted(table.scan().to_arrow().column("id").to_pylist())
+
+
+def test_append_overwrite_and_replace_partitions_of_written_files(table):
+    snap = table.append_data_files(written(table, rows(range(0, 4), "a")) + written(table, rows(range(4, 6), "b")))
+    assert snap.operation == "append" and snap.summary_value("added-records") == "6"
+    assert ids_of(table) == list(range(6))
+
+    snap = table.replace_partitions(written(table, rows(range(10, 12), "a")))
+    assert snap.operation == "overwrite"
+    assert ids_of(table) == [4, 5, 10, 11]
+
+    snap = table.overwrite_data_files(written(table, rows(range(20, 21), "b")), where="category = 'b'")
+    assert ids_of(table) == [10, 11, 20]
+    snap = table.overwrite_data_files(written(table, rows(range(30, 32), "c")))
+    assert ids_of(table) == [30, 31]
+    assert table.catalog.verify("db.t") == []
+
+
+def test_bad_written_files_commit_nothing(table, tmp_path):
+    good = written(table, rows(range(3), "a"))
+    version = table.state.version
+    outside = attrs.evolve(good[0], file_path=str(tmp_path / "elsewhere.parquet"))
+    cases = {
+        "not under the table location": [outside],
+        "spec 7": [attrs.evolve(good[0], spec_id=7)],
+        "has 2 partition value": [attrs.evolve(good[0], partition=("a", "b"))],
+        "bad partition value": [attrs.evolve(good[0], partition=(12,))],
+        "not in schema": [attrs.evolve(good[0], value_counts=((99, 3),))],
+        "listed twice": good + good,
+    }
+    for message, files in cases.items():
+        with pytest.raises(ValidationError, match=message):
+            table.append_data_files(files)
+    with pytest.raises(ValidationError, match="may not match"):
+        table.overwrite_data_files(good, where="category = 'b'")
+    assert table.state.version == version and table.snapshots() == []
+
+
+def test_files_of_a_staged_job_folder_are_orphans_until_committed(table):
+    folder = f"{layout.data_dir(table.location)}/spark-job-1"
+    table.stage_folder(folder)
+    committed = written(table, rows(range(3), "a"), folder)
+    failed = written(table, rows(range(3, 5), "b"), folder)
+    table.append_data_files(committed)
+    gone = table.remove_orphan_files(older_than_ms=2**62)
+    assert gone == sorted(f.file_path for f in failed)
+    assert all(os.path.exists(f.file_path) for f in committed)
+    assert ids_of(table) == [0, 1, 2]
+    with pytest.raises(ValidationError, match="not under"):
+        table.stage_folder(table.location + "/metadata")
+
+
+def test_wait_published_returns_once_another_catalog_publishes(tmp_path):
+    warehouse = tmp_path / "warehouse"
+    with Catalog.open(warehouse) as cat:
+        cat.create_namespace("db")
+        cat.create_table("db.t", schema=SCHEMA)
+    behind = Catalog.open(warehouse, project=False)
+    t = behind.load_table("db.t")
+    t.append(rows(range(3), "a"))
+    version = t.state.version
+    assert behind.projector.published_version(t.uuid) < version
+    with pytest.raises(PublishTimeout, match="db.t") as caught:
+        t.wait_published(version, timeout_s=0.2)
+    assert caught.value.table == "db.t" and caught.value.version == version
+
+    def publish_later() -> None:
+        with Catalog.open(warehouse) as other:
+            other.load_table("db.t").publish()
+
+    publisher = threading.Thread(target=publish_later)
+    publisher.start()
+    try:
+        assert t.wait_published(version, timeout_s=30.0) >= version
+    finally:
+        publisher.join()
+    hint = open(layout.version_hint_file(t.location)).read()
+    assert int(hint) == version
+    behind.close()
+
+
+def test_a_foreign_metadata_file_is_refused_and_kept(table):
+    table.append(rows(range(3), "a"))
+    published = table.catalog.projector.published_version(table.uuid)
+    current = json.loads(open(layout.metadata_file(table.location, published)).read())
+    foreign = layout.metadata_file(table.location, published + 1)
+    current["last-updated-ms"] += 1
+    data = json.dumps(current).encode()
+    with open(foreign, "wb") as out:
+        out.write(data)
+    version = table.state.version
+    with pytest.raises(ForeignWriterError, match=os.path.basename(foreign)) as caught:
+        table.append(rows(range(3, 6), "b"))
+    assert caught.value.path == foreign
+    assert table.state.version == version
+    assert open(foreign, "rb").read() == data
+    assert any("foreign writer" in p for p in table.catalog.verify("db.t"))
+
+
+def test_an_interrupted_own_publish_is_not_foreign(tmp_path):
+    warehouse = tmp_path / "warehouse"
+    with Catalog.open(warehouse) as cat:
+        cat.create_namespace("db")
+        cat.create_table("db.t", schema=SCHEMA).append(rows(range(3), "a"))
+    behind = Catalog.open(warehouse, project=False)
+    t = behind.load_table("db.t")
+    t.append(rows(range(3, 6), "a"))
+    # the metadata file of the unpublished commit, as a publish that died before moving the hint leaves it
+    (path, data), = [(p, d) for p, d in t.render().items()
+                     if p == layout.metadata_file(t.location, t.state.version)]
+    with open(path, "wb") as out:
+        out.write(data)
+    t.append(rows(range(6, 9), "a"))
+    t.publish()
+    assert ids_of(t) == list(range(9))
+    behind.close()
+
+
+def test_a_foreign_file_is_not_overwritten_by_a_later_publish(tmp_path):
+    warehouse = tmp_path / "warehouse"
+    with Catalog.open(warehouse) as cat:
+        cat.create_namespace("db")
+        cat.create_table("db.t", schema=SCHEMA).append(rows(range(3), "a"))
+    behind = Catalog.open(warehouse, project=False)
+    t = behind.load_table("db.t")
+    t.append(rows(range(3, 6), "a"))  # committed, not published yet
+    foreign = layout.metadata_file(t.location, behind.projector.published_version(t.uuid) + 1)
+    with open(foreign, "wb") as out:
+        out.write(b'{"written": "by someone else"}')
+    with pytest.raises(ForeignWriterError, match="Cannot publish db.t"):
+        t.publish()
+    assert open(foreign, "rb").read() == b'{"written": "by someone else"}'
+    behind.close()

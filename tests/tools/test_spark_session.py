@@ -1,0 +1,90 @@
+"""tools.spark's session plumbing without a REST server: the runtime jar, free ports, and servers that never
+answer, exit, or answer with another status.
+
+Layer: tests (tools.spark, the standard library's HTTP server and subprocesses; no JVM).
+"""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tools.spark import (
+    JAR_ENV,
+    JAR_NAME,
+    RestServer,
+    SparkSetupError,
+    free_port,
+    iceberg_runtime_jar,
+    rest_config_status,
+)
+
+
+def test_the_runtime_jar_comes_from_the_wheel_or_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv(JAR_ENV, raising=False)
+    found = Path(iceberg_runtime_jar())
+    assert found.name == JAR_NAME and found.is_file()
+    own = tmp_path / "my-iceberg-runtime.jar"
+    own.write_bytes(b"PK")
+    monkeypatch.setenv(JAR_ENV, str(own))
+    assert iceberg_runtime_jar() == str(own.resolve())
+    monkeypatch.setenv(JAR_ENV, str(tmp_path / "missing.jar"))
+    with pytest.raises(SparkSetupError, match="missing.jar"):
+        iceberg_runtime_jar()
+
+
+def test_free_port_is_bindable_and_nothing_answers_there():
+    port = free_port()
+    assert rest_config_status(f"http://127.0.0.1:{port}", "t") is None
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+
+
+def test_a_server_that_never_answers_is_stopped_with_a_clear_error(tmp_path):
+    sleeper = [sys.executable, "-c", "print('listening soon', flush=True); import time; time.sleep(120)"]
+    with pytest.raises(SparkSetupError, match=r"did not answer GET /v1/config with 200 within 1s") as caught:
+        RestServer.ensure(tmp_path, timeout_s=1.0, command=sleeper)
+    assert "listening soon" in str(caught.value)
+
+
+def test_a_server_that_exits_is_reported_with_its_output(tmp_path):
+    failing = [sys.executable, "-c", "import sys; print('no such command: serve'); sys.exit(3)"]
+    with pytest.raises(SparkSetupError, match=r"exited with code 3[\s\S]*no such command: serve"):
+        RestServer.ensure(tmp_path, timeout_s=30.0, command=failing)
+
+
+class _ConfigHandler(http.server.BaseHTTPRequestHandler):
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        ok = self.path == "/v1/config" and self.headers.get("Authorization") == "Bearer right"
+        self.send_response(200 if ok else 401)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_running_server_is_reused_and_a_foreign_one_refused(tmp_path):
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ConfigHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    port = httpd.server_address[1]
+    try:
+        server = RestServer.ensure(tmp_path, port=port, token="right")
+        assert not server.started_here and server.url == f"http://127.0.0.1:{port}"
+        conf = server.catalog_conf("icelog")
+        assert conf["spark.sql.catalog.icelog.type"] == "rest"
+        assert conf["spark.sql.catalog.icelog.uri"] == server.url
+        assert conf["spark.sql.catalog.icelog.token"] == "right"
+        server.stop()  # not started here: nothing to stop, and the server still answers
+        assert rest_config_status(server.url, "right") == 200
+        with pytest.raises(SparkSetupError, match="answered 401"):
+            RestServer.ensure(tmp_path, port=port, token="wrong")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
