@@ -389,8 +389,8 @@ class BlockTable:
                     f"head_crc INTEGER NOT NULL, body_crc INTEGER NOT NULL, head BLOB NOT NULL, body BLOB NOT NULL)")
                 db.execute(f"CREATE TABLE IF NOT EXISTS {PATHS_TABLE} (digest INTEGER PRIMARY KEY, "
                            f"position INTEGER NOT NULL)")
-                db.execute(f"CREATE TABLE IF NOT EXISTS {PATHS_THROUGH_TABLE} (one INTEGER PRIMARY KEY CHECK (one = 1), "
-                           f"position INTEGER NOT NULL)")
+                db.execute(f"CREATE TABLE IF NOT EXISTS {PATHS_THROUGH_TABLE} "
+                           f"(one INTEGER PRIMARY KEY CHECK (one = 1), position INTEGER NOT NULL)")
                 self._ready = True
             except sqlite3.Error:
                 return False
