@@ -16,7 +16,9 @@ Iceberg's Java library, so the tables are built with the same calls Impala's cat
   ``data/<partition path>/<query id>_<n>_data.0.parq``, added with ``DataFiles.builder(spec)`` with column metrics
   (sizes, value and null counts, bounds; no NaN counts) and the partition tuple;
 - INSERT: ``newAppend``; INSERT OVERWRITE: ``newReplacePartitions`` (dynamic overwrite); TRUNCATE:
-  ``newDelete().deleteFromRowFilter(alwaysTrue)``; DROP PARTITION: ``newDelete().deleteFile(path)``;
+  ``newDelete().deleteFromRowFilter(alwaysTrue)``; DROP PARTITION: ``newDelete().deleteFile`` of the partition's
+  files (given here as DataFile: through py4j a path string reaches a ``deleteFile(String)`` that removes the
+  file itself);
 - DELETE: ``newRowDelta().addDeletes`` of position delete files (``file_path``, ``pos``; no ``row`` column)
   named ``delete-<query id>_<n>_data.0.parq`` in the partition folder of the data they delete from, one per
   partition, partitioned (spec and tuple) like that data; UPDATE: one RowDelta adding position deletes and the new
