@@ -17,8 +17,8 @@ Iceberg's Java library, so the tables are built with the same calls Impala's cat
   (sizes, value and null counts, bounds; no NaN counts) and the partition tuple;
 - INSERT: ``newAppend``; INSERT OVERWRITE: ``newReplacePartitions`` (dynamic overwrite); TRUNCATE:
   ``newDelete().deleteFromRowFilter(alwaysTrue)``; DROP PARTITION: ``newDelete().deleteFile`` of the partition's
-  files (given here as DataFile: through py4j a path string reaches a ``deleteFile(String)`` that removes the
-  file itself);
+  files (given here as DataFile objects: given as path strings through py4j, the file also vanished from disk,
+  apparently another ``deleteFile`` overload was picked);
 - DELETE: ``newRowDelta().addDeletes`` of position delete files (``file_path``, ``pos``; no ``row`` column)
   named ``delete-<query id>_<n>_data.0.parq`` in the partition folder of the data they delete from, one per
   partition, partitioned (spec and tuple) like that data; UPDATE: one RowDelta adding position deletes and the new
