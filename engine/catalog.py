@@ -60,7 +60,7 @@ from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec, build_spec
 from engine.model.schema import Schema
 from engine.model.values import value_from_python
-from engine.model.sort_order import UNSORTED_ORDER, SortOrder
+from engine.model.sort_order import UNSORTED_ORDER
 from engine.operations.append import append_events, new_snapshot_id
 from engine.operations.commit import (
     CommitContext,
@@ -82,7 +82,7 @@ from engine.operations.snapshot import snapshot_events
 from engine.operations.transaction import run_staged
 from engine.parquet_files import carries_field_ids, read_data_file
 from engine.scan import Scan
-from engine.state import MAIN_BRANCH, Snapshot, SnapshotRef, TableEntry, TableState
+from engine.state import MAIN_BRANCH, Snapshot, TableEntry, TableState, TableStateReads
 from engine.state_store import StateStore
 from projections import layout
 from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
@@ -402,7 +402,7 @@ class Catalog:
         return problems
 
 
-class Table:
+class Table(TableStateReads):
     """A handle on one table: the catalog and the table's identity, nothing cached.
 
     :param catalog: the owning catalog
@@ -440,31 +440,11 @@ class Table:
             state = run_staged(state, self._staged, ctx, staged_on_version=self._staged_on_version)[1]
         return state
 
-    def schema(self) -> Schema:
-        return self.state.schema
-
-    def spec(self) -> PartitionSpec:
-        return self.state.spec
-
-    @property
-    def properties(self) -> dict[str, str]:
-        return dict(self.state.properties)
-
-    @property
-    def location(self) -> str:
-        return self.state.location
-
     @property
     def metadata_location(self) -> str:
         state = self.state
         return layout.metadata_file(state.location, self.catalog.projector.published_version(self.uuid)
                                     or state.version)
-
-    def snapshots(self) -> list[Snapshot]:
-        return list(self.state.snapshots)
-
-    def current_snapshot(self) -> Snapshot | None:
-        return self.state.current_snapshot
 
     # ------------------------------------------------------------ writes
     def append(self, data: pa.Table, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
@@ -857,19 +837,6 @@ class Table:
         if self.catalog.project:
             self.publish()
         return state
-
-    def sort_order(self) -> SortOrder:
-        return self.state.sort_order
-
-    def snapshot_by_id(self, snapshot_id: int) -> Snapshot | None:
-        return self.state.snapshot_by_id(snapshot_id)
-
-    def refs(self) -> dict[str, SnapshotRef]:
-        return dict(self.state.refs)
-
-    def history(self) -> list[tuple[int, int]]:
-        """The snapshot log, as PyIceberg's ``history()``: ``(timestamp_ms, snapshot_id)`` of main, oldest first."""
-        return list(self.state.snapshot_log)
 
     # ------------------------------------------------------------ time travel on the log (issue 4)
     def as_of(self, *, version: int | None = None, time: Any = None) -> Any:

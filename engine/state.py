@@ -483,3 +483,43 @@ def _snapshot_from_json(s: list[Any]) -> Snapshot:
     return Snapshot(snapshot_id=s[0], parent_snapshot_id=s[1], sequence_number=s[2], timestamp_ms=s[3], operation=s[4],
                     summary=tuple((k, v) for k, v in s[5]), schema_id=s[6], commit_id=s[7], log_position=s[8],
                     log_version=s[9])
+
+
+class TableStateReads:
+    """PyIceberg's read accessors of a table (``schema()``, ``spec()``, ``properties``, ``snapshots()``, ...),
+    answered from ``self.state``; shared by the live table handle and the read-only historical view."""
+
+    state: TableState
+
+    def schema(self) -> Schema:
+        return self.state.schema
+
+    def spec(self) -> PartitionSpec:
+        return self.state.spec
+
+    def sort_order(self) -> SortOrder:
+        return self.state.sort_order
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.state.properties)
+
+    @property
+    def location(self) -> str:
+        return self.state.location
+
+    def snapshots(self) -> list[Snapshot]:
+        return list(self.state.snapshots)
+
+    def current_snapshot(self) -> Snapshot | None:
+        return self.state.current_snapshot
+
+    def snapshot_by_id(self, snapshot_id: int) -> Snapshot | None:
+        return self.state.snapshot_by_id(snapshot_id)
+
+    def refs(self) -> dict[str, SnapshotRef]:
+        return dict(self.state.refs)
+
+    def history(self) -> list[tuple[int, int]]:
+        """The snapshot log, as PyIceberg's ``history()``: ``(timestamp_ms, snapshot_id)`` of main, oldest first."""
+        return list(self.state.snapshot_log)

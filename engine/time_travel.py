@@ -34,14 +34,12 @@ from engine.events import CATALOG_STREAM, decode
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
-from engine.model.sort_order import SortOrder
 from engine.scan import Scan
 from engine.state import (
     MAIN_BRANCH,
     CatalogState,
-    Snapshot,
-    SnapshotRef,
     TableState,
+    TableStateReads,
     apply,
 )
 from engine.state_store import position_of
@@ -191,7 +189,7 @@ WRITE_METHODS = (
 )
 
 
-class HistoricalTable:
+class HistoricalTable(TableStateReads):
     """A read-only table exactly as it was right after stream version ``version``.
 
     Reads answer as :class:`engine.catalog.Table` does (``schema()``, ``spec()``, ``properties``,
@@ -229,48 +227,15 @@ class HistoricalTable:
         return self.state.last_updated_ms
 
     # ------------------------------------------------------------ state
-    def schema(self) -> Schema:
-        return self.state.schema
-
     def schemas(self) -> dict[int, Schema]:
         return {s.schema_id: s for s in self.state.schemas}
-
-    def spec(self) -> PartitionSpec:
-        return self.state.spec
 
     def specs(self) -> dict[int, PartitionSpec]:
         return {s.spec_id: s for s in self.state.specs}
 
-    def sort_order(self) -> SortOrder:
-        return self.state.sort_order
-
-    @property
-    def properties(self) -> dict[str, str]:
-        return dict(self.state.properties)
-
-    @property
-    def location(self) -> str:
-        return self.state.location
-
     @property
     def format_version(self) -> int:
         return self.state.format_version
-
-    def snapshots(self) -> list[Snapshot]:
-        return list(self.state.snapshots)
-
-    def current_snapshot(self) -> Snapshot | None:
-        return self.state.current_snapshot
-
-    def snapshot_by_id(self, snapshot_id: int) -> Snapshot | None:
-        return self.state.snapshot_by_id(snapshot_id)
-
-    def refs(self) -> dict[str, SnapshotRef]:
-        return dict(self.state.refs)
-
-    def history(self) -> list[tuple[int, int]]:
-        """The snapshot log at that version: ``(timestamp_ms, snapshot_id)`` of main, oldest first."""
-        return list(self.state.snapshot_log)
 
     # ------------------------------------------------------------ reads
     def scan(self, where: str | None = None, columns: Sequence[str] | None = None,

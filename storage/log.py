@@ -594,9 +594,7 @@ class Log:
         :param path: the file's location
         :param time_ms: when it was staged
         """
-        with self.transaction() as conn:
-            conn.execute("INSERT OR IGNORE INTO staged_files (stream, path, time_ms) VALUES (?, ?, ?)",
-                         (stream, path, time_ms))
+        self.record_staged_many(stream, (path,), time_ms)
 
     def record_staged_many(self, stream: str, paths: Iterable[str], time_ms: int) -> None:
         """:meth:`record_staged` for several files in one write transaction (one disk flush)."""

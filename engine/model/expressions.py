@@ -800,6 +800,9 @@ class _MetricsEvaluator:
         self._lower = dict(file.lower_bounds or ())
         self._upper = dict(file.upper_bounds or ())
 
+    #: the answer under a NOT, which rewrite_not never leaves: "might match" (never prune there)
+    UNDER_NOT = True
+
     def eval(self, expr: BooleanExpression) -> bool:
         if isinstance(expr, AlwaysTrue):
             return True
@@ -809,8 +812,8 @@ class _MetricsEvaluator:
             return self.eval(expr.left) and self.eval(expr.right)
         if isinstance(expr, Or):
             return self.eval(expr.left) or self.eval(expr.right)
-        if isinstance(expr, Not):  # not produced by rewrite_not; never prune under it
-            return True
+        if isinstance(expr, Not):
+            return self.UNDER_NOT
         assert isinstance(expr, Predicate) and isinstance(expr.term, BoundReference)
         return self._predicate(expr, expr.term)
 
@@ -951,19 +954,12 @@ _DISCRETE = (BooleanType, IntegerType, LongType, DateType, TimeType, TimestampTy
 
 
 class _StrictMetricsEvaluator(_MetricsEvaluator):
-    def eval(self, expr: BooleanExpression) -> bool:
-        if isinstance(expr, AlwaysTrue):
-            return True
-        if isinstance(expr, AlwaysFalse):
-            return False
-        if isinstance(expr, And):
-            return self.eval(expr.left) and self.eval(expr.right)
-        if isinstance(expr, Or):
-            return self.eval(expr.left) or self.eval(expr.right)
-        if isinstance(expr, Not):  # not produced by rewrite_not; prove nothing under it
-            return False
-        assert isinstance(expr, Predicate) and isinstance(expr.term, BoundReference)
-        return self._must(expr, expr.term)
+    """The same walk as the inclusive evaluator, but each leaf must hold for every row (and a NOT proves nothing)."""
+
+    UNDER_NOT = False
+
+    def _predicate(self, pred: Predicate, ref: BoundReference) -> bool:
+        return self._must(pred, ref)
 
     def _value_count(self, field_id: int) -> int:
         count = self._value_counts.get(field_id)
