@@ -358,7 +358,7 @@ class RestServer:
             port = free_port(host)
         argv = command if command is not None else [
             sys.executable, "-m", "tools.cli", "--warehouse", folder, "serve", "--host", host, "--port", str(port),
-            "--token", token]
+            f"--token={token}"]  # one word: a random token may start with "-"
         log = tempfile.NamedTemporaryFile(prefix="icelog-serve-", suffix=".log", delete=False)
         env = dict(os.environ, PYTHONPATH=_python_path())
         process = subprocess.Popen(argv, cwd=SOURCE_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
@@ -373,22 +373,34 @@ class RestServer:
                 return server
             exited = process.poll()
             if exited is not None or time.monotonic() >= deadline:
-                server.stop()
+                server.stop(keep_output=True)  # first: a server that never answered may print as it stops
+                output = server.output(keep=False)
                 why = f"exited with code {exited}" if exited is not None else \
                     f"did not answer GET /v1/config with 200 within {timeout_s:g}s (last status: {status})"
                 raise SparkSetupError(f"Cannot start icelog's REST catalog server on {server.url}: it {why}; "
-                                      f"command: {' '.join(argv[:3])} ...; output:\n{server.output()[-2000:]}")
+                                      f"command: {' '.join(argv[:3])} ...; output:\n{output[-2000:]}")
             time.sleep(0.1)
 
-    def output(self) -> str:
-        """What the started server printed so far ("" when it was not started here)."""
+    def output(self, *, keep: bool = True) -> str:
+        """What the started server printed so far ("" when it was not started here).
+
+        :param keep: False deletes the server's output file after reading it (once the server has stopped)
+        """
         if self.log_path is None or not os.path.exists(self.log_path):
             return ""
         with open(self.log_path, encoding="utf-8", errors="replace") as stream:
-            return stream.read()
+            text = stream.read()
+        if not keep:
+            with contextlib.suppress(OSError):
+                os.unlink(self.log_path)
+            self.log_path = None
+        return text
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the subprocess started here (nothing for a server that was already running)."""
+    def stop(self, timeout_s: float = 10.0, *, keep_output: bool = False) -> None:
+        """Stop the subprocess started here (nothing for a server that was already running).
+
+        :param keep_output: keep its output file for :meth:`output` (deleted otherwise)
+        """
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             process.terminate()
@@ -397,10 +409,8 @@ class RestServer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        if self.log_path is not None and process is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self.log_path)
-            self.log_path = None
+        if process is not None and not keep_output:
+            self.output(keep=False)
 
     def catalog_conf(self, name: str = REST_CATALOG) -> dict[str, str]:
         """The spark.sql.catalog.<name>.* settings of an Iceberg REST catalog on this server."""

@@ -58,6 +58,16 @@ def test_a_server_that_exits_is_reported_with_its_output(tmp_path):
         RestServer.ensure(tmp_path, timeout_s=30.0, command=failing)
 
 
+def test_icelogs_server_starts_with_a_token_that_looks_like_an_option(tmp_path):
+    # random tokens are URL-safe base64: one in 64 starts with "-"
+    server = RestServer.ensure(tmp_path, token="-starts-with-a-dash", timeout_s=60.0)
+    try:
+        assert rest_config_status(server.url, "-starts-with-a-dash") == 200
+        assert rest_config_status(server.url, "wrong") == 401
+    finally:
+        server.stop()
+
+
 class _ConfigHandler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
