@@ -18,7 +18,6 @@ log on every call.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import uuid
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -80,6 +79,15 @@ from engine.operations.row_delete import (
 )
 from engine.operations.snapshot import snapshot_events
 from engine.operations.transaction import run_staged
+from engine.ownership import (
+    Ownership,
+    catalog_files,
+    check_identifier,
+    check_namespace,
+    check_table_location,
+    choose_default_location,
+    normalize_location,
+)
 from engine.parquet_files import carries_field_ids, read_data_file
 from engine.scan import Scan
 from engine.state import MAIN_BRANCH, Snapshot, TableEntry, TableState, TableStateReads
@@ -146,6 +154,8 @@ class Catalog:
         self.name = name
         self.project = project
         self.io = FileIO()
+        #: the catalog's own database file: never a table's, never opened as data
+        self.database = os.fspath(getattr(log, "path", os.path.join(warehouse, CATALOG_DB)))
         self.store = StateStore(log)
         self.projector = Projector(log, self.io, name)
 
@@ -172,6 +182,7 @@ class Catalog:
     # ------------------------------------------------------------ namespaces
     def create_namespace(self, namespace: str | Sequence[str], properties: Mapping[str, str] | None = None) -> None:
         ns = parse_namespace(namespace)
+        check_namespace(ns)
 
         def build(ctx: CommitContext) -> list:
             state = self.store.catalog()
@@ -259,6 +270,7 @@ class Catalog:
         :param location: the table folder; default ``<warehouse>/<namespace>/<table>``
         """
         ns, name = parse_identifier(identifier)
+        check_identifier(ns, name)
         if format_version not in (1, 2):
             raise ValidationError(f"Cannot create table {'.'.join(ns + (name,))}: format version {format_version} "
                                   f"is not supported (1 or 2)")
@@ -277,8 +289,6 @@ class Catalog:
             spec = UNPARTITIONED_SPEC
         props = {str(k): str(v) for k, v in (properties or {}).items()}
         table_uuid = str(uuid.uuid4())
-        table_location = (location.rstrip("/") if location else
-                          os.path.join(self.warehouse, *ns, name))
 
         def build(ctx: CommitContext) -> list:
             state = self.store.catalog()
@@ -287,6 +297,7 @@ class Catalog:
                                         f"{'.'.join(ns)} does not exist")
             if state.table(ns, name) is not None:
                 raise AlreadyExists(f"Cannot create table {'.'.join(ns + (name,))}: it already exists")
+            table_location = self.place_table(ns, name, table_uuid, location)
             created = TableCreated(table_uuid=table_uuid, location=table_location, format_version=format_version,
                                    schema=schema, spec=spec, sort_order=UNSORTED_ORDER, properties=props)
             return [(CATALOG_STREAM, state.version, [TableRegistered(namespace=ns, name=name, table_uuid=table_uuid)]),
@@ -301,6 +312,7 @@ class Catalog:
         """Give a table another name (its location and files stay where they are)."""
         ns, name = parse_identifier(from_identifier)
         new_ns, new_name = parse_identifier(to_identifier)
+        check_identifier(new_ns, new_name)
 
         def build(ctx: CommitContext) -> list:
             state = self.store.catalog()
@@ -320,9 +332,18 @@ class Catalog:
             self.projector.publish_rename(ns, name, new_ns, new_name)
         return self.load_table(new_ns + (new_name,))
 
-    def drop_table(self, identifier: str | Sequence[str], *, purge: bool = False) -> None:
-        """Remove a table from the catalog; with ``purge`` also delete its folder (data and metadata). The log keeps
-        its history, so ``catalog.as_of`` and ``table.as_of`` still see it."""
+    def drop_table(self, identifier: str | Sequence[str], *, purge: bool = False,
+                   delete_external_files: bool = False) -> list[str]:
+        """Remove a table from the catalog. The log keeps its history, so ``catalog.as_of`` and ``table.as_of``
+        still see it. Returns the files deleted.
+
+        :param purge: also delete the files the table owns: every data, delete, manifest, manifest-list and
+            metadata file its log says it wrote or took over under its location, and the folders left empty;
+            nothing else in or around its folder, and nothing of another table
+        :param delete_external_files: with ``purge``, also delete files the table referenced outside its location
+            (``append_files`` in place, data of a table registered elsewhere), unless another table's location
+            holds them
+        """
         ns, name = parse_identifier(identifier)
         found: list[TableEntry] = []
 
@@ -335,15 +356,55 @@ class Catalog:
             return [(CATALOG_STREAM, state.version,
                      [TableDropped(namespace=ns, name=name, table_uuid=entry.table_uuid, purge=purge)])]
 
-        location = self.load_table(identifier).location if purge else None
         commit_streams(self.store, build, policy=RetryPolicy())
-        self.projector.publish_drop(ns, name, found[0].table_uuid)
-        if purge and location is not None:
-            shutil.rmtree(location, ignore_errors=True)
+        table_uuid = found[0].table_uuid
+        self.projector.publish_drop(ns, name, table_uuid)
+        if not purge:
+            return []
+        from engine.operations.expire import purge_files
 
-    def purge_table(self, identifier: str | Sequence[str]) -> None:
-        """Drop a table and delete its folder (PyIceberg's name)."""
-        self.drop_table(identifier, purge=True)
+        return purge_files(self, table_uuid, self.ownership(table_uuid, name=".".join(ns + (name,))),
+                           delete_external=delete_external_files)
+
+    def purge_table(self, identifier: str | Sequence[str], *, delete_external_files: bool = False) -> list[str]:
+        """Drop a table and delete the files it owns (PyIceberg's name; see :meth:`drop_table`)."""
+        return self.drop_table(identifier, purge=True, delete_external_files=delete_external_files)
+
+    # ------------------------------------------------------------ ownership
+    def table_locations(self, *, excluding: str | None = None) -> list[tuple[str, str]]:
+        """(normalized location, name) of every table in the catalog but ``excluding`` (a table uuid)."""
+        out = []
+        for entry in self.store.catalog().tables:
+            if entry.table_uuid != excluding:
+                out.append((normalize_location(self.store.table(entry.table_uuid).location),
+                            ".".join(entry.namespace + (entry.name,))))
+        return out
+
+    def place_table(self, namespace: tuple[str, ...], name: str, table_uuid: str, location: str | None, *,
+                    must_be_empty: bool = True, action: str = "create table") -> str:
+        """Where a new table lives: ``location`` when given and allowed, else a free default folder
+        (see engine.ownership).
+
+        :raises ValidationError: the location is the warehouse, holds the catalog's files, is or overlaps
+            another table's location, or (``must_be_empty``) is a file or a non-empty folder
+        """
+        what = f"{action} {'.'.join(namespace + (name,))}"
+        others = self.table_locations(excluding=table_uuid)
+        if location is None:
+            return choose_default_location(self.warehouse, namespace, name, table_uuid,
+                                           catalog_database=self.database, others=others, what=what)
+        check_table_location(location, warehouse=self.warehouse, catalog_database=self.database, others=others,
+                             must_be_empty=must_be_empty, what=what)
+        return location.rstrip("/")
+
+    def ownership(self, table_uuid: str, *, name: str | None = None) -> Ownership:
+        """The files the table ``table_uuid`` owns (see engine.ownership.Ownership)."""
+        location = self.store.table(table_uuid).location
+        if name is None:
+            entry = next((t for t in self.store.catalog().tables if t.table_uuid == table_uuid), None)
+            name = ".".join(entry.namespace + (entry.name,)) if entry is not None else f"table {table_uuid}"
+        return Ownership(location, others=self.table_locations(excluding=table_uuid),
+                         catalog_files=catalog_files(self.database), name=name)
 
     def load_table(self, identifier: str | Sequence[str]) -> Table:
         ns, name = parse_identifier(identifier)
@@ -453,9 +514,14 @@ class Table(TableStateReads):
         return self._commit_append(files, branch=branch)
 
     def append_files(self, paths: Iterable[str], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
-        """Register existing Parquet files (unpartitioned tables, or files whose partition is given by their
-        values) as one append; metrics come from their footers."""
+        """Register existing Parquet files in place (unpartitioned tables, or files whose partition is given by
+        their values) as one append; metrics come from their footers. Files outside the table location stay the
+        caller's: expire and purge never delete them unless asked to (``delete_external_files``).
+
+        :raises ValidationError: a file listed twice, or one that belongs to another table or is the catalog's
+        """
         state = self.state
+        owned = self.catalog.ownership(self.uuid)
         files: list[DataFile] = []
         seen: set[str] = set()
         without_ids = False
@@ -464,6 +530,7 @@ class Table(TableStateReads):
             if path in seen:
                 raise ValidationError(f"Cannot append files: {path} is listed twice")
             seen.add(path)
+            owned.check_external_file(path, "append file")
             if not os.path.exists(path):
                 raise CorruptFileError(f"Cannot append file: {path} does not exist", path=path)
             files.append(self._describe_file(state, path))
@@ -589,7 +656,7 @@ class Table(TableStateReads):
         """Data files written outside icelog, checked against the table: location, current spec, schema."""
         state = self.state
         spec, schema = state.spec, state.schema
-        root = state.location.rstrip("/") + "/"
+        owned = self.catalog.ownership(self.uuid)
         ids = set(schema.index_by_id())
         ptype = spec.partition_type(schema)
         seen: set[str] = set()
@@ -600,8 +667,7 @@ class Table(TableStateReads):
             if f.file_path in seen:
                 raise ValidationError(f"Cannot {action}: {f.file_path} is listed twice")
             seen.add(f.file_path)
-            if not f.file_path.startswith(root):
-                raise ValidationError(f"Cannot {action}: {f.file_path} is not under the table location {root}")
+            owned.check_new_file(f.file_path, action)
             if f.spec_id != spec.spec_id:
                 raise ValidationError(f"Cannot {action}: {f.file_path} is written for spec {f.spec_id}, the "
                                       f"table's spec is {spec.spec_id}")
@@ -885,11 +951,15 @@ class Table(TableStateReads):
 
         return ReplaceSortOrder(self, case_sensitive=case_sensitive)
 
-    def expire_snapshots(self, older_than_ms: int | None = None, retain_last: int | None = None) -> Any:
-        """Expire snapshots (``history.expire.*`` and per-ref retention) and delete the files only they reached."""
+    def expire_snapshots(self, older_than_ms: int | None = None, retain_last: int | None = None, *,
+                         delete_external_files: bool = False) -> Any:
+        """Expire snapshots (``history.expire.*`` and per-ref retention) and delete the files only they reached
+        that the table owns (under its location); ``delete_external_files`` also deletes those outside it (files
+        registered in place with ``append_files``), never another table's."""
         from engine.operations.expire import expire_snapshots
 
-        return expire_snapshots(self, older_than_ms=older_than_ms, retain_last=retain_last)
+        return expire_snapshots(self, older_than_ms=older_than_ms, retain_last=retain_last,
+                                delete_external_files=delete_external_files)
 
     def remove_orphan_files(self, older_than_ms: int | None = None) -> list[str]:
         """Delete files under the table location that nothing references, older than ``older_than_ms``."""

@@ -32,6 +32,7 @@ from engine.errors import AlreadyExists, NamespaceNotFound, ValidationError
 from engine.events import CATALOG_STREAM, TableCreated, TableRegistered
 from engine.model.data_file import DataFile
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams
+from engine.ownership import check_identifier
 from projections import layout
 from projections.importer import (
     ImportedTable,
@@ -63,6 +64,7 @@ def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_l
     from engine.catalog import parse_identifier
 
     ns, name = parse_identifier(identifier)
+    check_identifier(ns, name)
     relocation = PositionDeleteRelocation(catalog.io)
     try:
         return _register(catalog, ns, name, metadata_location, relocate, location, relocation)
@@ -91,6 +93,7 @@ def _register(catalog: Catalog, ns: tuple[str, ...], name: str, metadata_locatio
             raise NamespaceNotFound(f"Cannot register table {full}: namespace {'.'.join(ns)} does not exist")
         if state.table(ns, name) is not None:
             raise AlreadyExists(f"Cannot register table {full}: it already exists")
+        catalog.place_table(ns, name, table_uuid, imported.location, must_be_empty=False, action="register table")
         if catalog.log.head(table_uuid) != 0:
             other = next((".".join(t.namespace + (t.name,)) for t in state.tables if t.table_uuid == table_uuid),
                          "another name")

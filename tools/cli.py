@@ -55,7 +55,7 @@ def cmd_create_table(args: argparse.Namespace) -> None:
     props = dict(p.split("=", 1) for p in args.property or [])
     with _catalog(args) as cat:
         t = cat.create_table(args.table, schema=schema, partition_by=args.partition_by or None, properties=props,
-                             format_version=args.format_version)
+                             format_version=args.format_version, location=args.location)
         print(f"created table {args.table} at {t.location}")
 
 
@@ -423,6 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition-by", action="append", help="a partition term such as 'day(ts)'; repeatable")
     p.add_argument("--property", action="append", help="key=value table property; repeatable")
     p.add_argument("--format-version", type=int, default=2)
+    p.add_argument("--location", help="the table folder (default <warehouse>/<namespace>/<table>); absent or empty")
     p = add("append", cmd_append, "Append existing Parquet files to a table as one snapshot.")
     p.add_argument("table")
     p.add_argument("files", nargs="+")

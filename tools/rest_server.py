@@ -58,7 +58,7 @@ from engine.errors import (
     ValidationConflict,
     ValidationError,
 )
-from engine.events import CATALOG_STREAM, TableCreated, TableRegistered
+from engine.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
 from engine.model.partitioning import PartitionField, PartitionSpec
 from engine.model.schema import Schema, assign_fresh_ids
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
@@ -71,6 +71,7 @@ from engine.operations.table_updates import (
     load_client_snapshots,
     parse_table_commit,
 )
+from engine.ownership import Ownership, catalog_files, check_identifier
 from engine.state import LogPosition, TableState, apply
 from projections import layout
 from projections.metadata_json import metadata_dict
@@ -258,6 +259,10 @@ def create_table(rc: RestCatalog, ns: tuple[str, ...], body: Mapping[str, Any]) 
     name = body.get("name")
     if not isinstance(name, str) or not name:
         raise BadRequest("Invalid create table request: 'name' is missing")
+    check_identifier(ns, name)
+    requested = body.get("location")
+    if requested is not None and not isinstance(requested, str):
+        raise BadRequest(f"Invalid create table request: location {requested!r} is not a string")
     schema, spec, order = _fresh_definition(body)
     props = {str(k): str(v) for k, v in (body.get("properties") or {}).items()}
     try:
@@ -266,10 +271,11 @@ def create_table(rc: RestCatalog, ns: tuple[str, ...], body: Mapping[str, Any]) 
         raise BadRequest(f"Invalid create table request: format-version {e}") from e
     if fmt not in (1, 2):
         raise BadRequest(f"Invalid create table request: format version {fmt} is not supported (1 or 2)")
-    location = (body.get("location") or os.path.join(cat.warehouse, *ns, name)).rstrip("/")
     table_uuid = str(uuid.uuid4())
-    created = TableCreated(table_uuid=table_uuid, location=location, format_version=fmt, schema=schema, spec=spec,
-                           sort_order=order, properties=props)
+
+    def created_at(location: str) -> TableCreated:
+        return TableCreated(table_uuid=table_uuid, location=location, format_version=fmt, schema=schema, spec=spec,
+                            sort_order=order, properties=props)
 
     def check(state: Any) -> None:
         if not state.has_namespace(ns):
@@ -280,12 +286,14 @@ def create_table(rc: RestCatalog, ns: tuple[str, ...], body: Mapping[str, Any]) 
 
     if body.get("stage-create"):
         check(cat.store.catalog())
+        created = created_at(cat.place_table(ns, name, table_uuid, requested or None))
         state = apply(created, None, LogPosition(position=0, version=0, commit_id="staged", time_ms=0))
         return {"metadata-location": None, "metadata": metadata_dict(state), "config": {}}
 
     def build(ctx: CommitContext) -> list:
         state = cat.store.catalog()
         check(state)
+        created = created_at(cat.place_table(ns, name, table_uuid, requested or None))
         return [(CATALOG_STREAM, state.version, [TableRegistered(namespace=ns, name=name, table_uuid=table_uuid)]),
                 (table_uuid, 0, [created])]
 
@@ -304,12 +312,14 @@ class _PreparedCommit:
     creates: bool
     commit: TableCommit
     client: Mapping[int, ClientSnapshot]
+    owned: Ownership
 
 
 def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, Any], *,
              may_create: bool) -> _PreparedCommit:
     """Parse a CommitTableRequest and read the client's files (outside the log's write transaction)."""
     commit = parse_table_commit(body.get("requirements"), body.get("updates"))
+    check_identifier(ns, name)
     entry = cat.store.catalog().table(ns, name)
     if entry is None and not (commit.creates and may_create):
         raise TableNotFound(f"Cannot commit to table {'.'.join(ns + (name,))}: it does not exist")
@@ -317,10 +327,20 @@ def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, An
         raise CommitConflict(f"Cannot create table {'.'.join(ns + (name,))}: it already exists (assert-create "
                              f"failed)", stream=CATALOG_STREAM, expected_version=-1, actual_version=-1)
     base = cat.store.table(entry.table_uuid) if entry is not None else None
-    client = load_client_snapshots(cat.io, commit, base)
     table_uuid = entry.table_uuid if entry is not None else (commit.assigned_uuid() or str(uuid.uuid4()))
+    label = ".".join(ns + (name,))
+    if entry is not None:
+        owned = cat.ownership(table_uuid, name=label)
+    else:  # a create: the files must be under the location the table will have
+        location = cat.place_table(ns, name, table_uuid, commit.requested_location(), must_be_empty=False)
+        owned = Ownership(location, others=cat.table_locations(excluding=table_uuid),
+                          catalog_files=catalog_files(cat.database), name=label)
+    client = load_client_snapshots(cat.io, commit, base,
+                                   check_path=lambda path: owned.check_new_file(path, f"commit to {label}"))
+    if entry is None:
+        _check_fresh_location(cat, owned, client, f"create table {label}")
     return _PreparedCommit(namespace=ns, name=name, table_uuid=table_uuid, creates=entry is None, commit=commit,
-                           client=client)
+                           client=client, owned=owned)
 
 
 def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]:
@@ -339,7 +359,6 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
         for p in prepared:
             entry = catalog_state.table(p.namespace, p.name)
             label = ".".join(p.namespace + (p.name,))
-            default_location = os.path.join(cat.warehouse, *p.namespace, p.name)
             if p.creates:
                 if entry is not None:
                     raise CommitConflict(f"Cannot create table {label}: it already exists (assert-create failed)",
@@ -347,9 +366,11 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
                 if not catalog_state.has_namespace(p.namespace):
                     raise NamespaceNotFound(f"Cannot create table {label}: namespace {'.'.join(p.namespace)} does "
                                             f"not exist")
+                location = cat.place_table(p.namespace, p.name, p.table_uuid, p.owned.location, must_be_empty=False)
                 events = commit_events(None, p.commit, ctx, client_snapshots=p.client,
                                        live_entries=cat.store.live_entries, stream=p.table_uuid,
-                                       default_location=default_location)
+                                       default_location=location)
+                _check_added_files(p, events)
                 registered.append(TableRegistered(namespace=p.namespace, name=p.name, table_uuid=p.table_uuid))
                 out.append((p.table_uuid, 0, events))
                 continue
@@ -358,6 +379,7 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
             base = cat.store.table(p.table_uuid)
             events = commit_events(base, p.commit, ctx, client_snapshots=p.client,
                                    live_entries=cat.store.live_entries, stream=p.table_uuid)
+            _check_added_files(p, events)
             out.append((p.table_uuid, base.version, events))
         if registered:
             out.insert(0, (CATALOG_STREAM, catalog_state.version, registered))
@@ -368,6 +390,38 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
     if landed is not None:
         versions.update({s: v for s, v in landed.result.heads if s != CATALOG_STREAM})
     return versions
+
+
+def _check_fresh_location(cat: Catalog, owned: Ownership, client: Mapping[int, ClientSnapshot], what: str) -> None:
+    """A table created by a commit (Spark's CTAS writes its files before it) starts in a folder that holds only
+    what the commit itself wrote: its manifest lists, manifests and the files they add."""
+    root = owned.root
+    if not os.path.isdir(root):
+        return
+    named = set()
+    for c in client.values():
+        named.add(owned.normalize(c.manifest_list))
+        named.update(owned.normalize(m.manifest_path) for m in c.manifests)
+        named.update(owned.normalize(e.data_file.file_path) for entries in c.entries.values() for e in entries)
+    for folder, _, files in os.walk(root):
+        for base in files:
+            path = os.path.join(folder, base)
+            if path in named or (base.startswith(".") and base.endswith(".crc")
+                                 and os.path.join(folder, base[1:-4]) in named):
+                continue
+            raise ValidationError(f"Cannot {what}: location {owned.location} already holds {path}, which this "
+                                  f"commit does not write")
+
+
+def _check_added_files(prepared: _PreparedCommit, events: Sequence[Any]) -> None:
+    """Refuse a commit that adds a data or delete file the table does not own (another table's, the catalog's,
+    or one outside its location): its expire and purge would delete it."""
+    label = ".".join(prepared.namespace + (prepared.name,))
+    for event in events:
+        if isinstance(event, SnapshotAdded):
+            for change in event.changes:
+                if change.added:
+                    prepared.owned.check_new_file(change.file.file_path, f"commit to {label}")
 
 
 def commit_table(rc: RestCatalog, ns: tuple[str, ...], name: str, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from engine.errors import ValidationError
 from engine.events import Event, RefRemoved, SnapshotAdded, SnapshotsRemoved, decode
 from engine.model.data_file import DataFile, DataFileContent
 from engine.operations.commit import CommitContext, now_ms
+from engine.ownership import Ownership
 from engine.state import MAIN_BRANCH, Snapshot, TableState
 from projections import layout
 from projections.projector import ManifestListIndex
@@ -40,7 +41,7 @@ from storage.errors import FileNotFound
 from storage.files import FileIO
 
 if TYPE_CHECKING:
-    from engine.catalog import Table
+    from engine.catalog import Catalog, Table
     from engine.state_store import StateStore
 
 MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
@@ -197,7 +198,8 @@ def projection_files(table: Table, state: TableState) -> set[str] | None:
 # ---------------------------------------------------------------- expiry
 
 
-def expire_snapshots(table: Table, older_than_ms: int | None = None, retain_last: int | None = None) -> ExpireResult:
+def expire_snapshots(table: Table, older_than_ms: int | None = None, retain_last: int | None = None, *,
+                     delete_external_files: bool = False) -> ExpireResult:
     """Expire snapshots per the table's retention settings and delete the files only they reached.
 
     One commit removes the expired snapshots and the aged-out refs (nothing is committed when nothing expires);
@@ -209,6 +211,8 @@ def expire_snapshots(table: Table, older_than_ms: int | None = None, retain_last
         ``history.expire.max-snapshot-age-ms``, 5 days); a ref's own ``max-snapshot-age-ms`` takes precedence
     :param retain_last: how many snapshots each branch keeps at least (default
         ``history.expire.min-snapshots-to-keep``, 1); a branch's own ``min-snapshots-to-keep`` takes precedence
+    :param delete_external_files: also delete unreachable files outside the table location (``append_files``
+        in place); without it they stay, and files under another table's location always stay
     :raises ValidationError: ``gc.enabled`` is false, or ``retain_last`` is below 1
     """
     if retain_last is not None and retain_last < 1:
@@ -232,6 +236,7 @@ def expire_snapshots(table: Table, older_than_ms: int | None = None, retain_last
     store, io, index = catalog.store, catalog.io, catalog.projector.index
     state = table.state
     expired = landed.expired
+    owned = catalog.ownership(table.uuid)
 
     deleted_data: list[str] = []
     deleted_deletes: list[str] = []
@@ -242,25 +247,25 @@ def expire_snapshots(table: Table, older_than_ms: int | None = None, retain_last
         current = {s.snapshot_id for s in state.snapshots}
         reachable = reachable_files(store, lineage, current)
         for path, f in sorted(reachable_files(store, lineage, expired).items()):
-            if path not in reachable and _delete(io, path):
+            if path not in reachable and owned.may_delete(path, external=delete_external_files) and _delete(io, path):
                 (deleted_data if f.content == DataFileContent.DATA else deleted_deletes).append(path)
 
         kept, complete = _manifest_paths(index, state.table_uuid, current)
         if complete:  # else a snapshot was never projected: its manifests are unknown, so keep them all
             gone, _ = _manifest_paths(index, state.table_uuid, expired)
-            deleted_manifests = [p for p in sorted(gone - kept) if _delete(io, p)]
+            deleted_manifests = [p for p in sorted(gone - kept) if owned.owns(p) and _delete(io, p)]
 
         for sid in expired:
             snap = landed.base.snapshot_by_id(sid)
             if snap is not None and sid not in current:
                 path = layout.manifest_list_file(landed.base.location, sid, snap.commit_id)
-                if _delete(io, path):
+                if owned.owns(path) and _delete(io, path):
                     deleted_lists.append(path)
 
     return ExpireResult(expired_snapshot_ids=tuple(sorted(expired)), removed_refs=tuple(sorted(landed.removed_refs)),
                         deleted_data_files=tuple(deleted_data), deleted_delete_files=tuple(deleted_deletes),
                         deleted_manifests=tuple(deleted_manifests), deleted_manifest_lists=tuple(sorted(deleted_lists)),
-                        deleted_metadata_files=tuple(_delete_old_metadata(table, state)))
+                        deleted_metadata_files=tuple(_delete_old_metadata(table, state, owned)))
 
 
 @attrs.frozen(kw_only=True)
@@ -302,7 +307,7 @@ def _delete(io: FileIO, path: str) -> bool:
     return True
 
 
-def _delete_old_metadata(table: Table, state: TableState) -> list[str]:
+def _delete_old_metadata(table: Table, state: TableState, owned: Ownership) -> list[str]:
     """With ``write.metadata.delete-after-commit.enabled``, the metadata files older than the current one that
     left the metadata log (``write.metadata.previous-versions-max`` bounds it)."""
     if not state.bool_property(DELETE_AFTER_COMMIT, False):
@@ -320,7 +325,7 @@ def _delete_old_metadata(table: Table, state: TableState) -> list[str]:
         if match is None:
             continue
         version = int(match.group(1))
-        if version < state.version and version not in keep and _delete(io, path):
+        if version < state.version and version not in keep and owned.owns(path) and _delete(io, path):
             deleted.append(path)
     return deleted
 
@@ -349,8 +354,9 @@ def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[
     referenced = {io.fs_path(p) for p in reachable_files(store, lineage, [s.snapshot_id for s in state.snapshots])}
     projection = projection_files(table, state)
     metadata = io.fs_path(layout.metadata_dir(state.location))
+    owned = catalog.ownership(table.uuid)
     # a snapshot whose manifests are unknown (never projected): leave the metadata folder alone
-    protected = [io.fs_path(os.path.join(catalog.warehouse, "catalog.db"))]
+    protected: list[str] = []
     if projection is None:
         protected.append(metadata + os.sep)
     else:
@@ -370,7 +376,7 @@ def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[
         else:
             locals_ = [io.fs_path(path)]
         for local in locals_:
-            if local not in referenced and io.exists(local) and _delete(io, local):
+            if local not in referenced and owned.owns(local) and io.exists(local) and _delete(io, local):
                 deleted.append(local)
     catalog.log.forget_staged(table.uuid, [p for p, _ in staged])
     # then files other writers left under the table folder, by listing it
@@ -383,6 +389,93 @@ def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[
             continue
         if info.mtime_ns is None or info.mtime_ns // 1_000_000 >= cutoff or path in deleted:
             continue
-        if _delete(io, path):
+        if owned.owns(path) and _delete(io, path):
             deleted.append(path)
     return sorted(deleted)
+
+
+# ---------------------------------------------------------------- purge
+
+
+def purge_files(catalog: Catalog, table_uuid: str, owned: Ownership, *, delete_external: bool = False) -> list[str]:
+    """Delete the files a (dropped) table owns; returns their paths, sorted.
+
+    What the log says the table wrote or took over: the data and delete files of every snapshot it ever had,
+    icelog's metadata files, manifest lists and manifests (names derived from its commits), and the files staged
+    for it (icelog's writers, REST clients' manifests). Each goes only when ``owned`` allows it; then the folders
+    under the location that are left empty go too. Nothing else is touched: a stray file in the folder, the
+    original metadata of a registered table, another table's files.
+
+    :param catalog: the catalog (an ``engine.catalog.Catalog``)
+    :param table_uuid: the table's stream
+    :param owned: what the table owns (``catalog.ownership(table_uuid)``)
+    :param delete_external: also delete referenced files outside the location (see ``Ownership.may_delete``)
+    """
+    store, io = catalog.store, catalog.io
+    state = store.table(table_uuid)
+    location = state.location
+    lineage = lineage_state(store, state)
+    candidates = set(reachable_files(store, lineage, [s.snapshot_id for s in lineage.snapshots]))
+    candidates.add(layout.version_hint_file(location))
+    candidates.update(layout.metadata_file(location, v) for v in range(1, state.version + 1))
+    manifest_names = set()
+    for snap in lineage.snapshots:
+        if snap.commit_id:
+            candidates.add(layout.manifest_list_file(location, snap.snapshot_id, snap.commit_id))
+            manifest_names.add(os.path.basename(layout.manifest_file(location, snap.commit_id, snap.snapshot_id, 0))
+                               .rsplit("-m", 1)[0])
+    staged = catalog.log.staged_files(table_uuid)
+    for path, _ in staged:
+        if path.endswith("/"):
+            candidates.update(_files_under(io, path.rstrip("/")))
+        else:
+            candidates.add(path)
+    metadata = layout.metadata_dir(location)
+    if io.exists(metadata):  # icelog's manifests by name, and what interrupted writes of its files left
+        named = {os.path.basename(io.fs_path(p)) for p in candidates}
+        for path in io.list_dir(metadata):
+            base = os.path.basename(path)
+            if base.rsplit("-m", 1)[0] in manifest_names or _temp_of(base) in named or \
+                    _temp_of(base).rsplit("-m", 1)[0] in manifest_names:
+                candidates.add(path)
+    deleted = []
+    for path in sorted(candidates):
+        if not owned.may_delete(path, external=delete_external):
+            continue
+        local = io.fs_path(path)
+        if _delete(io, path):
+            deleted.append(local)
+        crc = os.path.join(os.path.dirname(local), f".{os.path.basename(local)}.crc")  # Hadoop's checksum file
+        if owned.owns(crc) and _delete(io, crc):
+            deleted.append(crc)
+    catalog.log.forget_staged(table_uuid, [p for p, _ in staged])
+    _remove_empty_folders(io.fs_path(location), owned)
+    return sorted(deleted)
+
+
+def _files_under(io: FileIO, folder: str) -> list[str]:
+    local = io.fs_path(folder)
+    if not io.exists(local):
+        return []
+    infos = io.filesystem.get_file_info(pafs.FileSelector(local, recursive=True))
+    return [i.path for i in infos if i.type == pafs.FileType.File]
+
+
+def _temp_of(name: str) -> str:
+    """The file an interrupted atomic write of FileIO was writing (``.<name>.<hex>.tmp`` -> ``<name>``)."""
+    if name.startswith(".") and name.endswith(".tmp"):
+        return name[1:-4].rsplit(".", 1)[0]
+    return ""
+
+
+def _remove_empty_folders(root: str, owned: Ownership) -> None:
+    """Remove the folders under ``root`` (and ``root``) that are empty, deepest first; never another table's."""
+    if not os.path.isdir(root) or os.path.islink(root):
+        return
+    for folder, _, _ in sorted(os.walk(root), key=lambda w: -len(w[0])):
+        if owned.owner_elsewhere(folder) is not None:
+            continue
+        try:
+            os.rmdir(folder)  # fails on a folder that still holds something: it stays
+        except OSError:
+            pass

@@ -381,7 +381,10 @@ class RowDelta(PendingUpdate):
     def _check_new_paths(self, files: Sequence[DataFile], action: str) -> None:
         known = {f.file_path for f in self._data + self._deletes}
         seen: set[str] = set()
+        owned = self._table.catalog.ownership(self._table.uuid) if files else None
         for f in files:
+            assert owned is not None
+            owned.check_new_file(f.file_path, action)
             if f.file_path in known or f.file_path in seen:
                 raise ValidationError(f"Cannot {action}: {f.file_path} is added twice")
             seen.add(f.file_path)

@@ -98,6 +98,11 @@ class TableCommit:
     def snapshots(self) -> list[Mapping[str, Any]]:
         return [u["snapshot"] for u in self.updates if u["action"] == "add-snapshot"]
 
+    def requested_location(self) -> str | None:
+        """The location the commit's last ``set-location`` asks for (None when it sets none)."""
+        found = [u.get("location") for u in self.updates if u.get("action") == "set-location"]
+        return str(found[-1]) if found and found[-1] else None
+
     def assigned_uuid(self) -> str | None:
         for u in self.updates:
             if u["action"] == "assign-uuid":
@@ -189,15 +194,22 @@ def _entries(io: FileIO, m: ManifestFile, what: str) -> tuple[ManifestEntry, ...
                  attrs.evolve(e, data_file=attrs.evolve(e.data_file, spec_id=m.partition_spec_id)) for e in entries)
 
 
-def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | None) -> dict[int, ClientSnapshot]:
+def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | None,
+                          check_path: Callable[[str], None] | None = None) -> dict[int, ClientSnapshot]:
     """Read the manifest list of each snapshot the commit adds and the manifests in it that are not the parent's.
 
+    :param check_path: called with each manifest list and manifest path before it is read; raises to refuse it
+        (a file the table does not own)
     :raises CorruptFileError: a manifest list or manifest that is missing or unreadable
     """
+    check = check_path or (lambda path: None)
     out: dict[int, ClientSnapshot] = {}
     for snap in commit.snapshots():
         list_path = snap["manifest-list"]
+        check(list_path)
         manifests = tuple(read_manifest_list(read_file_bytes(io, list_path, "the client's manifest list"), list_path))
+        for m in manifests:
+            check(m.manifest_path)
         parent_id = snap.get("parent-snapshot-id")
         parent_manifests: dict[str, ManifestFile] | None = None
         if base is not None and parent_id is not None:

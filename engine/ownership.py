@@ -1,0 +1,288 @@
+"""What a table may name, where it may live, and which files it owns: the rules that keep every table inside
+what is its own.
+
+Layer: engine (pure rules on names and locations, plus the few file-system questions they need: does a folder
+exist, is it empty, where does a symlink lead). Callers are the catalog (create, register, purge), the commit
+paths that bring in files (the REST server, ``row_delta``, ``append_data_files``, ``append_files``) and the
+garbage collection (expire, orphan removal), which deletes only what :meth:`Ownership.may_delete` allows.
+
+The rules:
+
+- A name part (namespace level or table name) is a single, writable folder name: not empty, not ``.`` or
+  ``..``, no path separator, NUL or control character, at most 255 bytes of UTF-8.
+- A table's location is never the warehouse root, never holds the catalog's own database files, and is never
+  equal to, inside, or a parent of another table's location. An explicit location must also be absent or an
+  empty folder. A default location (``<warehouse>/<namespace>/<name>``) that breaks a rule (a folder left by a
+  renamed or dropped table, a nested namespace inside a table's folder) moves to a fresh folder beside it.
+- A table owns the files under its own location that are not under another table's location and are not the
+  catalog's files. Files a table references outside its location (``append_files`` of files in place, tables
+  registered with their data elsewhere) are external: never deleted unless the caller asks for it, and even
+  then never another table's or the catalog's.
+
+::
+
+    check_identifier(("db",), "events")                 # raises ValidationError for ("..", "x"), ("db", "a/b"), ...
+    owned = Ownership(table_location, others, catalog_files)
+    owned.may_delete("/w/db/events/data/a.parquet")     # True
+    owned.may_delete("/w/db/other/data/b.parquet")      # False
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from engine.errors import ValidationError
+
+#: the longest file name (one path component) Linux file systems take, in bytes
+NAME_MAX_BYTES = 255
+#: the longest path the kernel takes, in bytes
+PATH_MAX_BYTES = 4096
+#: SQLite's companions of a database file; all of them belong to the catalog
+CATALOG_FILE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+#: table properties that send a writer's files somewhere else than ``<location>/data`` or ``/metadata``
+TABLE_PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path",
+                         "write.folder-storage.path")
+
+
+# ---------------------------------------------------------------- names
+
+
+def check_name(part: Any, what: str) -> str:
+    """A namespace level or table name that can be a folder name of its own, or ValidationError naming it.
+
+    :param part: the name
+    :param what: what it names, for the message ("table name", "namespace")
+    """
+    if not isinstance(part, str):
+        raise ValidationError(f"Cannot use {what} {part!r}: not a string")
+    shown = repr(part) if len(part) <= 80 else f"{part[:60]!r}... ({len(part)} characters)"
+    if not part:
+        raise ValidationError(f"Cannot use {what} {shown}: it is empty")
+    if part in (".", ".."):
+        raise ValidationError(f"Cannot use {what} {shown}: it names a folder of the path itself")
+    for ch in part:
+        if ch in "/\\":
+            raise ValidationError(f"Cannot use {what} {shown}: it holds the path separator {ch!r}")
+        if unicodedata.category(ch) in ("Cc", "Cs"):  # control characters (NUL included) and lone surrogates
+            raise ValidationError(f"Cannot use {what} {shown}: it holds the control character {ch!r}")
+    size = len(part.encode("utf-8"))
+    if size > NAME_MAX_BYTES:
+        raise ValidationError(f"Cannot use {what} {shown}: it is {size} bytes long, more than a file name may be "
+                              f"({NAME_MAX_BYTES})")
+    return part
+
+
+def check_namespace(namespace: Sequence[str]) -> None:
+    """Every level of a namespace is a valid name (see :func:`check_name`)."""
+    if not namespace:
+        raise ValidationError("Cannot use an empty namespace")
+    for part in namespace:
+        check_name(part, "namespace")
+
+
+def check_identifier(namespace: Sequence[str], name: str) -> None:
+    """A table identifier whose every part is a valid name (see :func:`check_name`)."""
+    check_namespace(namespace)
+    check_name(name, "table name")
+
+
+# ---------------------------------------------------------------- locations
+
+
+def is_local(location: str) -> bool:
+    """Whether a location is a local path or a ``file:`` URI (not an object store)."""
+    scheme = urlsplit(location).scheme
+    return not scheme or len(scheme) == 1 or scheme == "file"
+
+
+def normalize_location(location: str) -> str:
+    """One spelling per place: a local path or ``file:`` URI becomes its absolute path with symlinks resolved;
+    any other URI loses its trailing slashes (``s3a://`` and ``s3n://`` read as ``s3://``)."""
+    text = os.fspath(location)
+    parts = urlsplit(text)
+    if parts.scheme == "file":
+        return os.path.realpath(unquote(parts.path))
+    if not parts.scheme or len(parts.scheme) == 1:
+        return os.path.realpath(text)
+    if parts.scheme in ("s3a", "s3n"):
+        text = "s3" + text[len(parts.scheme):]
+    return text.rstrip("/")
+
+
+def is_within(path: str, root: str) -> bool:
+    """Whether the normalized ``path`` is ``root`` or below it."""
+    root = root.rstrip("/") or "/"
+    return path == root or path.startswith(root if root.endswith("/") else root + "/")
+
+
+def catalog_files(database: str) -> tuple[str, ...]:
+    """The normalized paths of a catalog database and its SQLite companions."""
+    base = normalize_location(database)
+    return tuple(base + suffix for suffix in CATALOG_FILE_SUFFIXES)
+
+
+def check_table_location(location: str, *, warehouse: str, catalog_database: str,
+                         others: Iterable[tuple[str, str]], must_be_empty: bool, what: str) -> str:
+    """Check where a table may live; returns the normalized location.
+
+    :param location: the table location asked for
+    :param warehouse: the warehouse root
+    :param catalog_database: the catalog's database file
+    :param others: (normalized location, name) of every other table
+    :param must_be_empty: refuse an existing file or non-empty folder (new tables; not registered ones)
+    :param what: the action, for the message ("create table db.t")
+    :raises ValidationError: naming the location and the rule it breaks
+    """
+    if not isinstance(location, str) or not location.strip():
+        raise ValidationError(f"Cannot {what}: location {location!r} is empty")
+    if "\x00" in location:
+        raise ValidationError(f"Cannot {what}: location {location!r} holds a NUL character")
+    if len(location.encode("utf-8", "surrogatepass")) > PATH_MAX_BYTES:
+        raise ValidationError(f"Cannot {what}: location is longer than {PATH_MAX_BYTES} bytes")
+    norm = normalize_location(location)
+    if is_local(location) and any(len(p.encode("utf-8", "surrogatepass")) > NAME_MAX_BYTES
+                                  for p in norm.split("/")):
+        raise ValidationError(f"Cannot {what}: location {location} has a folder name longer than "
+                              f"{NAME_MAX_BYTES} bytes")
+    root = normalize_location(warehouse)
+    if norm == root or is_within(root, norm):
+        raise ValidationError(f"Cannot {what}: location {location} is the warehouse {warehouse} or holds it")
+    for path in catalog_files(catalog_database):
+        if is_within(path, norm):
+            raise ValidationError(f"Cannot {what}: location {location} is or holds the catalog's database "
+                                  f"{catalog_database}")
+    for other, name in others:
+        if norm == other:
+            raise ValidationError(f"Cannot {what}: location {location} is the location of table {name}")
+        if is_within(norm, other):
+            raise ValidationError(f"Cannot {what}: location {location} is inside the location of table {name}")
+        if is_within(other, norm):
+            raise ValidationError(f"Cannot {what}: location {location} holds the location of table {name}")
+    if must_be_empty and is_local(location):
+        if os.path.isfile(norm) or os.path.islink(norm):
+            raise ValidationError(f"Cannot {what}: location {location} is a file")
+        if os.path.isdir(norm) and any(True for _ in os.scandir(norm)):
+            raise ValidationError(f"Cannot {what}: location {location} is a folder that is not empty")
+    return norm
+
+
+def choose_default_location(warehouse: str, namespace: Sequence[str], name: str, table_uuid: str, *,
+                            catalog_database: str, others: Sequence[tuple[str, str]], what: str) -> str:
+    """``<warehouse>/<namespace...>/<name>`` when that folder is free (see :func:`check_table_location`), else
+    ``<name>-<uuid>`` beside it, else ``<warehouse>/<name>-<uuid>`` (a namespace folder inside a table's)."""
+    base = warehouse.rstrip("/")
+    suffix = uuid.UUID(table_uuid).hex if _is_uuid(table_uuid) else uuid.uuid4().hex
+    candidates = ["/".join([base, *namespace, name]), "/".join([base, *namespace, f"{name}-{suffix}"]),
+                  f"{base}/{name}-{suffix}"]
+    first_error: ValidationError | None = None
+    for candidate in candidates:
+        try:
+            check_table_location(candidate, warehouse=warehouse, catalog_database=catalog_database, others=others,
+                                 must_be_empty=True, what=what)
+        except ValidationError as e:
+            first_error = first_error or e
+            continue
+        return candidate
+    assert first_error is not None
+    raise first_error
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- files
+
+
+class Ownership:
+    """Which files one table owns, and may therefore delete or bring in as its own.
+
+    ::
+
+        owned = Ownership("/w/db/t", others=[("/w/db/u", "db.u")], catalog_files=catalog_files("/w/catalog.db"))
+        owned.owns("/w/db/t/data/a.parquet")        # True
+        owned.owner_elsewhere("/w/db/u/data/b.parquet")   # "db.u"
+
+    :param location: the table's location
+    :param others: (normalized location, name) of every other table of the catalog
+    :param catalog_files: the normalized paths of the catalog's database files
+    :param name: the table's name, for messages
+    """
+
+    def __init__(self, location: str, *, others: Iterable[tuple[str, str]], catalog_files: Iterable[str],
+                 name: str = "the table") -> None:
+        self.location = location
+        self.root = normalize_location(location)
+        self.name = name
+        # a table nested in this one's folder (a catalog from before these rules) keeps what is under it
+        self.others = tuple((root, other) for root, other in others if root != self.root)
+        self.catalog_files = frozenset(catalog_files)
+        self._folders: dict[str, str] = {}
+
+    def normalize(self, path: str) -> str:
+        """``path`` as :func:`normalize_location` spells it, resolving each folder once."""
+        text = os.fspath(path)
+        if not is_local(text):
+            return normalize_location(text)
+        parts = urlsplit(text)
+        local = unquote(parts.path) if parts.scheme == "file" else os.path.abspath(text)
+        folder, base = os.path.split(local)
+        real = self._folders.get(folder)
+        if real is None:
+            real = self._folders[folder] = os.path.realpath(folder)
+        full = os.path.join(real, base)
+        return os.path.realpath(full) if os.path.islink(full) else full
+
+    def owner_elsewhere(self, path: str) -> str | None:
+        """The name of the other table whose location holds ``path``, "the catalog" for its database files, or
+        None."""
+        norm = self.normalize(path)
+        if norm in self.catalog_files:
+            return "the catalog"
+        # the deepest location holding the path decides (tables nested in each other before these rules)
+        deepest, owner = (self.root, None) if is_within(norm, self.root) else ("", None)
+        for root, name in self.others:
+            if len(root) > len(deepest) and is_within(norm, root):
+                deepest, owner = root, name
+        return owner
+
+    def owns(self, path: str) -> bool:
+        """Whether ``path`` is under the table's location and belongs to nothing else."""
+        return is_within(self.normalize(path), self.root) and self.owner_elsewhere(path) is None
+
+    def may_delete(self, path: str, *, external: bool = False) -> bool:
+        """Whether garbage collection may delete ``path``: an owned file, or (with ``external``) a file outside
+        every table's location that is not the catalog's."""
+        if self.owns(path):
+            return True
+        return external and not is_within(self.normalize(path), self.root) and self.owner_elsewhere(path) is None
+
+    def check_new_file(self, path: str, action: str) -> None:
+        """Refuse a file a commit brings in as the table's own unless the table owns it.
+
+        :raises ValidationError: naming the file and where it belongs
+        """
+        owner = self.owner_elsewhere(path)
+        if owner is not None:
+            raise ValidationError(f"Cannot {action}: {path} belongs to {owner}, not to {self.name}")
+        if not is_within(self.normalize(path), self.root):
+            raise ValidationError(f"Cannot {action}: {path} is not under the table location {self.location} of "
+                                  f"{self.name}")
+
+    def check_external_file(self, path: str, action: str) -> None:
+        """Refuse a file brought in from outside (``append_files``) when it is another table's or the catalog's.
+
+        :raises ValidationError: naming the file and its owner
+        """
+        owner = self.owner_elsewhere(path)
+        if owner is not None:
+            raise ValidationError(f"Cannot {action}: {path} belongs to {owner}, not to {self.name}")
