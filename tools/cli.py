@@ -95,8 +95,9 @@ def cmd_rename_table(args: argparse.Namespace) -> None:
 
 def cmd_drop_table(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        cat.drop_table(args.table, purge=args.purge)
-        print(f"dropped {args.table}{' and deleted its files' if args.purge else ''}")
+        deleted = cat.drop_table(args.table, purge=args.purge or args.delete_external_files,
+                                 delete_external_files=args.delete_external_files)
+        print(f"dropped {args.table}" + (f" and deleted {len(deleted)} file(s)" if deleted else ""))
 
 
 def cmd_tables(args: argparse.Namespace) -> None:
@@ -369,7 +370,8 @@ def cmd_fast_forward(args: argparse.Namespace) -> None:
 
 def cmd_expire_snapshots(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        result = _table(args, cat).expire_snapshots(older_than_ms=args.older_than_ms, retain_last=args.retain_last)
+        result = _table(args, cat).expire_snapshots(older_than_ms=args.older_than_ms, retain_last=args.retain_last,
+                                                    delete_external_files=args.delete_external_files)
         print(f"expired: {result}")
 
 
@@ -438,7 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("new_name", help="namespace.table")
     p = add("drop-table", cmd_drop_table, "Drop a table from the catalog (the log keeps its history).")
     p.add_argument("table")
-    p.add_argument("--purge", action="store_true", help="also delete the table's folder")
+    p.add_argument("--purge", action="store_true", help="also delete the files the table owns")
+    p.add_argument("--delete-external-files", action="store_true",
+                   help="with --purge, also delete the files it referenced outside its location")
     p = add("tables", cmd_tables, "List tables (of one namespace, or of all).")
     p.add_argument("namespace", nargs="?")
     p = add("log", cmd_log, "Show a table's events: position, version, type, time, commit id.")
@@ -543,6 +547,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = table_cmd("expire-snapshots", cmd_expire_snapshots, "Expire old snapshots and delete unreachable files.")
     p.add_argument("--older-than-ms", type=int)
     p.add_argument("--retain-last", type=int)
+    p.add_argument("--delete-external-files", action="store_true",
+                   help="also delete unreachable files outside the table location (appended in place)")
     p = table_cmd("remove-orphan-files", cmd_remove_orphan_files, "Delete files under the table no snapshot uses.")
     p.add_argument("--older-than-ms", type=int)
     p = add("serve", cmd_serve, "Run the Iceberg REST catalog server over the warehouse (Spark type=rest).")

@@ -417,7 +417,12 @@ def purge_files(catalog: Catalog, table_uuid: str, owned: Ownership, *, delete_e
     lineage = lineage_state(store, state)
     candidates = set(reachable_files(store, lineage, [s.snapshot_id for s in lineage.snapshots]))
     candidates.add(layout.version_hint_file(location))
-    candidates.update(layout.metadata_file(location, v) for v in range(1, state.version + 1))
+    # icelog's metadata files: one per commit, named by the commit's last stream version (a registered table's
+    # original metadata files, named like them, were not written by icelog and stay)
+    last_versions: dict[str, int] = {}
+    for event in store.log.read_stream(table_uuid):
+        last_versions[event.commit_id] = event.version
+    candidates.update(layout.metadata_file(location, v) for v in last_versions.values())
     manifest_names = set()
     for snap in lineage.snapshots:
         if snap.commit_id:

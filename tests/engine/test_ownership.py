@@ -341,3 +341,21 @@ def test_cli_refuses_names_and_locations_in_one_line(cat, site, capsys, args):
 def test_errors_are_icelog_errors(cat):
     with pytest.raises(IcelogError):
         cat.create_table(("db", "x\x00"), SCHEMA)
+
+
+def test_cli_purge_and_expire_leave_external_files_unless_asked(cat, site, capsys):
+    table = cat.create_table("db.t", SCHEMA)
+    external = site / "in-place.parquet"
+    pq.write_table(rows([1]), external)
+    table.append_files([str(external)])
+    table.append(rows([2]))
+    (Path(table.location) / "stray.txt").write_text("not the table's")
+    wh = str(site / "wh")
+    assert cli(["--warehouse", wh, "drop-table", "db.t", "--purge"]) == 0
+    assert "deleted" in capsys.readouterr().out
+    assert external.exists() and (Path(table.location) / "stray.txt").exists()
+    again = cat.create_table("db.u", SCHEMA)
+    again.append_files([str(external)])
+    assert cli(["--warehouse", wh, "drop-table", "db.u", "--purge", "--delete-external-files"]) == 0
+    assert not external.exists()
+    assert (site / "sentinel.txt").exists() and (site / "full" / "mine.txt").exists()
