@@ -516,7 +516,7 @@ def commit_transaction(rc: RestCatalog, body: Mapping[str, Any]) -> None:
     seen = set()
     for change in changes:
         if not isinstance(change, dict):
-            raise BadRequest(f"Invalid transaction: table change {change!r} is not an object")
+            raise BadRequest(f"Invalid transaction: table change {_short(change)} is not an object")
         ns, name = _identifier(change.get("identifier"), "table change identifier")
         if (ns, name) in seen:
             raise BadRequest(f"Invalid transaction: table {'.'.join(ns + (name,))} is changed twice")
@@ -568,7 +568,7 @@ async def oauth_tokens(request: Request, rc: RestCatalog) -> Response:
     secret = form.get("client_secret") if grant == "client_credentials" else form.get("subject_token")
     if grant not in ("client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange"):
         return JSONResponse({"error": "unsupported_grant_type",
-                             "error_description": f"grant_type {grant!r} is not supported"}, status_code=400)
+                             "error_description": f"grant_type {_short(grant)} is not supported"}, status_code=400)
     if not secret or not hmac.compare_digest(secret.encode(), rc.token.encode()):
         return JSONResponse({"error": "invalid_client", "error_description": "Invalid client credentials"},
                             status_code=401)
@@ -591,7 +591,8 @@ def h_list_namespaces(rc: RestCatalog, request: Request, _: Any) -> dict[str, An
 def h_create_namespace(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     ns_json = body.get("namespace")
     if not isinstance(ns_json, list) or not ns_json or not all(isinstance(p, str) and p for p in ns_json):
-        raise BadRequest(f"Invalid create namespace request: 'namespace' must be a list of names, got {ns_json!r}")
+        raise BadRequest(f"Invalid create namespace request: 'namespace' must be a list of names, got "
+                         f"{_short(ns_json)}")
     props = _string_map(body.get("properties"), "create namespace request: 'properties'")
     rc.catalog().create_namespace(tuple(ns_json), props)
     return {"namespace": ns_json, "properties": props}
