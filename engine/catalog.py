@@ -52,6 +52,7 @@ from engine.events import (
     TableRegistered,
     TableRenamed,
 )
+from engine.file_columns import check_file_columns
 from engine.model.arrow_schema import schema_from_arrow
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import metrics_must_match
@@ -533,6 +534,7 @@ class Table(TableStateReads):
             owned.check_external_file(path, "append file")
             if not os.path.exists(path):
                 raise CorruptFileError(f"Cannot append file: {path} does not exist", path=path)
+            check_file_columns(path, state.schema, state.prop(NAME_MAPPING_PROPERTY))
             files.append(self._describe_file(state, path))
             without_ids = without_ids or not carries_field_ids(path)
         mapping = None

@@ -22,6 +22,16 @@ def _catalog(args: argparse.Namespace) -> Any:
     return Catalog.open(args.warehouse)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def _time(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).isoformat(timespec="milliseconds")
 
@@ -402,7 +412,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if not token:
         from engine.errors import ValidationError
         raise ValidationError("Cannot serve: give --token SECRET (or set ICELOG_TOKEN); every request must carry it")
-    serve(args.warehouse, args.host, args.port, token)
+    serve(args.warehouse, args.host, args.port, token, max_body_bytes=args.max_body_bytes)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -555,6 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8181)
     p.add_argument("--token", help="the bearer token clients must send (default $ICELOG_TOKEN)")
+    p.add_argument("--max-body-bytes", type=_positive_int, default=4 << 20,
+                   help="the largest request body accepted; larger ones get 413 (default 4194304, 4 MiB)")
     p = add("demo", cmd_demo, "Run the main job: a PySpark pipeline committing through icelog's REST catalog.")
     p.add_argument("--warehouse-dir", help="where the demo warehouse goes (default ./warehouse)")
     p.add_argument("--rows", type=int, default=200_000, help="events ingested for the day (default 200000)")

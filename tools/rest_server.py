@@ -8,7 +8,9 @@ engine.operations.table_updates), is published before the response, and the resp
 Routes follow the Iceberg REST OpenAPI spec without a prefix (``/v1/namespaces/...``); a multipart namespace is one
 path segment joined by ``%1F``. Every route but ``POST /v1/oauth/tokens`` needs ``Authorization: Bearer <token>``;
 the token endpoint hands the token out for OAuth2 client credentials whose secret is the token. Errors use the
-spec's ``{"error": {"message", "type", "code"}}``.
+spec's ``{"error": {"message", "type", "code"}}``: every bad request is a 4xx (400 for a malformed body, 413 for
+one larger than ``max_body_bytes``, read from Content-Length or while streaming and never buffered beyond the
+limit), and 5xx means a fault of the server.
 
 Handlers are synchronous: Starlette runs them in a thread pool, and each thread opens its own Catalog (its own
 SQLite connection); the log serialises commits, and a failed requirement comes back as 409 so the client reloads
@@ -18,7 +20,7 @@ and retries.
 
     from tools.rest_server import app, serve
     serve("warehouse", "127.0.0.1", 8181, token="secret")      # blocking
-    asgi = app("warehouse", token="secret")                      # for any ASGI server
+    asgi = app("warehouse", token="secret", max_body_bytes=4 << 20)   # for any ASGI server
     with running_server("warehouse") as server:                  # a background thread (tests, benchmarks)
         RestCatalog("r", uri=server.uri, token=server.token)
 """
@@ -75,10 +77,16 @@ from engine.ownership import Ownership, catalog_files, check_identifier
 from engine.state import LogPosition, TableState, apply
 from projections import layout
 from projections.metadata_json import metadata_dict
+from storage.errors import FileError
 
 log = logging.getLogger("icelog.rest")
 
 NAMESPACE_SEPARATOR = "\x1f"
+#: The default limit on a request body (4 MiB); ``app(max_body_bytes=...)`` / ``icelog serve --max-body-bytes``.
+DEFAULT_MAX_BODY_BYTES = 4 << 20
+#: The deepest nesting of arrays and objects a JSON body may have (an Iceberg schema nests about four levels
+#: per struct, so this allows structs some 60 deep).
+MAX_JSON_DEPTH = 256
 FORMAT_VERSION_PROPERTY = "format-version"
 ENDPOINTS = (
     "GET /v1/{prefix}/namespaces", "POST /v1/{prefix}/namespaces", "GET /v1/{prefix}/namespaces/{namespace}",
@@ -95,6 +103,10 @@ ENDPOINTS = (
 
 class BadRequest(ValidationError):
     """A request whose body or parameters are malformed (HTTP 400)."""
+
+
+class PayloadTooLarge(BadRequest):
+    """A request body larger than the server's limit (HTTP 413)."""
 
 
 class Unauthorized(IcelogError):
@@ -121,6 +133,10 @@ def _error_for(e: Exception) -> JSONResponse:
         return error_response(409, "NamespaceNotEmptyException", str(e))
     if isinstance(e, (CommitConflict, ValidationConflict, ForeignWriterError)):
         return error_response(409, "CommitFailedException", str(e))
+    if isinstance(e, PayloadTooLarge):
+        return error_response(413, "RequestTooLargeException", str(e))
+    if isinstance(e, RecursionError):  # only input can nest that deeply
+        return error_response(400, "BadRequestException", f"Malformed request: nested too deeply ({e})")
     if isinstance(e, (ValidationError, CorruptFileError)):
         return error_response(400, "BadRequestException", str(e))
     if isinstance(e, CommitStateUnknown):
@@ -134,13 +150,19 @@ class RestCatalog:
 
     :param warehouse: the warehouse folder
     :param token: the bearer token every request must carry
+    :param max_body_bytes: the largest request body accepted (larger ones get 413)
     """
 
-    def __init__(self, warehouse: str | os.PathLike, token: str) -> None:
+    def __init__(self, warehouse: str | os.PathLike, token: str, *,
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         if not token:
             raise ValidationError("Cannot start the REST server: a token is required")
+        if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+            raise ValidationError(f"Cannot start the REST server: max_body_bytes must be a positive integer, got "
+                                  f"{max_body_bytes!r}")
         self.warehouse = os.path.abspath(os.fspath(warehouse))
         self.token = token
+        self.max_body_bytes = max_body_bytes
         self._local = threading.local()
         self._catalogs: list[Catalog] = []
         self._lock = threading.Lock()
@@ -184,22 +206,95 @@ def namespace_of(segment: str) -> tuple[str, ...]:
 def _identifier(obj: Any, what: str) -> tuple[tuple[str, ...], str]:
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not isinstance(obj.get("namespace"),
                                                                                             list):
-        raise BadRequest(f"Invalid {what}: expected {{'namespace': [...], 'name': ...}}, got {obj!r}")
-    ns = tuple(str(p) for p in obj["namespace"])
-    if not ns or not obj["name"]:
-        raise BadRequest(f"Invalid {what}: {obj!r}")
-    return ns, obj["name"]
+        raise BadRequest(f"Invalid {what}: expected {{'namespace': [...], 'name': ...}}, got {_short(obj)}")
+    ns = obj["namespace"]
+    if not ns or not obj["name"] or not all(isinstance(p, str) and p for p in ns):
+        raise BadRequest(f"Invalid {what}: {_short(obj)}")
+    return tuple(ns), obj["name"]
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+def _short(value: Any, limit: int = 200) -> str:
+    """A value for an error message, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+def _string_map(value: Any, what: str) -> dict[str, str]:
+    """A JSON object of string values (absent or null: empty), as Iceberg's properties are."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadRequest(f"Invalid {what}: expected an object of strings, got {_short(value)}")
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise BadRequest(f"Invalid {what}: the value of {_short(k)} is not a string: {_short(v)}")
+    return dict(value)
+
+
+def _string_list(value: Any, what: str) -> list[str]:
+    """A JSON array of strings (absent or null: empty)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRequest(f"Invalid {what}: expected a list of strings, got {_short(value)}")
+    return list(value)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with :class:`PayloadTooLarge` as soon as it is known to exceed ``limit`` bytes:
+    from its Content-Length before reading anything, else while streaming it (a chunked body). Never holds more
+    than ``limit`` bytes; what the client still sends is discarded by the server."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError as e:
+            raise BadRequest(f"Malformed request: Content-Length {declared!r} is not a number") from e
+        if size > limit:
+            raise PayloadTooLarge(f"Request body too large: {size} bytes, more than the limit of {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        if len(body) + len(chunk) > limit:
+            raise PayloadTooLarge(f"Request body too large: more than the limit of {limit} bytes")
+        body += chunk
+    return bytes(body)
+
+
+def _json_depth(value: Any) -> int:
+    """How deeply arrays and objects nest in a decoded JSON value (no recursion)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            deepest = max(deepest, d)
+            stack += [(x, d + 1) for x in v.values()]
+        elif isinstance(v, list):
+            deepest = max(deepest, d)
+            stack += [(x, d + 1) for x in v]
+    return deepest
+
+
+def parse_json_body(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object.
+
+    :raises BadRequest: for a body that is not UTF-8 JSON, not an object, or nested deeper than MAX_JSON_DEPTH
+    """
     try:
         body = json.loads(raw.decode("utf-8")) if raw else None
+    except RecursionError as e:
+        raise BadRequest(f"Malformed request body: JSON nested more than {MAX_JSON_DEPTH} levels deep") from e
     except (UnicodeDecodeError, ValueError) as e:
         raise BadRequest(f"Malformed request body: not JSON: {e}") from e
     if not isinstance(body, dict):
         raise BadRequest(f"Malformed request body: expected a JSON object, got {type(body).__name__}")
+    if _json_depth(body) > MAX_JSON_DEPTH:
+        raise BadRequest(f"Malformed request body: JSON nested more than {MAX_JSON_DEPTH} levels deep")
     return body
+
+
+async def _json_body(request: Request, limit: int) -> dict[str, Any]:
+    return parse_json_body(await read_body(request, limit))
 
 
 def _table_result(cat: Catalog, table: Table, state: TableState | None = None) -> dict[str, Any]:
@@ -224,6 +319,8 @@ def _fresh_definition(body: Mapping[str, Any]) -> tuple[Schema, PartitionSpec, S
         raise BadRequest("Invalid create table request: 'schema' is missing") from e
     except (TypeError, ValueError, AttributeError) as e:
         raise BadRequest(f"Invalid create table request: the schema cannot be read: {e}") from e
+    if not isinstance(given, Schema):
+        raise BadRequest(f"Invalid create table request: the schema cannot be read: {_short(body['schema'])}")
     schema = assign_fresh_ids(given, schema_id=0)
 
     def moved(source_id: int) -> int:
@@ -235,23 +332,44 @@ def _fresh_definition(body: Mapping[str, Any]) -> tuple[Schema, PartitionSpec, S
     spec_json = body.get("partition-spec")
     spec = PartitionSpec()
     if spec_json:
+        if not isinstance(spec_json, (dict, list)):
+            raise BadRequest(f"Invalid create table request: 'partition-spec' is not an object: {_short(spec_json)}")
         obj = dict(spec_json) if isinstance(spec_json, dict) else {"fields": spec_json}
+        fields = obj.get("fields") or []
+        if not isinstance(fields, list) or not all(isinstance(f, dict) for f in fields):
+            raise BadRequest(f"Invalid create table request: the partition fields are not a list of objects: "
+                             f"{_short(fields)}")
         obj["spec-id"] = 0
-        for f in obj.get("fields") or []:
-            if isinstance(f, dict):
-                f.pop("field-id", None)
-        parsed = PartitionSpec.from_json(obj)
+        obj["fields"] = [{k: v for k, v in f.items() if k != "field-id"} for f in fields]
+        parsed = _from_json(PartitionSpec.from_json, obj, "partition spec")
         spec = PartitionSpec(spec_id=0, fields=tuple(
             PartitionField(source_id=moved(f.source_id), field_id=1000 + i, transform=f.transform, name=f.name)
             for i, f in enumerate(parsed.fields)))
         spec.partition_type(schema)
+        for f in spec.fields:
+            source_type = schema.find_field(f.source_id).field_type
+            if not f.transform.can_transform(source_type):
+                raise BadRequest(f"Invalid create table request: partition field {f.name!r}: {f.transform} cannot "
+                                 f"apply to column {schema.find_column_name(f.source_id)!r} of type {source_type}")
     order = UNSORTED_ORDER
     order_json = body.get("write-order")
-    if isinstance(order_json, dict) and order_json.get("fields"):
-        parsed_order = SortOrder.from_json({"order-id": 1, "fields": order_json["fields"]})
+    if order_json is not None and not isinstance(order_json, dict):
+        raise BadRequest(f"Invalid create table request: 'write-order' is not an object: {_short(order_json)}")
+    if order_json and order_json.get("fields"):
+        parsed_order = _from_json(SortOrder.from_json, {"order-id": 1, "fields": order_json["fields"]}, "write order")
         order = SortOrder(order_id=1, fields=tuple(attrs.evolve(f, source_id=moved(f.source_id))
                                                    for f in parsed_order.fields))
     return schema, spec, order
+
+
+def _from_json(parse: Callable[[Any], Any], obj: Any, what: str) -> Any:
+    """``parse(obj)`` with any failure to read the JSON as a 400 naming ``what``."""
+    try:
+        return parse(obj)
+    except ValidationError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError) as e:
+        raise BadRequest(f"Invalid create table request: the {what} cannot be read: {e}") from e
 
 
 def create_table(rc: RestCatalog, ns: tuple[str, ...], body: Mapping[str, Any]) -> dict[str, Any]:
@@ -262,9 +380,9 @@ def create_table(rc: RestCatalog, ns: tuple[str, ...], body: Mapping[str, Any]) 
     check_identifier(ns, name)
     requested = body.get("location")
     if requested is not None and not isinstance(requested, str):
-        raise BadRequest(f"Invalid create table request: location {requested!r} is not a string")
+        raise BadRequest(f"Invalid create table request: 'location' is not a string: {_short(requested)}")
     schema, spec, order = _fresh_definition(body)
-    props = {str(k): str(v) for k, v in (body.get("properties") or {}).items()}
+    props = _string_map(body.get("properties"), "create table request: 'properties'")
     try:
         fmt = int(props.pop(FORMAT_VERSION_PROPERTY, "2"))
     except ValueError as e:
@@ -449,7 +567,7 @@ def commit_transaction(rc: RestCatalog, body: Mapping[str, Any]) -> None:
     seen = set()
     for change in changes:
         if not isinstance(change, dict):
-            raise BadRequest(f"Invalid transaction: table change {change!r} is not an object")
+            raise BadRequest(f"Invalid transaction: table change {_short(change)} is not an object")
         ns, name = _identifier(change.get("identifier"), "table change identifier")
         if (ns, name) in seen:
             raise BadRequest(f"Invalid transaction: table {'.'.join(ns + (name,))} is changed twice")
@@ -470,7 +588,7 @@ def _route(rc: RestCatalog, handler: Callable[..., Any], *, auth: bool = True, b
         try:
             if auth:
                 rc.check_token(request)
-            payload = await _json_body(request) if body else None
+            payload = await _json_body(request, rc.max_body_bytes) if body else None
             result = await run_in_threadpool(handler, rc, request, payload)
         except Exception as e:  # every error becomes the spec's error model
             return _error_for(e)
@@ -492,12 +610,16 @@ def h_config(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
 
 
 async def oauth_tokens(request: Request, rc: RestCatalog) -> Response:
-    form = {k: v[-1] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
+    try:
+        raw = await read_body(request, rc.max_body_bytes)
+    except BadRequest as e:
+        return _error_for(e)
+    form = {k: v[-1] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
     grant = form.get("grant_type")
     secret = form.get("client_secret") if grant == "client_credentials" else form.get("subject_token")
     if grant not in ("client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange"):
         return JSONResponse({"error": "unsupported_grant_type",
-                             "error_description": f"grant_type {grant!r} is not supported"}, status_code=400)
+                             "error_description": f"grant_type {_short(grant)} is not supported"}, status_code=400)
     if not secret or not hmac.compare_digest(secret.encode(), rc.token.encode()):
         return JSONResponse({"error": "invalid_client", "error_description": "Invalid client credentials"},
                             status_code=401)
@@ -520,11 +642,9 @@ def h_list_namespaces(rc: RestCatalog, request: Request, _: Any) -> dict[str, An
 def h_create_namespace(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     ns_json = body.get("namespace")
     if not isinstance(ns_json, list) or not ns_json or not all(isinstance(p, str) and p for p in ns_json):
-        raise BadRequest(f"Invalid create namespace request: 'namespace' must be a list of names, got {ns_json!r}")
-    props = body.get("properties") or {}
-    if not isinstance(props, dict):
-        raise BadRequest("Invalid create namespace request: 'properties' must be an object")
-    props = {str(k): str(v) for k, v in props.items()}
+        raise BadRequest(f"Invalid create namespace request: 'namespace' must be a list of names, got "
+                         f"{_short(ns_json)}")
+    props = _string_map(body.get("properties"), "create namespace request: 'properties'")
     rc.catalog().create_namespace(tuple(ns_json), props)
     return {"namespace": ns_json, "properties": props}
 
@@ -544,12 +664,9 @@ def h_drop_namespace(rc: RestCatalog, request: Request, _: Any) -> None:
 
 
 def h_update_namespace(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    updates = body.get("updates") or {}
-    removals = body.get("removals") or []
-    if not isinstance(updates, dict) or not isinstance(removals, list):
-        raise BadRequest("Invalid namespace properties request: 'updates' must be an object, 'removals' a list")
-    updated, removed, missing = rc.catalog().update_namespace_properties(_ns(request), updates,
-                                                                         [str(k) for k in removals])
+    updates = _string_map(body.get("updates"), "namespace properties request: 'updates'")
+    removals = _string_list(body.get("removals"), "namespace properties request: 'removals'")
+    updated, removed, missing = rc.catalog().update_namespace_properties(_ns(request), updates, removals)
     return {"updated": updated, "removed": removed, "missing": missing}
 
 
@@ -601,7 +718,10 @@ def h_register_table(rc: RestCatalog, request: Request, body: dict[str, Any]) ->
     cat = rc.catalog()
     if not cat.store.catalog().has_namespace(ns):
         raise NamespaceNotFound(f"Cannot register table: namespace {'.'.join(ns)} does not exist")
-    table = cat.register_table(ns + (name,), location)
+    try:
+        table = cat.register_table(ns + (name,), location)
+    except FileError as e:  # the client's metadata location cannot be read: a bad request, not a server fault
+        raise BadRequest(f"Cannot register table {'.'.join(ns + (name,))}: {e}") from e
     return _table_result(cat, table)
 
 
@@ -613,9 +733,12 @@ def h_commit_transaction(rc: RestCatalog, request: Request, body: dict[str, Any]
     commit_transaction(rc, body)
 
 
-def app(warehouse: str | os.PathLike, token: str) -> Starlette:
-    """The ASGI application serving ``warehouse``; every request but the token endpoint must carry ``token``."""
-    rc = RestCatalog(warehouse, token)
+def app(warehouse: str | os.PathLike, token: str, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Starlette:
+    """The ASGI application serving ``warehouse``; every request but the token endpoint must carry ``token``.
+
+    :param max_body_bytes: the largest request body accepted; a larger one gets 413 without being buffered
+    """
+    rc = RestCatalog(warehouse, token, max_body_bytes=max_body_bytes)
     ns = "/v1/namespaces/{namespace}"
     tbl = ns + "/tables/{table}"
 
@@ -658,11 +781,12 @@ def app(warehouse: str | os.PathLike, token: str) -> Starlette:
     return application
 
 
-def serve(warehouse: str | os.PathLike, host: str = "127.0.0.1", port: int = 8181, token: str = "") -> None:
+def serve(warehouse: str | os.PathLike, host: str = "127.0.0.1", port: int = 8181, token: str = "", *,
+          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
     """Run the server until interrupted (blocking)."""
     import uvicorn
 
-    uvicorn.run(app(warehouse, token), host=host, port=port, log_level="warning")
+    uvicorn.run(app(warehouse, token, max_body_bytes=max_body_bytes), host=host, port=port, log_level="warning")
 
 
 @attrs.frozen(kw_only=True)
@@ -675,11 +799,12 @@ class RunningServer:
 
 @contextlib.contextmanager
 def running_server(warehouse: str | os.PathLike, token: str | None = None, *, host: str = "127.0.0.1",
-                   port: int | None = None) -> Iterator[RunningServer]:
+                   port: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Iterator[RunningServer]:
     """Serve ``warehouse`` from a background thread of this process until the block ends (tests, benchmarks).
 
     :param token: the bearer token (a random one when None)
     :param port: the port (a free one when None)
+    :param max_body_bytes: the largest request body accepted
     """
     import uvicorn
 
@@ -687,7 +812,8 @@ def running_server(warehouse: str | os.PathLike, token: str | None = None, *, ho
     from tools.spark import free_port
 
     port = port or free_port(host)
-    server = uvicorn.Server(uvicorn.Config(app(warehouse, token), host=host, port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app(warehouse, token, max_body_bytes=max_body_bytes), host=host,
+                                           port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name=f"icelog-rest-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

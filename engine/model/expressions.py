@@ -49,6 +49,11 @@ Text syntax (:func:`parse_expression`), keywords case-insensitive:
 
 ``str(expr)`` prints text that parses back to an equal expression (for unbound ones built from the literal
 types above).
+
+Depth: a chain of one operator (``a OR b OR c ...``) is built as a balanced tree, so a filter of thousands of
+terms stays about log2(n) levels deep. The parser and :func:`bind` refuse an expression deeper than
+:data:`MAX_DEPTH` levels (nested parentheses, NOT, and the balanced chains) with a ValidationError, so no walk
+over an accepted expression can exhaust Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -94,6 +99,10 @@ if TYPE_CHECKING:  # transforms and partitioning import this module; they reach 
 
 #: Java's limit on IN lists the metrics evaluator checks literal by literal; longer lists might match.
 IN_PREDICATE_LIMIT = 200
+
+#: The deepest expression :func:`parse_expression` and :func:`bind` accept: levels of parentheses and NOT in
+#: text, and levels of the expression tree once each AND / OR chain is a balanced tree.
+MAX_DEPTH = 200
 
 _INT_RANGE = {IntegerType: (-(2**31), 2**31 - 1), LongType: (-(2**63), 2**63 - 1)}
 
@@ -300,23 +309,81 @@ _ORDERINGS = (LessThan, LessThanOrEqual, GreaterThan, GreaterThanOrEqual)
 
 
 def and_(*exprs: BooleanExpression) -> BooleanExpression:
-    """All of the expressions (AlwaysTrue for none), left-associated like the parser builds ``a AND b AND c``."""
+    """All of the expressions (AlwaysTrue for none), as the balanced tree the parser builds for
+    ``a AND b AND c ...`` (three terms give ``And(And(a, b), c)``)."""
     if not exprs:
         return AlwaysTrue()
-    result = exprs[0]
-    for e in exprs[1:]:
-        result = And(result, e)
-    return result
+    return _balanced(And, list(exprs))
 
 
 def or_(*exprs: BooleanExpression) -> BooleanExpression:
-    """Any of the expressions (AlwaysFalse for none)."""
+    """Any of the expressions (AlwaysFalse for none), balanced like :func:`and_`."""
     if not exprs:
         return AlwaysFalse()
-    result = exprs[0]
-    for e in exprs[1:]:
-        result = Or(result, e)
-    return result
+    return _balanced(Or, list(exprs))
+
+
+def _balanced(cls: type, items: list[BooleanExpression]) -> BooleanExpression:
+    """``items`` joined by ``cls`` (And or Or) as a balanced tree, the left half taking the odd item: depth
+    stays log2(len(items)) whatever the length."""
+    if len(items) == 1:
+        return items[0]
+    mid = (len(items) + 1) // 2
+    return cls(_balanced(cls, items[:mid]), _balanced(cls, items[mid:]))
+
+
+def _chain(expr: BooleanExpression) -> list[BooleanExpression]:
+    """The operands of the chain of ``type(expr)`` (And or Or) rooted at ``expr``, in order (no recursion)."""
+    cls = type(expr)
+    out: list[BooleanExpression] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if type(e) is cls:
+            stack += [e.right, e.left]  # type: ignore[attr-defined]
+        else:
+            out.append(e)
+    return out
+
+
+def _rebalance(expr: BooleanExpression) -> BooleanExpression:
+    """The expression with every AND / OR chain rebuilt as a balanced tree (no recursion, so a chain of any
+    length built in Python is accepted)."""
+    todo: list[tuple[BooleanExpression, int]] = [(expr, -1)]  # -1: not visited; n >= 0: combine n results
+    done: list[BooleanExpression] = []
+    while todo:
+        e, n = todo.pop()
+        if isinstance(e, (And, Or)):
+            if n < 0:
+                operands = _chain(e)
+                todo.append((e, len(operands)))
+                todo += [(o, -1) for o in reversed(operands)]
+            else:
+                operands = done[len(done) - n:]
+                del done[len(done) - n:]
+                done.append(_balanced(type(e), operands))
+        elif isinstance(e, Not):
+            if n < 0:
+                todo += [(e, 1), (e.child, -1)]
+            else:
+                done.append(Not(done.pop()))
+        else:
+            done.append(e)
+    return done[0]
+
+
+def depth(expr: BooleanExpression) -> int:
+    """The number of levels of an expression tree (a predicate is 1; ``a AND b`` is 2)."""
+    deepest = 0
+    stack = [(expr, 1)]
+    while stack:
+        e, d = stack.pop()
+        deepest = max(deepest, d)
+        if isinstance(e, (And, Or)):
+            stack += [(e.left, d + 1), (e.right, d + 1)]
+        elif isinstance(e, Not):
+            stack.append((e.child, d + 1))
+    return deepest
 
 
 def is_bound(expr: BooleanExpression) -> bool:
@@ -440,11 +507,20 @@ def bind(expr: BooleanExpression, schema: Schema, case_sensitive: bool = True) -
     :param schema: the schema to bind to
     :param case_sensitive: when False, column names match ignoring case
     :raises ValidationError: naming the column for an unknown column, a field inside a list or map, a predicate
-        the column's type does not support, or a literal that does not convert to the column's type
+        the column's type does not support, or a literal that does not convert to the column's type; or when
+        the expression, with its AND / OR chains balanced, is more than :data:`MAX_DEPTH` levels deep
     """
     if not isinstance(expr, BooleanExpression):
         raise ValidationError(f"Cannot bind expression: {expr!r} is not an expression")
-    return _bind(expr, schema, case_sensitive)
+    expr = _rebalance(expr)
+    levels = depth(expr)
+    if levels > MAX_DEPTH:
+        raise ValidationError(f"Cannot bind expression: it is nested {levels} levels deep (AND / OR chains "
+                              f"counted as balanced trees), more than the limit of {MAX_DEPTH}")
+    try:
+        return _bind(expr, schema, case_sensitive)
+    except RecursionError as e:  # not expected below MAX_DEPTH; never let it escape untyped
+        raise ValidationError(f"Cannot bind expression: it is nested too deeply (limit {MAX_DEPTH} levels)") from e
 
 
 def _bind(expr: BooleanExpression, schema: Schema, case_sensitive: bool) -> BooleanExpression:
@@ -1548,14 +1624,12 @@ def _to_text(expr: BooleanExpression) -> str:
         return "false"
     if isinstance(expr, (And, Or)):
         word = " AND " if isinstance(expr, And) else " OR "
-        # the parser associates to the left: a same-kind left child needs no parentheses
-        left = _to_text(expr.left)
-        if isinstance(expr.left, (And, Or)) and type(expr.left) is not type(expr):
-            left = f"({left})"
-        right = _to_text(expr.right)
-        if isinstance(expr.right, (And, Or)):
-            right = f"({right})"
-        return left + word + right
+        # the parser builds a chain as a balanced tree: print a chain flat only when it is that tree, else
+        # keep both sides in parentheses so the text parses back to the same shape
+        operands = _chain(expr)
+        if _balanced(type(expr), operands) != expr:
+            operands = [expr.left, expr.right]
+        return word.join(f"({_to_text(o)})" if isinstance(o, (And, Or)) else _to_text(o) for o in operands)
     if isinstance(expr, Not):
         return f"NOT ({_to_text(expr.child)})"
     if isinstance(expr, Predicate):
@@ -1646,11 +1720,17 @@ _NO_VALUE = object()
 def parse_expression(text: str) -> BooleanExpression:
     """Parse a SQL-like filter (see the module docstring for the syntax) into an unbound expression.
 
-    :raises ValidationError: naming the position of the first problem
+    An AND or OR chain becomes a balanced tree (``a AND b AND c`` is ``And(And(a, b), c)``).
+
+    :raises ValidationError: naming the position of the first problem, or when parentheses and NOT nest, or the
+        expression tree would be, more than :data:`MAX_DEPTH` levels deep
     """
     if not isinstance(text, str):
         raise ValidationError(f"Cannot parse expression: expected a string, got {text!r}")
-    return _Parser(text).parse()
+    try:
+        return _Parser(text).parse()
+    except RecursionError as e:  # not expected below MAX_DEPTH; never let it escape untyped
+        raise ValidationError(f"Cannot parse expression: it is nested too deeply (limit {MAX_DEPTH} levels)") from e
 
 
 class _Parser:
@@ -1672,7 +1752,8 @@ class _Parser:
     def _fail(self, what: str, tok: _Token | None = None) -> ValidationError:
         tok = tok or self._peek()
         found = "the end" if tok.kind == "end" else repr(self._text[tok.pos:tok.pos + 20])
-        return ValidationError(f"Cannot parse expression: {what} at position {tok.pos} ({found}) in {self._text!r}")
+        text = self._text if len(self._text) <= 200 else self._text[:200] + f"... ({len(self._text)} characters)"
+        return ValidationError(f"Cannot parse expression: {what} at position {tok.pos} ({found}) in {text!r}")
 
     def _expect_op(self, op: str) -> None:
         if not self._peek().is_op(op):
@@ -1689,38 +1770,68 @@ class _Parser:
     def parse(self) -> BooleanExpression:
         if self._peek().kind == "end":
             raise self._fail("empty expression")
-        expr = self._or()
+        expr, _ = self._or(0)
         if self._peek().kind != "end":
             raise self._fail("unexpected text")
         return expr
 
-    def _or(self) -> BooleanExpression:
-        expr = self._and()
-        while self._peek().is_word("or"):
-            self._next()
-            expr = Or(expr, self._and())
-        return expr
+    # Each rule returns the expression and its depth; ``nesting`` counts the parentheses and NOTs around it.
+    # A parenthesis costs two Python frames (_or, _unary), so MAX_DEPTH bounds the recursion too.
 
-    def _and(self) -> BooleanExpression:
-        expr = self._not()
-        while self._peek().is_word("and"):
-            self._next()
-            expr = And(expr, self._not())
-        return expr
+    def _too_deep(self, tok: _Token | None = None) -> ValidationError:
+        return self._fail(f"nested more than the limit of {MAX_DEPTH} levels (parentheses, NOT, and AND / OR "
+                          "chains counted as balanced trees)", tok)
 
-    def _not(self) -> BooleanExpression:
-        if self._peek().is_word("not"):
+    def _or(self, nesting: int) -> tuple[BooleanExpression, int]:
+        groups: list[tuple[BooleanExpression, int]] = []
+        while True:
+            terms = [self._unary(nesting)]
+            while self._peek().is_word("and"):
+                self._next()
+                terms.append(self._unary(nesting))
+            groups.append(self._join(And, terms))
+            if not self._peek().is_word("or"):
+                return self._join(Or, groups)
             self._next()
-            return Not(self._not())
-        return self._primary()
+
+    def _join(self, cls: type, items: list[tuple[BooleanExpression, int]]) -> tuple[BooleanExpression, int]:
+        """The items as a balanced chain of ``cls``, with its depth."""
+        if len(items) == 1:
+            return items[0]
+        mid = (len(items) + 1) // 2
+        left, left_depth = self._join(cls, items[:mid])
+        right, right_depth = self._join(cls, items[mid:])
+        levels = max(left_depth, right_depth) + 1
+        if levels > MAX_DEPTH:
+            raise self._too_deep()
+        return cls(left, right), levels
+
+    def _unary(self, nesting: int) -> tuple[BooleanExpression, int]:
+        nots = 0
+        while self._peek().is_word("not"):
+            nots += 1
+            if nesting + nots > MAX_DEPTH:
+                raise self._too_deep()
+            self._next()
+        tok = self._peek()
+        if tok.is_op("("):
+            if nesting + nots + 1 > MAX_DEPTH:
+                raise self._too_deep()
+            self._next()
+            expr, levels = self._or(nesting + nots + 1)
+            self._expect_op(")")
+        else:
+            expr, levels = self._primary(), 1
+            if isinstance(expr, (And, Not)):  # BETWEEN
+                levels = depth(expr)
+        if levels + nots > MAX_DEPTH:
+            raise self._too_deep(tok)
+        for _ in range(nots):
+            expr = Not(expr)
+        return expr, levels + nots
 
     def _primary(self) -> BooleanExpression:
         tok = self._peek()
-        if tok.is_op("("):
-            self._next()
-            expr = self._or()
-            self._expect_op(")")
-            return expr
         if tok.is_word("isnan") and self._peek(1).is_op("("):
             self._next()
             self._next()

@@ -123,6 +123,23 @@ def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what:
     return value
 
 
+def _check_values(u: Mapping[str, Any], action: str) -> None:
+    """Property values and removals are strings and removed snapshot ids integers, as in Iceberg's parsers."""
+    if action == "set-properties":
+        for k, v in _need(u, "updates", dict, action).items():
+            if not isinstance(v, str):
+                raise ValidationError(f"Cannot apply {action}: the value of {k!r} is not a string: {v!r}")
+    elif action == "remove-properties":
+        if not all(isinstance(k, str) for k in _need(u, "removals", list, action)):
+            raise ValidationError(f"Cannot apply {action}: 'removals' must be a list of strings")
+    elif action == "remove-snapshots":
+        ids = _need(u, "snapshot-ids", list, action)
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise ValidationError(f"Cannot apply {action}: 'snapshot-ids' must be a list of integers")
+    elif action in ("remove-statistics", "remove-partition-statistics"):
+        _need(u, "snapshot-id", int, action)
+
+
 def parse_table_commit(requirements: Any, updates: Any) -> TableCommit:
     """Check the shape of a commit's ``requirements`` and ``updates`` lists.
 
@@ -145,6 +162,7 @@ def parse_table_commit(requirements: Any, updates: Any) -> TableCommit:
         action = u.get("action")
         if action not in UPDATES:
             raise ValidationError(f"Cannot commit: unknown update action {action!r}")
+        _check_values(u, action)
         if action == "add-snapshot":
             snap = _need(u, "snapshot", dict, "add-snapshot")
             _need(snap, "snapshot-id", int, "add-snapshot")

@@ -97,3 +97,17 @@ def test_every_cli_command_is_in_the_readme():
     assert missing == []
     for name, sub in commands.items():
         assert sub.description, f"{name} has no help text"
+
+
+def test_cli_deep_filter_exits_1_with_one_line(tmp_path, capsys, data_file):
+    wh = str(tmp_path / "wh")
+    run(capsys, "--warehouse", wh, "create-namespace", "db")
+    run(capsys, "--warehouse", wh, "create-table", "db.t", "--schema-from", data_file)
+    run(capsys, "--warehouse", wh, "append", "db.t", data_file)
+    deep = "(" * 5000 + "id = 1" + ")" * 5000
+    code, out, err = run(capsys, "--warehouse", wh, "scan", "db.t", "--where", deep)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "limit of 200" in err and "Traceback" not in err and len(err) < 1000
+    wide = " or ".join(f"id = {i}" for i in range(2000))
+    code, out, err = run(capsys, "--warehouse", wh, "scan", "db.t", "--where", wide, "--columns", "id")
+    assert code == 0 and sorted(json.loads(line)["id"] for line in out.splitlines()) == [1, 2, 3]
