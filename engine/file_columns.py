@@ -26,9 +26,10 @@ import pyarrow.parquet as pq
 
 from engine.errors import CorruptFileError, ValidationError
 from engine.model import types as T
+from engine.model.arrow_schema import arrow_carries_field_ids, arrow_children, arrow_field_id
 from engine.model.name_mapping import name_mapping
 from engine.model.schema import Schema
-from engine.reader import FIELD_ID, apply_name_mapping, parse_name_mapping
+from engine.reader import apply_name_mapping, parse_name_mapping
 
 _INT = (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16())
 _LONG = (*_INT, pa.int64(), pa.uint32())
@@ -52,7 +53,7 @@ def check_file_columns(path: str, schema: Schema, name_mapping_text: str | None 
     except (pa.ArrowException, OSError) as e:
         raise CorruptFileError(f"Cannot read data file: {path} is not a readable Parquet file ({e})",
                                path=path) from e
-    if not _carries_ids(file_schema):
+    if not arrow_carries_field_ids(file_schema):
         entries = parse_name_mapping(name_mapping_text)
         file_schema = apply_name_mapping(file_schema, entries if entries is not None else name_mapping(schema))
     required_leaves: dict[str, str] = {}  # Parquet column path -> column name, for required fields
@@ -60,32 +61,7 @@ def check_file_columns(path: str, schema: Schema, name_mapping_text: str | None 
     _check_nulls(path, metadata, required_leaves)
 
 
-def _field_id(f: pa.Field) -> int | None:
-    raw = (f.metadata or {}).get(FIELD_ID)
-    try:
-        return int(raw) if raw is not None else None
-    except ValueError:
-        return None
 
-
-def _carries_ids(schema: pa.Schema) -> bool:
-    stack = list(schema)
-    while stack:
-        f = stack.pop()
-        if _field_id(f) is not None:
-            return True
-        stack += _children(f.type)
-    return False
-
-
-def _children(t: pa.DataType) -> list[pa.Field]:
-    if pa.types.is_struct(t):
-        return [t.field(i) for i in range(t.num_fields)]
-    if pa.types.is_map(t):
-        return [t.key_field, t.item_field]
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return [t.value_field]
-    return []
 
 
 def _check_struct(path: str, fields: tuple[T.NestedField, ...], file_fields: list[pa.Field], name_prefix: str,
@@ -95,7 +71,7 @@ def _check_struct(path: str, fields: tuple[T.NestedField, ...], file_fields: lis
     :param all_required: whether every struct enclosing this level is required (not inside a list or map
         either), so a required field here can never be null
     """
-    by_id = {fid: f for f in file_fields if (fid := _field_id(f)) is not None}
+    by_id = {fid: f for f in file_fields if (fid := arrow_field_id(f)) is not None}
     for field in fields:
         name = f"{name_prefix}{field.name}"
         file_field = by_id.get(field.field_id)
@@ -117,7 +93,7 @@ def _check_type(path: str, t: T.IcebergType, file_field: pa.Field, name: str, pa
     if isinstance(t, T.StructType):
         if not pa.types.is_struct(ftype):
             raise _mismatch(path, name, ftype, t)
-        _check_struct(path, t.fields, _children(ftype), f"{name}.", f"{parquet_path}.", required, required_leaves)
+        _check_struct(path, t.fields, arrow_children(ftype), f"{name}.", f"{parquet_path}.", required, required_leaves)
         return
     if isinstance(t, T.ListType):
         if not (pa.types.is_list(ftype) or pa.types.is_large_list(ftype)):

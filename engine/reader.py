@@ -23,13 +23,19 @@ import pyarrow.parquet as pq
 
 from engine.errors import CorruptFileError
 from engine.model import types as T
-from engine.model.arrow_schema import schema_to_arrow
+from engine.model.arrow_schema import (
+    FIELD_ID_KEY,
+    arrow_carries_field_ids,
+    arrow_children,
+    arrow_field_id,
+    schema_to_arrow,
+)
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import BooleanExpression, evaluate_arrow
 from engine.model.name_mapping import name_mapping
 from engine.model.schema import Schema
 
-FIELD_ID = b"PARQUET:field_id"
+FIELD_ID = FIELD_ID_KEY
 #: The reserved field ids of a position delete file's columns.
 DELETE_FILE_PATH_ID = 2147483546
 DELETE_POS_ID = 2147483545
@@ -73,28 +79,7 @@ def _normalize_paths(paths: pa.Array) -> pa.Array:
 # -- field ids -------------------------------------------------------------------------------------------------
 
 
-def _field_id(f: pa.Field) -> int | None:
-    raw = (f.metadata or {}).get(FIELD_ID)
-    return int(raw) if raw is not None else None
 
-
-def _carries_ids(schema: pa.Schema) -> bool:
-    def any_id(f: pa.Field) -> bool:
-        if _field_id(f) is not None:
-            return True
-        return any(any_id(c) for c in _children(f.type))
-
-    return any(any_id(f) for f in schema)
-
-
-def _children(t: pa.DataType) -> list[pa.Field]:
-    if pa.types.is_struct(t):
-        return [t.field(i) for i in range(t.num_fields)]
-    if pa.types.is_map(t):
-        return [t.key_field, t.item_field]
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return [t.value_field]
-    return []
 
 
 def _with_id(f: pa.Field, field_id: int | None, t: pa.DataType | None = None) -> pa.Field:
@@ -110,7 +95,7 @@ def _map_field(f: pa.Field, entry: Mapping[str, Any] | None) -> pa.Field:
     sub = _entries_by_name(entry.get("fields") or []) if entry is not None else {}
     t = f.type
     if pa.types.is_struct(t):
-        t = pa.struct([_map_field(c, sub.get(c.name)) for c in _children(t)])
+        t = pa.struct([_map_field(c, sub.get(c.name)) for c in arrow_children(t)])
     elif pa.types.is_map(t):
         t = pa.map_(_map_field(t.key_field, sub.get("key")), _map_field(t.item_field, sub.get("value")))
     elif pa.types.is_large_list(t):
@@ -149,10 +134,10 @@ def parse_name_mapping(text: str | None) -> list[dict[str, Any]] | None:
 
 def _subtree_ids(f: pa.Field) -> set[int]:
     out = set()
-    fid = _field_id(f)
+    fid = arrow_field_id(f)
     if fid is not None:
         out.add(fid)
-    for c in _children(f.type):
+    for c in arrow_children(f.type):
         out |= _subtree_ids(c)
     return out
 
@@ -179,7 +164,7 @@ class _RawFile:
                 file_schema, read, self.num_rows = _open_avro(path)
             else:
                 file_schema, read, self.num_rows = _open_parquet(path)
-            if not _carries_ids(file_schema) and mapping is not None:
+            if not arrow_carries_field_ids(file_schema) and mapping is not None:
                 file_schema = apply_name_mapping(file_schema, mapping)
             keep = [i for i, f in enumerate(file_schema)
                     if needed_ids is None or _subtree_ids(f) & needed_ids]
@@ -205,10 +190,10 @@ class _RawFile:
                 continue
             arr: pa.Array = self.table.column(i).combine_chunks()
             field = f
-            while _field_id(field) != field_id:
+            while arrow_field_id(field) != field_id:
                 if not pa.types.is_struct(field.type):
                     return None  # inside a list or map: not a row-level value
-                index = next(j for j, c in enumerate(_children(field.type)) if field_id in _subtree_ids(c))
+                index = next(j for j, c in enumerate(arrow_children(field.type)) if field_id in _subtree_ids(c))
                 arr = arr.flatten()[index]
                 field = field.type.field(index)
             return _plain(arr)
@@ -383,7 +368,7 @@ def _project(arr: pa.Array, file_field: pa.Field, target: T.IcebergType, arrow_t
             raise CorruptFileError(f"Cannot read data file {path}: column {where!r} is a {ftype}, not a struct",
                                    path=path)
         children = arr.flatten()
-        by_id = {fid: i for i, c in enumerate(_children(ftype)) if (fid := _field_id(c)) is not None}
+        by_id = {fid: i for i, c in enumerate(arrow_children(ftype)) if (fid := arrow_field_id(c)) is not None}
         out = []
         for nf, af in zip(target.fields, arrow_type):
             i = by_id.get(nf.field_id)
@@ -413,7 +398,7 @@ def _project(arr: pa.Array, file_field: pa.Field, target: T.IcebergType, arrow_t
 def project(table: pa.Table | None, file_schema: pa.Schema, num_rows: int, schema: Schema, path: str) -> pa.Table:
     """The rows of ``table`` (columns described by ``file_schema``, with field ids) as ``schema``'s columns."""
     target = schema_to_arrow(schema)
-    by_id = {fid: i for i, f in enumerate(file_schema) if (fid := _field_id(f)) is not None}
+    by_id = {fid: i for i, f in enumerate(file_schema) if (fid := arrow_field_id(f)) is not None}
     columns = []
     for field, arrow_field in zip(schema.columns, target):
         i = by_id.get(field.field_id)

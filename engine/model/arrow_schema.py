@@ -72,6 +72,39 @@ _PRIMITIVES: dict[type, pa.DataType] = {
 # -- Iceberg -> Arrow --------------------------------------------------------------------------------------------
 
 
+def arrow_field_id(f: pa.Field) -> int | None:
+    """The Iceberg field id a pyarrow field carries in its ``PARQUET:field_id`` metadata (None when absent or
+    not a number)."""
+    raw = (f.metadata or {}).get(FIELD_ID_KEY)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def arrow_children(t: pa.DataType) -> list[pa.Field]:
+    """The child fields of a nested pyarrow type (struct fields, map key and item, list element); none for a
+    primitive."""
+    if pa.types.is_struct(t):
+        return [t.field(i) for i in range(t.num_fields)]
+    if pa.types.is_map(t):
+        return [t.key_field, t.item_field]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [t.value_field]
+    return []
+
+
+def arrow_carries_field_ids(schema: pa.Schema) -> bool:
+    """Whether any field of ``schema``, at any depth, carries an Iceberg field id."""
+    stack = list(schema)
+    while stack:
+        f = stack.pop()
+        if arrow_field_id(f) is not None:
+            return True
+        stack += arrow_children(f.type)
+    return False
+
+
 def schema_to_arrow(schema: Schema) -> pa.Schema:
     """The Arrow schema for writing a schema's rows to Parquet, field ids on every field.
 
