@@ -88,6 +88,7 @@ from engine.ownership import (
     check_table_location,
     choose_default_location,
     normalize_location,
+    refuse_catalog_database,
 )
 from engine.parquet_files import carries_field_ids, read_data_file
 from engine.scan import Scan
@@ -527,7 +528,8 @@ class Table(TableStateReads):
         seen: set[str] = set()
         without_ids = False
         for p in paths:
-            path = os.path.abspath(os.fspath(p))
+            refuse_catalog_database(os.fspath(p), "append file")
+            path = self.catalog.io.fs_path(p)
             if path in seen:
                 raise ValidationError(f"Cannot append files: {path} is listed twice")
             seen.add(path)

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import ValidationError
+from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.arrow_schema import schema_to_arrow
 from engine.model.data_file import DataFile
@@ -160,6 +161,7 @@ def partition_of_file(path: str, schema: Schema, spec: PartitionSpec) -> tuple[A
 
     from engine.errors import CorruptFileError
 
+    refuse_catalog_database(path)
     try:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as e:

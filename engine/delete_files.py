@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.errors import CorruptFileError, ValidationError
+from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.arrow_schema import schema_to_arrow
 from engine.model.data_file import DataFile, DataFileContent
@@ -280,6 +281,7 @@ def paths_in_position_deletes(delete_file: DataFile) -> list[str]:
     if single is not None:
         return [single]
     path = delete_file.file_path
+    refuse_catalog_database(path)
     try:
         column = pq.read_table(path, columns=[DELETE_FILE_PATH]).column(DELETE_FILE_PATH)
     except (pa.ArrowInvalid, OSError, KeyError) as e:

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.errors import CorruptFileError, ValidationError
+from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.arrow_schema import arrow_carries_field_ids, arrow_children, arrow_field_id
 from engine.model.name_mapping import name_mapping
@@ -47,6 +48,7 @@ def check_file_columns(path: str, schema: Schema, name_mapping_text: str | None 
         read as the field's; naming the column for a required field the file lacks or holds nulls in
     :raises CorruptFileError: when the file is not a readable Parquet file
     """
+    refuse_catalog_database(path)
     try:
         pf = pq.ParquetFile(path)
         file_schema, metadata = pf.schema_arrow, pf.metadata

@@ -37,6 +37,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from engine.errors import ValidationError
+from storage.errors import ProtectedFileError
+from storage.files import OPEN_DATABASES, check_not_database
 
 #: the longest file name (one path component) Linux file systems take, in bytes
 NAME_MAX_BYTES = 255
@@ -47,6 +49,21 @@ CATALOG_FILE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 #: table properties that send a writer's files somewhere else than ``<location>/data`` or ``/metadata``
 TABLE_PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path",
                          "write.folder-storage.path")
+
+
+# ---------------------------------------------------------------- the catalog's own files
+
+
+def refuse_catalog_database(path: str, action: str = "read file") -> None:
+    """Refuse a path that is a catalog database this process has open (by any name, symlink or hard link), before
+    anything opens it: closing a descriptor on it would drop SQLite's locks for the whole process.
+
+    :raises ValidationError: naming the path
+    """
+    try:
+        check_not_database(path)
+    except ProtectedFileError as e:
+        raise ValidationError(f"Cannot {action}: {path} is the catalog's own database, never data") from e
 
 
 # ---------------------------------------------------------------- names
@@ -246,7 +263,7 @@ class Ownership:
         """The name of the other table whose location holds ``path``, "the catalog" for its database files, or
         None."""
         norm = self.normalize(path)
-        if norm in self.catalog_files:
+        if norm in self.catalog_files or (is_local(path) and OPEN_DATABASES.database_of(norm) is not None):
             return "the catalog"
         # the deepest location holding the path decides (tables nested in each other before these rules)
         deepest, owner = (self.root, None) if is_within(norm, self.root) else ("", None)

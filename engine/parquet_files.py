@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.errors import CorruptFileError, ValidationError
+from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.data_file import DataFile
 from engine.model.schema import Schema
@@ -101,6 +102,7 @@ def _ids_by_path(arrow_schema: pa.Schema) -> dict[str, int]:
 
 def carries_field_ids(path: str) -> bool:
     """Whether a Parquet file's columns carry Iceberg field ids (files from other writers often do not)."""
+    refuse_catalog_database(path)
     try:
         return bool(_ids_by_path(pq.read_schema(path)))
     except (pa.ArrowInvalid, OSError) as e:
@@ -221,6 +223,7 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
     """
     properties = properties or {}
     modes = metrics_modes(properties, schema, sort_order)
+    refuse_catalog_database(path)
     try:
         if file_size is None:
             file_size = os.path.getsize(path)

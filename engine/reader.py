@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.errors import CorruptFileError
+from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.arrow_schema import (
     FIELD_ID_KEY,
@@ -223,6 +224,7 @@ def _format_of(path: str, file_format: str | None) -> str:
 
 
 def _open_parquet(path: str) -> tuple[pa.Schema, Any, int]:
+    refuse_catalog_database(path)
     pf = pq.ParquetFile(path)
     return pf.schema_arrow, lambda names: pf.read(columns=names, use_threads=False), pf.metadata.num_rows
 
@@ -230,6 +232,7 @@ def _open_parquet(path: str) -> tuple[pa.Schema, Any, int]:
 def _open_orc(path: str) -> tuple[pa.Schema, Any, int]:
     from pyarrow import orc
 
+    refuse_catalog_database(path)
     f = orc.ORCFile(path)
     return f.schema, lambda names: f.read(columns=names), f.nrows
 
@@ -237,6 +240,7 @@ def _open_orc(path: str) -> tuple[pa.Schema, Any, int]:
 def _open_avro(path: str) -> tuple[pa.Schema, Any, int]:
     import fastavro
 
+    refuse_catalog_database(path)
     with open(path, "rb") as fo:
         reader = fastavro.reader(fo)
         avro_schema = reader.writer_schema

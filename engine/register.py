@@ -32,7 +32,7 @@ from engine.errors import AlreadyExists, NamespaceNotFound, ValidationError
 from engine.events import CATALOG_STREAM, TableCreated, TableRegistered
 from engine.model.data_file import DataFile
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams
-from engine.ownership import check_identifier
+from engine.ownership import check_identifier, refuse_catalog_database
 from projections import layout
 from projections.importer import (
     ImportedTable,
@@ -65,6 +65,7 @@ def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_l
 
     ns, name = parse_identifier(identifier)
     check_identifier(ns, name)
+    refuse_catalog_database(metadata_location, "register table")
     relocation = PositionDeleteRelocation(catalog.io)
     try:
         return _register(catalog, ns, name, metadata_location, relocate, location, relocation)

@@ -85,3 +85,9 @@ class FileNotFound(FileError):
 
 class FileAlreadyExists(FileError):
     """The file exists and the operation refuses to replace it."""
+
+
+class ProtectedFileError(FileError):
+    """The location is a catalog database this process has open (or its ``-wal``, ``-shm`` or ``-journal``), under
+    whatever name, symlink or hard link: it is never opened as data, since closing any descriptor on it releases
+    SQLite's locks for the whole process."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,9 +18,86 @@ from urllib.parse import quote, unquote, urlsplit
 
 import pyarrow.fs as pafs
 
-from storage.errors import FileAlreadyExists, FileError, FileNotFound
+from storage.errors import FileAlreadyExists, FileError, FileNotFound, ProtectedFileError
 
 _TEMP_SUFFIX = ".tmp"
+#: SQLite's companions of a database file
+DATABASE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+
+class _OpenDatabases:
+    """The SQLite databases this process holds open, by real path, with a count per path.
+
+    Process-wide on purpose: SQLite's POSIX locks belong to the process, and closing *any* descriptor on a database
+    file (a data reader opening it by another name) drops them all, after which another process may remove the WAL
+    under an acknowledged commit. Every read, write and delete of a location checks here first.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+
+    def add(self, path: str) -> None:
+        real = os.path.realpath(path)
+        with self._lock:
+            self._counts[real] = self._counts.get(real, 0) + 1
+
+    def discard(self, path: str) -> None:
+        real = os.path.realpath(path)
+        with self._lock:
+            left = self._counts.get(real, 0) - 1
+            if left > 0:
+                self._counts[real] = left
+            else:
+                self._counts.pop(real, None)
+
+    def database_of(self, local_path: str) -> str | None:
+        """The open database ``local_path`` is (or is a companion of), by name after resolving symlinks or by
+        inode (hard links); None for any other file."""
+        with self._lock:
+            databases = list(self._counts)
+        if not databases:
+            return None
+        real = os.path.realpath(local_path)
+        for db in databases:
+            if real.startswith(db) and real[len(db):] in DATABASE_SUFFIXES:
+                return db
+        try:
+            st = os.stat(local_path)
+        except OSError:
+            return None
+        for db in databases:
+            for suffix in DATABASE_SUFFIXES:
+                try:
+                    other = os.stat(db + suffix)
+                except OSError:
+                    continue
+                if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                    return db
+        return None
+
+
+#: the catalog databases this process has open (``storage.log.Log`` registers them)
+OPEN_DATABASES = _OpenDatabases()
+
+
+def check_not_database(location: str | os.PathLike[str]) -> None:
+    """Refuse a location that is a catalog database this process has open, before anything opens it.
+
+    Code that opens files itself (``pyarrow.parquet``, ``fastavro``, ``open``) calls this first; FileIO does on
+    every operation.
+
+    :raises ProtectedFileError: naming the location and the database
+    """
+    text = os.fspath(location)
+    parts = urlsplit(text)
+    if parts.scheme and len(parts.scheme) > 1 and parts.scheme != "file":
+        return  # not a local file: cannot be a local database
+    local = unquote(parts.path) if parts.scheme == "file" else text
+    database = OPEN_DATABASES.database_of(local)
+    if database is not None:
+        raise ProtectedFileError(f"Cannot use {text!r}: it is the catalog database {database} (or its journal), "
+                                 f"never data", path=text)
 
 
 class FileIO:
@@ -46,16 +124,20 @@ class FileIO:
 
         :param location: a local path or a ``file://`` URI (``file:///abs/path`` or ``file://localhost/abs/path``)
         :raises FileError: for any other scheme
+        :raises ProtectedFileError: the location is an open catalog database (see :func:`check_not_database`)
         """
         text = os.fspath(location)
         parts = urlsplit(text)
         if parts.scheme == "file":
             if parts.netloc not in ("", "localhost"):
                 raise FileError(f"Cannot use location: {text!r} names host {parts.netloc!r}", path=text)
-            return unquote(parts.path)
-        if parts.scheme and len(parts.scheme) > 1:  # one letter: a Windows drive, not a scheme
+            path = unquote(parts.path)
+        elif parts.scheme and len(parts.scheme) > 1:  # one letter: a Windows drive, not a scheme
             raise FileError(f"Cannot use location: {text!r} (only local paths and file:// URIs)", path=text)
-        return os.path.abspath(text)
+        else:
+            path = os.path.abspath(text)
+        check_not_database(path)
+        return path
 
     def read_bytes(self, location: str | os.PathLike[str]) -> bytes:
         """The whole content of a file.

@@ -39,6 +39,7 @@ import attrs
 import sqlite_utils
 from attrs import validators as v
 
+from storage.files import OPEN_DATABASES
 from storage.errors import (
     InvalidWrite,
     LogBusy,
@@ -267,6 +268,7 @@ class Log:
             if not self._schema_present():
                 with self.transaction():
                     self._create_schema()
+            OPEN_DATABASES.add(str(self.path))
         except sqlite3.DatabaseError as e:
             conn.close()
             if e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
@@ -723,6 +725,7 @@ class Log:
         if not self._closed:
             self._closed = True
             self._conn.close()
+            OPEN_DATABASES.discard(str(self.path))
 
     def __enter__(self) -> Log:
         return self
