@@ -17,6 +17,7 @@ log on every call.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import uuid
@@ -97,6 +98,7 @@ from engine.state_store import StateStore
 from projections import layout
 from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
 from storage import FileError, Log, LogError
+from storage.errors import LogDamaged
 from storage.files import FileIO
 
 CATALOG_DB = "catalog.db"
@@ -127,12 +129,29 @@ def _checksum_of(path: str) -> str | None:
 
 class CatalogLog(Log):
     """The catalog's storage log, also callable: ``catalog.log(since=position)`` lists event-log entries
-    (position, version, stream, type, time, actor, message, commit id, payload) after ``since``."""
+    (position, version, stream, type, time, actor, message, commit id, payload) after ``since``. A damaged
+    database file (``storage.LogDamaged``) reaches the engine as :class:`IntegrityError` naming the position."""
 
     def __call__(self, since: int = 0) -> list[Any]:
         from engine.time_travel import entries_since
 
         return entries_since(self, since)
+
+
+def _damage_as_integrity_error(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except LogDamaged as e:
+            raise IntegrityError(str(e), position=e.position) from e
+
+    return wrapped
+
+
+for _name, _method in list(vars(Log).items()):
+    if callable(_method) and not _name.startswith("_") and _name not in ("transaction", "close", "open"):
+        setattr(CatalogLog, _name, _damage_as_integrity_error(_method))
 
 
 class Catalog:
@@ -148,6 +167,8 @@ class Catalog:
     :param name: the catalog name written to the ``iceberg_tables`` pointer rows
     :param synchronous: SQLite's ``synchronous`` setting for the log ("FULL" unless you opt out)
     :param project: publish projections right after each commit (True), or leave them to ``publish()``
+    :param create: (``open``) also initialize an existing empty ``catalog.db``; without it an empty or non-SQLite
+        file is refused with :class:`IntegrityError` rather than becoming a new, empty catalog
     """
 
     def __init__(self, warehouse: str, log: Log, *, name: str, project: bool) -> None:
@@ -163,11 +184,13 @@ class Catalog:
 
     @classmethod
     def open(cls, warehouse: str | os.PathLike, *, name: str = DEFAULT_CATALOG_NAME, synchronous: str = "FULL",
-             project: bool = True) -> Catalog:
+             project: bool = True, create: bool = False) -> Catalog:
         path = os.path.abspath(os.fspath(warehouse))
         os.makedirs(path, exist_ok=True)
         try:
-            log = CatalogLog.open(os.path.join(path, CATALOG_DB), synchronous=synchronous)
+            log = CatalogLog.open(os.path.join(path, CATALOG_DB), synchronous=synchronous, create=create)
+        except LogDamaged as e:
+            raise IntegrityError(f"Cannot open catalog at {path}: {e}", position=e.position) from e
         except LogError as e:
             raise IcelogError(f"Cannot open catalog at {path}: {e}") from e
         return cls(path, log, name=name, project=project)
@@ -459,8 +482,12 @@ class Catalog:
             Table(self, entry.namespace, entry.name, entry.table_uuid).publish()
 
     def verify(self, identifier: str | Sequence[str]) -> list[str]:
-        """Problems found: the log's hash chain, and published files that differ from a fresh rendering."""
-        problems = list(self.log.verify())
+        """Problems found: the log's hash chain and sequence (gaps in positions or versions), a projection behind
+        the log, and published files that differ from a fresh rendering."""
+        try:
+            problems = list(self.log.verify())
+        except IntegrityError as e:  # a damaged file: the chain cannot even be read
+            return [str(e)]
         problems += self.load_table(identifier).verify_projection()
         return problems
 
@@ -1055,8 +1082,12 @@ class Table(TableStateReads):
         problems = []
         from engine.operations.expire import projection_files
 
-        rendered = self.render()
         published = self.catalog.projector.published_version(self.uuid)
+        head = self.catalog.log.head(self.uuid)
+        if published < head:  # a crash between commit and publish (or project=False): files may not match yet
+            return [f"{'.'.join(self.identifier)}: projection behind the log at version {published} (log head "
+                    f"{head}); run publish"]
+        rendered = self.render()
         io = self.catalog.io
         needed = projection_files(self, self.state)  # None: some snapshot never projected
         for path, data in sorted(rendered.items()):

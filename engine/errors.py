@@ -68,7 +68,14 @@ class CorruptFileError(IcelogError):
 
 
 class IntegrityError(IcelogError):
-    """The log or its projections do not match what they should be (tampering, foreign writers)."""
+    """The log or its projections do not match what they should be (tampering, damage, foreign writers).
+
+    :param position: the log position where the damage shows, when known
+    """
+
+    def __init__(self, message: str, *, position: int | None = None) -> None:
+        super().__init__(message)
+        self.position = position
 
 
 class ValidationConflict(IcelogError):

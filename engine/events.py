@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Mapping
 
 import attrs
 
-from engine.errors import ValidationError
+from engine.errors import IntegrityError, ValidationError
 from engine.model.data_file import DataFile, data_file_from_json, data_file_to_json
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
@@ -458,11 +458,22 @@ def encode(event: Event) -> tuple[str, int, str, tuple[str, ...]]:
     return event.TYPE, event.VERSION, canonical_json(event.payload()), event.parts()
 
 
-def decode(type_name: str, type_version: int, payload: str, parts: list[str] | None = None) -> Event:
-    """Rebuild an event from the log. Older type versions are upcast here, never rewritten in the log."""
+def decode(type_name: str, type_version: int, payload: str, parts: list[str] | None = None, *,
+           position: int | None = None) -> Event:
+    """Rebuild an event from the log. Older type versions are upcast here, never rewritten in the log.
+
+    :param position: the event's log position, named when its payload cannot be read
+    :raises IntegrityError: a payload that is not the event's JSON (a damaged log)
+    """
+    where = f"at log position {position}" if position is not None else "from the log"
     cls = _EVENT_TYPES.get(type_name)
     if cls is None:
-        raise ValidationError(f"Cannot decode event: unknown event type {type_name!r}")
+        raise IntegrityError(f"Cannot decode the event {where}: unknown event type {type_name!r}",
+                             position=position)
     if type_version > cls.VERSION:
         raise ValidationError(f"Cannot decode event: {type_name} version {type_version} is newer than this icelog")
-    return cls.from_payload(json.loads(payload), parts or [])  # type: ignore[attr-defined]
+    try:
+        return cls.from_payload(json.loads(payload), parts or [])  # type: ignore[attr-defined]
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        raise IntegrityError(f"Cannot decode the {type_name} event {where}: its payload is damaged "
+                             f"({type(e).__name__}: {str(e)[:200]})", position=position) from e

@@ -15,7 +15,7 @@ from typing import Iterable
 
 import attrs
 
-from engine.errors import TableNotFound
+from engine.errors import IntegrityError, TableNotFound
 from engine.events import CATALOG_STREAM, Event, FileChange, decode, decode_file_change
 from engine.file_index import FileIndex
 from engine.model.data_file import DataFile
@@ -41,7 +41,7 @@ def position_of(e: StoredEvent) -> LogPosition:
 
 def decoded(events: Iterable[StoredEvent]) -> Iterable[tuple[Event, LogPosition]]:
     for e in events:
-        yield decode(e.type, e.type_version, e.payload), position_of(e)
+        yield decode(e.type, e.type_version, e.payload, position=e.position), position_of(e)
 
 
 class StateStore:
@@ -135,7 +135,12 @@ class StateStore:
     def file_changes(self, state: TableState, snapshot_log_position: int) -> list[FileChange]:
         """The files a snapshot event added and removed."""
         types: dict[int, StructType] = {s.spec_id: s.partition_type(state.schema) for s in state.specs}
-        return [decode_file_change(p, types) for p in self.log.read_parts(snapshot_log_position)]
+        try:
+            return [decode_file_change(p, types) for p in self.log.read_parts(snapshot_log_position)]
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+            raise IntegrityError(f"Cannot decode the files of the snapshot at log position {snapshot_log_position}: "
+                                 f"a part is damaged ({type(e).__name__}: {str(e)[:200]})",
+                                 position=snapshot_log_position) from e
 
     def file_changes_of(self, state: TableState, snap: "Snapshot") -> list[FileChange]:
         """The files a snapshot added and removed (a snapshot staged in a transaction carries its own)."""

@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from engine.errors import NotFound, TableNotFound, ValidationError
+from engine.errors import IntegrityError, NotFound, TableNotFound, ValidationError
 from engine.events import CATALOG_STREAM, decode
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.partitioning import PartitionSpec
@@ -400,7 +400,7 @@ def catalog_as_of(catalog: Any, position: int | None = None, time: Any = None) -
     for e in log.read_stream(CATALOG_STREAM):
         if e.position > position:
             break
-        state = apply(decode(e.type, e.type_version, e.payload), state, position_of(e))
+        state = apply(decode(e.type, e.type_version, e.payload, position=e.position), state, position_of(e))
     return HistoricalCatalog(catalog, state, position)
 
 
@@ -411,7 +411,15 @@ def _entries(log: Log, events: Sequence[Any]) -> list[LogEntry]:
     messages = log.messages_of(e.commit_id for e in events)
     return [LogEntry(position=e.position, version=e.version, stream=e.stream, type=e.type, time_ms=e.time_ms,
                      actor=e.actor, message=messages.get(e.commit_id), commit_id=e.commit_id,
-                     payload=json.loads(e.payload)) for e in events]
+                     payload=_payload(e)) for e in events]
+
+
+def _payload(e: Any) -> Any:
+    try:
+        return json.loads(e.payload)
+    except ValueError as err:
+        raise IntegrityError(f"Cannot read the event at log position {e.position}: its payload is damaged ({err})",
+                             position=e.position) from err
 
 
 def table_log(table: Any) -> list[LogEntry]:

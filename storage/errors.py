@@ -68,6 +68,20 @@ class LogIntegrityError(LogError):
         self.reason = reason
 
 
+class LogDamaged(LogError):
+    """The log's database file is damaged (SQLite reports a malformed image, or the file is not a database, or a
+    stored text is not valid UTF-8); names the file and, where one is known, the first damaged position.
+
+    :param path: the database file
+    :param position: the first log position found damaged, or None
+    """
+
+    def __init__(self, message: str, *, path: str, position: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.position = position
+
+
 class FileError(LogError):
     """A file operation failed.
 

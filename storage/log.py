@@ -25,8 +25,10 @@ only: its cost grows with the events and parts it writes, never with the size of
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -41,6 +43,7 @@ from attrs import validators as v
 
 from storage.files import OPEN_DATABASES
 from storage.errors import (
+    LogDamaged,
     InvalidWrite,
     LogBusy,
     LogClosed,
@@ -246,8 +249,8 @@ class Log:
     :param busy_timeout_ms: how long to wait for another writer's lock before :class:`LogBusy`
     """
 
-    def __init__(self, path: str | PathLike[str], *, synchronous: str = "FULL", busy_timeout_ms: int = 30_000
-                 ) -> None:
+    def __init__(self, path: str | PathLike[str], *, synchronous: str = "FULL", busy_timeout_ms: int = 30_000,
+                 create: bool = False) -> None:
         mode = str(synchronous).upper()
         if mode not in SYNCHRONOUS_MODES:
             raise LogError(f"Cannot open the log: synchronous must be one of {SYNCHRONOUS_MODES}, "
@@ -255,6 +258,8 @@ class Log:
         self.path = Path(path)
         self._closed = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        _create_database_file(self.path)
+        _check_database_file(self.path, create=create)
         self._write_lock = _write_lock(self.path)
         self._busy_timeout_s = busy_timeout_ms / 1000
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
@@ -273,20 +278,27 @@ class Log:
             conn.close()
             if e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise LogBusy(f"Cannot open the log: {self.path} is locked ({e})") from e
+            if e.sqlite_errorcode in _DAMAGE_CODES:
+                raise LogDamaged(f"Cannot open the log: {self.path} is damaged or not a catalog database ({e})",
+                                 path=str(self.path)) from e
             raise LogError(f"Cannot open the log: {self.path} ({e})") from e
         except BaseException:
             conn.close()
             raise
 
     @classmethod
-    def open(cls, path: str | PathLike[str], *, synchronous: str = "FULL", busy_timeout_ms: int = 30_000) -> Log:
-        """Open (and create if needed) the log at ``path``; the same as ``Log(path, ...)``.
+    def open(cls, path: str | PathLike[str], *, synchronous: str = "FULL", busy_timeout_ms: int = 30_000,
+             create: bool = False) -> Log:
+        """Open the log at ``path``, creating it when no file is there; the same as ``Log(path, ...)``.
 
         :param path: the SQLite file; its parent directory is created
         :param synchronous: "FULL" (default), "NORMAL", "OFF" or "EXTRA"
         :param busy_timeout_ms: how long to wait for another writer's lock
+        :param create: also initialize an existing empty (0-byte) file; without it such a file is refused, since
+            a log that lost its content must not silently become a new, empty catalog
+        :raises LogDamaged: the file is empty (without ``create``), not an SQLite database, or damaged
         """
-        return cls(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
+        return cls(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms, create=create)
 
     def _enable_wal(self, busy_timeout_ms: int) -> None:
         # Switching a new file to WAL needs an exclusive lock, and SQLite answers BUSY at once (no busy handler)
@@ -720,6 +732,33 @@ class Log:
                 conn.execute("COMMIT")
         return problems
 
+    def _first_undecodable_position(self) -> int | None:
+        """The first event position whose stored text is not valid UTF-8 (read on a side connection)."""
+        try:
+            conn = sqlite3.connect(self.path)
+        except sqlite3.Error:
+            return None
+        try:
+            conn.text_factory = bytes
+            rows = conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY position")
+            for row in rows:
+                for value in row:
+                    if isinstance(value, bytes):
+                        try:
+                            value.decode("utf-8")
+                        except UnicodeDecodeError:
+                            return int(row[0])
+            for position, body in conn.execute("SELECT position, body FROM event_parts ORDER BY position"):
+                try:
+                    body.decode("utf-8")
+                except (UnicodeDecodeError, AttributeError):
+                    return int(position)
+        except sqlite3.Error:
+            return None
+        finally:
+            conn.close()
+        return None
+
     def close(self) -> None:
         """Close the connection; later calls raise :class:`LogClosed`. Closing twice is harmless."""
         if not self._closed:
@@ -735,6 +774,75 @@ class Log:
 
     def __repr__(self) -> str:
         return f"Log({str(self.path)!r})"
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def _create_database_file(path: Path) -> None:
+    """Put a new, valid SQLite file at ``path`` when nothing is there, atomically: it is built under a temporary
+    name and linked into place, so no process ever sees a half-made (empty) catalog file of icelog's making, and
+    of several processes racing to create it one wins and the others open the winner's."""
+    if path.exists():
+        return
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        conn = sqlite3.connect(temp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA user_version = 0")
+            conn.execute("CREATE TABLE IF NOT EXISTS _icelog_created (x)")  # a first page: a real header
+            conn.execute("DROP TABLE _icelog_created")
+        finally:
+            conn.close()
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            pass
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+
+
+def _check_database_file(path: Path, *, create: bool) -> None:
+    """Refuse an existing file that is empty (unless ``create``) or that is not an SQLite database at all."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except IsADirectoryError as e:
+        raise LogDamaged(f"Cannot open the log: {path} is a folder", path=str(path)) from e
+    if not header:
+        if create:
+            return
+        raise LogDamaged(f"Cannot open the log: {path} exists but is empty (0 bytes): a catalog that lost its "
+                         f"content; restore it, or pass create=True (CLI: --create) to start a new catalog there",
+                         path=str(path))
+    if header != _SQLITE_HEADER:
+        raise LogDamaged(f"Cannot open the log: {path} is not an SQLite database (it is never overwritten)",
+                         path=str(path))
+
+
+def _translate_damage(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn SQLite's reports of a damaged file (malformed pages, text that is not UTF-8) into :class:`LogDamaged`
+    naming the file and, for damaged text, the first damaged position."""
+
+    @functools.wraps(method)
+    def translated(self: Log, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as e:
+            if getattr(e, "sqlite_errorcode", None) in _DAMAGE_CODES:
+                raise LogDamaged(f"Cannot read the log: {self.path} is damaged ({e})", path=str(self.path)) from e
+            if isinstance(e, sqlite3.OperationalError) and "decode" in str(e).lower():
+                position = self._first_undecodable_position()
+                where = f" at position {position}" if position is not None else ""
+                raise LogDamaged(f"Cannot trust the log{where}: a stored text of {self.path} is not valid UTF-8 "
+                                 f"(a damaged byte)", path=str(self.path), position=position) from e
+            raise
+
+    return translated
 
 
 def _stored_event(row: tuple) -> StoredEvent:
@@ -771,3 +879,9 @@ def _check_commit(commit_id: str, writes: Sequence[StreamWrite], time_ms: int, a
             if event.stream != write.stream:
                 raise InvalidWrite(f"Cannot commit {commit_id!r}: an event of stream {event.stream!r} is in the "
                                    f"write to stream {write.stream!r}")
+
+
+# every public method of Log reports a damaged file as LogDamaged
+for _name, _method in list(vars(Log).items()):
+    if callable(_method) and not _name.startswith("_") and _name not in ("transaction", "close", "open"):
+        setattr(Log, _name, _translate_damage(_method))

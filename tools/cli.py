@@ -19,7 +19,7 @@ DEFAULT_WAREHOUSE = "warehouse"
 def _catalog(args: argparse.Namespace) -> Any:
     from engine import Catalog
 
-    return Catalog.open(args.warehouse)
+    return Catalog.open(args.warehouse, create=getattr(args, "create", False))
 
 
 def _positive_int(text: str) -> int:
@@ -168,6 +168,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 1
     print(f"ok: the log's hash chain holds and the published files of {args.table} match the log")
     return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> None:
+    with _catalog(args) as cat:
+        tables = [cat.load_table(args.table)] if args.table else [
+            cat.load_table(e.namespace + (e.name,)) for e in cat.store.catalog().tables]
+        for table in tables:
+            name = ".".join(table.identifier)
+            before = cat.projector.published_version(table.uuid)
+            published = table.publish()
+            if published is None:
+                print(f"{name}: up to date at version {before}")
+            else:
+                print(f"{name}: published versions {before + 1}..{table.state.version} ({published})")
 
 
 def _read_parquet(paths: Sequence[str]) -> Any:
@@ -419,6 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="icelog", description="Event-sourced metadata for Apache Iceberg tables.")
     parser.add_argument("--warehouse", default=os.environ.get("ICELOG_WAREHOUSE", DEFAULT_WAREHOUSE),
                         help="the warehouse folder holding catalog.db (default: ./warehouse)")
+    parser.add_argument("--create", action="store_true",
+                        help="initialize an existing empty catalog.db (otherwise refused as a damaged log)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, func: Callable[[argparse.Namespace], None], help_text: str) -> argparse.ArgumentParser:
@@ -474,6 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--into", required=True)
     p = add("verify", cmd_verify, "Check the log's hash chain and that published files match the log.")
     p.add_argument("table")
+    p = add("publish", cmd_publish, "Bring published metadata up to the log head (after a crash or project=False).")
+    p.add_argument("table", nargs="?", help="one table (default: every table)")
+
     def table_cmd(name: str, func: Callable[[argparse.Namespace], None], help_text: str,
                   branch: bool = False) -> argparse.ArgumentParser:
         p = add(name, func, help_text)

@@ -143,7 +143,7 @@ def lineage_state(store: StateStore, state: TableState) -> TableState:
     for e in store.log.read_stream(state.table_uuid, up_to_version=state.version):
         if e.type != SnapshotAdded.TYPE:
             continue
-        event = decode(e.type, e.type_version, e.payload)
+        event = decode(e.type, e.type_version, e.payload, position=e.position)
         assert isinstance(event, SnapshotAdded)
         if event.snapshot_id in known:
             continue
