@@ -53,6 +53,7 @@ from engine.errors import (
     CorruptFileError,
     ForeignWriterError,
     IcelogError,
+    IntegrityError,
     NamespaceNotEmpty,
     NamespaceNotFound,
     NotFound,
@@ -139,6 +140,8 @@ def _error_for(e: Exception) -> JSONResponse:
         return error_response(400, "BadRequestException", f"Malformed request: nested too deeply ({e})")
     if isinstance(e, (ValidationError, CorruptFileError)):
         return error_response(400, "BadRequestException", str(e))
+    if isinstance(e, IntegrityError):  # a damaged log: a server fault, said plainly (names the position)
+        return error_response(500, "IntegrityError", str(e))
     if isinstance(e, CommitStateUnknown):
         return error_response(500, "CommitStateUnknownException", str(e))
     log.exception("unexpected error")

@@ -151,3 +151,13 @@ def test_an_acknowledged_commit_survives_a_sigkill_after_another_process_opened_
     with Catalog.open(warehouse) as cat:
         assert sorted(cat.load_table("db.t").scan().to_arrow().column("id").to_pylist()) == [1, 42]
         assert cat.log.verify() == []
+
+
+def test_the_cli_refuses_to_append_the_database(cat, tmp_path, capsys):
+    from tools.cli import main as cli
+
+    position = head(cat)
+    code = cli(["--warehouse", str(tmp_path / "wh"), "append", "db.t", str(tmp_path / "wh" / "catalog.db")])
+    err = capsys.readouterr().err
+    assert code == 1 and "catalog" in err and len(err.strip().splitlines()) == 1
+    assert head(cat) == position

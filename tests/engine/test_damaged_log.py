@@ -211,3 +211,18 @@ def test_a_projection_behind_the_log_is_one_line_and_publish_catches_it_up(tmp_p
     with Catalog.open(warehouse) as cat:
         assert sorted(cat.load_table("db.t").scan().to_arrow().column("id").to_pylist()) == [2, 4]
         assert os.path.exists(cat.load_table("db.t").metadata_location)
+
+
+def test_the_rest_server_answers_a_damaged_log_with_an_integrity_error(tmp_path):
+    import requests
+
+    from tools.rest_server import running_server
+
+    warehouse = tmp_path / "wh"
+    make_catalog(warehouse)
+    db = warehouse / "catalog.db"
+    flip(db, marker_offset(db) + 3, 0xFF)
+    with running_server(warehouse, "tok") as server:
+        r = requests.get(f"{server.uri}/v1/namespaces/db/tables/t", headers={"Authorization": "Bearer tok"})
+    assert r.status_code == 500
+    assert r.json()["error"]["type"] == "IntegrityError" and "position" in r.json()["error"]["message"]
