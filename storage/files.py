@@ -1,9 +1,12 @@
-"""File IO for the warehouse: local paths and ``file://`` URIs, over ``pyarrow.fs``.
+"""File IO for the warehouse: local paths, ``file://`` URIs and S3 objects (``s3://``, ``s3a://``, ``s3n://``),
+over ``pyarrow.fs``.
 
-Layer: storage. May touch: the local file system (``os``, ``pyarrow.fs``) and ``storage.errors``. Knows nothing of
-Iceberg. Reads, listings and deletes go through ``pyarrow.fs.LocalFileSystem`` (the same object the engine hands
-to ``pyarrow.parquet``); writes use ``os`` directly because they need what ``pyarrow.fs`` lacks: ``fsync``, an atomic
-rename over the target, and a no-clobber publish (``link``).
+Layer: storage. May touch: the local file system (``os``, ``pyarrow.fs``), an S3 endpoint (``pyarrow.fs``) and
+``storage.errors``. Knows nothing of Iceberg. Local reads, listings and deletes go through
+``pyarrow.fs.LocalFileSystem`` (the same object the engine hands to ``pyarrow.parquet``); local writes use ``os``
+directly because they need what ``pyarrow.fs`` lacks: ``fsync``, an atomic rename over the target, and a no-clobber
+publish (``link``). On S3 an object appears whole when its upload completes, so every write is atomic; a
+no-clobber write checks that the key is free first (S3's conditional put is not reachable through ``pyarrow.fs``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import quote, unquote, urlsplit
 
+import attrs
 import pyarrow.fs as pafs
 
 from storage.errors import FileAlreadyExists, FileError, FileNotFound, ProtectedFileError
@@ -100,6 +104,58 @@ def check_not_database(location: str | os.PathLike[str]) -> None:
                                  f"never data", path=text)
 
 
+#: the URI schemes that name S3 objects; all three name the same bucket and key
+S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+@attrs.frozen(kw_only=True)
+class S3Settings:
+    """How to reach an S3 endpoint. Unset values fall back to the AWS SDK's own (environment variables, profile).
+
+    :param endpoint: e.g. ``http://127.0.0.1:9000``; None for AWS itself
+    :param region: the bucket region
+    :param access_key_id: the access key
+    :param secret_access_key: the secret key (never printed: ``repr`` hides it)
+    :param session_token: a session token for temporary credentials
+    :param path_style: address buckets by path (``endpoint/bucket/key``) instead of by host name
+    """
+
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = attrs.field(default=None, repr=False)
+    session_token: str | None = attrs.field(default=None, repr=False)
+    path_style: bool | None = None
+
+    @property
+    def configured(self) -> bool:
+        """Whether S3 was asked for: an endpoint or keys given, or AWS keys in the environment. Without that, S3
+        locations are refused instead of letting the SDK go looking for credentials on the network."""
+        return bool(self.endpoint or self.access_key_id or os.environ.get("AWS_ACCESS_KEY_ID"))
+
+    def filesystem(self) -> pafs.S3FileSystem:
+        options: dict = {}
+        if self.endpoint:
+            parts = urlsplit(self.endpoint)
+            options["endpoint_override"] = parts.netloc or parts.path
+            options["scheme"] = parts.scheme or "https"
+        if self.region:
+            options["region"] = self.region
+        if self.access_key_id or self.secret_access_key:
+            options["access_key"] = self.access_key_id
+            options["secret_key"] = self.secret_access_key
+            if self.session_token:
+                options["session_token"] = self.session_token
+        if self.path_style is not None:
+            options["force_virtual_addressing"] = not self.path_style
+        return pafs.S3FileSystem(**options)
+
+
+def is_s3(location: str | os.PathLike[str]) -> bool:
+    """Whether a location names an S3 object (``s3://``, ``s3a://`` or ``s3n://``)."""
+    return urlsplit(os.fspath(location)).scheme in S3_SCHEMES
+
+
 class FileIO:
     """Reads and writes whole files by local path or ``file://`` URI.
 
@@ -115,9 +171,34 @@ class FileIO:
     Errors are :class:`FileNotFound`, :class:`FileAlreadyExists` or :class:`FileError`, each naming the location.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, s3: S3Settings | None = None) -> None:
         #: the ``pyarrow.fs`` file system that :meth:`fs_path` results belong to (for ``pyarrow.parquet`` & co)
         self.filesystem: pafs.FileSystem = pafs.LocalFileSystem()
+        self.s3 = s3 or S3Settings()
+        self._s3_filesystem: pafs.S3FileSystem | None = None
+
+    def resolve(self, location: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
+        """The ``pyarrow.fs`` file system holding a location and the path it takes there: an absolute local path,
+        or ``bucket/key`` on S3 (whichever of ``s3``, ``s3a``, ``s3n`` names it).
+
+        :raises FileError: for a scheme that is neither local nor S3, or an S3 location without a bucket
+        """
+        text = os.fspath(location)
+        parts = urlsplit(text)
+        if parts.scheme in S3_SCHEMES:
+            if not parts.netloc:
+                raise FileError(f"Cannot use location: {text!r} names no bucket", path=text)
+            if not self.s3.configured:
+                raise FileError(f"Cannot use location: {text!r} is on S3, and no S3 endpoint or credentials are "
+                                f"configured", path=text)
+            if self._s3_filesystem is None:
+                try:
+                    self._s3_filesystem = self.s3.filesystem()
+                except (OSError, ValueError, TypeError) as e:
+                    raise FileError(f"Cannot use location: {text!r}: the S3 settings are not usable "
+                                    f"({type(e).__name__})", path=text) from e
+            return self._s3_filesystem, f"{parts.netloc}/{unquote(parts.path).lstrip('/')}".rstrip("/")
+        return self.filesystem, self.fs_path(text)
 
     def fs_path(self, location: str | os.PathLike[str]) -> str:
         """The absolute local path of a location, as :attr:`filesystem` expects it.
@@ -133,7 +214,8 @@ class FileIO:
                 raise FileError(f"Cannot use location: {text!r} names host {parts.netloc!r}", path=text)
             path = unquote(parts.path)
         elif parts.scheme and len(parts.scheme) > 1:  # one letter: a Windows drive, not a scheme
-            raise FileError(f"Cannot use location: {text!r} (only local paths and file:// URIs)", path=text)
+            raise FileError(f"Cannot use location: {text!r} (not a local path; local paths, file:// URIs "
+                            f"and, through resolve(), s3:// URIs)", path=text)
         else:
             path = os.path.abspath(text)
         check_not_database(path)
@@ -144,9 +226,9 @@ class FileIO:
 
         :param location: path or ``file://`` URI
         """
-        path = self.fs_path(location)
+        fs, path = self.resolve(location)
         with self._errors("read", location):
-            with self.filesystem.open_input_stream(path) as stream:
+            with fs.open_input_stream(path) as stream:
                 return stream.read()
 
     def write_bytes(self, location: str | os.PathLike[str], data: bytes, *, fsync: bool = False) -> None:
@@ -156,6 +238,9 @@ class FileIO:
         :param data: the content
         :param fsync: flush the file and its directory to disk before returning
         """
+        if is_s3(location):
+            self._put(location, data)
+            return
         path = self.fs_path(location)
         with self._errors("write", location):
             temp = self._write_temp(path, data, fsync)
@@ -175,6 +260,12 @@ class FileIO:
         :param fsync: flush the file and its directory to disk before returning
         :raises FileAlreadyExists: something is already there (it is left untouched)
         """
+        if is_s3(location):
+            if self.exists(location):
+                text = os.fspath(location)
+                raise FileAlreadyExists(f"Cannot write file: {text!r} already exists", path=text)
+            self._put(location, data)
+            return
         path = self.fs_path(location)
         with self._errors("write", location):
             temp = self._write_temp(path, data, fsync)
@@ -200,18 +291,18 @@ class FileIO:
 
         :param location: path or ``file://`` URI
         """
-        path = self.fs_path(location)
+        fs, path = self.resolve(location)
         with self._errors("inspect", location):
-            return self.filesystem.get_file_info(path).type != pafs.FileType.NotFound
+            return fs.get_file_info(path).type != pafs.FileType.NotFound
 
     def size(self, location: str | os.PathLike[str]) -> int:
         """A file's size in bytes.
 
         :param location: path or ``file://`` URI
         """
-        path = self.fs_path(location)
+        fs, path = self.resolve(location)
         with self._errors("inspect", location):
-            info = self.filesystem.get_file_info(path)
+            info = fs.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
             raise FileNotFound(f"Cannot inspect file: {os.fspath(location)!r} does not exist",
                                path=os.fspath(location))
@@ -225,9 +316,11 @@ class FileIO:
         :param location: path or ``file://`` URI
         :raises FileNotFound: it does not exist
         """
-        path = self.fs_path(location)
+        fs, path = self.resolve(location)
         with self._errors("delete", location):
-            self.filesystem.delete_file(path)
+            if fs is not self.filesystem and fs.get_file_info(path).type == pafs.FileType.NotFound:
+                raise FileNotFoundError(path)  # S3 deletes of absent keys succeed silently
+            fs.delete_file(path)
 
     def list_dir(self, location: str | os.PathLike[str]) -> list[str]:
         """The locations of a directory's entries (files and directories, not recursive), sorted.
@@ -238,11 +331,11 @@ class FileIO:
 
         :param location: path or ``file://`` URI of the directory
         """
-        path = self.fs_path(location)
+        fs, path = self.resolve(location)
         with self._errors("list", location):
-            infos = self.filesystem.get_file_info(pafs.FileSelector(path))
+            infos = fs.get_file_info(pafs.FileSelector(path))
         text = os.fspath(location)
-        if urlsplit(text).scheme == "file":
+        if urlsplit(text).scheme in ("file", *S3_SCHEMES):
             base = text.rstrip("/")
             return sorted(f"{base}/{quote(info.base_name)}" for info in infos)
         return sorted(os.path.join(text, info.base_name) for info in infos)
@@ -252,9 +345,18 @@ class FileIO:
 
         :param location: path or ``file://`` URI
         """
+        if is_s3(location):
+            return  # S3 has no folders: keys with the prefix are enough
         path = self.fs_path(location)
         with self._errors("create directory", location):
             self.filesystem.create_dir(path, recursive=True)
+
+    def _put(self, location: str | os.PathLike[str], data: bytes) -> None:
+        """Upload one S3 object; it becomes visible whole, when the upload completes, or not at all."""
+        fs, path = self.resolve(location)
+        with self._errors("write", location):
+            with fs.open_output_stream(path) as out:
+                out.write(data)
 
     def _write_temp(self, path: str, data: bytes, fsync: bool) -> str:
         directory, name = os.path.split(path)

@@ -78,3 +78,23 @@ def warehouse_catalog(spark: SparkSession, tmp_warehouse: Path) -> str:
     from tools.spark import hadoop_catalog
 
     return hadoop_catalog(spark, tmp_warehouse)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A real S3 server (moto's) on 127.0.0.1 and a free port, for the whole run; buckets are per test."""
+    import logging
+    import socket
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

@@ -49,7 +49,7 @@ def test_relative_paths_resolve_against_the_working_directory(io, tmp_path, monk
     assert (tmp_path / "rel" / "x.bin").read_bytes() == b"x"
 
 
-@pytest.mark.parametrize("location", ["s3://bucket/key", "file://otherhost/x", "hdfs:///x"])
+@pytest.mark.parametrize("location", ["s3://bucket/key", "gs://bucket/key", "file://otherhost/x", "hdfs:///x"])
 def test_other_locations_are_refused(io, location):
     with pytest.raises(FileError, match="Cannot use location") as info:
         io.read_bytes(location)
