@@ -59,6 +59,7 @@ from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from engine.model.schema import Schema
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.commit import CommitContext
+from engine.operations.update_schema import is_promotion
 from engine.state import LogPosition, SnapshotRef, TableState, apply
 from projections import layout
 from projections.importer import read_file_bytes
@@ -328,6 +329,52 @@ def _schema_of(update: Mapping[str, Any]) -> Schema:
         raise ValidationError(f"Cannot apply add-schema: the schema cannot be read: {e}") from e
 
 
+def _check_spec(spec: PartitionSpec, schema: Schema) -> None:
+    """Every partition field's transform applies to its source column (``day`` of a long does not)."""
+    spec.partition_type(schema)
+    for f in spec.fields:
+        source = schema.find_field(f.source_id)
+        if not f.transform.can_transform(source.field_type):
+            raise ValidationError(f"Cannot add partition spec: field {f.name!r}: {f.transform} cannot apply to column "
+                                  f"{schema.find_column_name(f.source_id)!r} of type {source.field_type}")
+
+
+def _check_order(order: SortOrder, schema: Schema) -> None:
+    """Every sort field names a column of the schema and its transform applies to it."""
+    ids = schema.index_by_id()
+    for f in order.fields:
+        source = ids.get(f.source_id)
+        if source is None:
+            raise ValidationError(f"Cannot add sort order: source column id {f.source_id} is not in the schema")
+        if not f.transform.can_transform(source.field_type):
+            raise ValidationError(f"Cannot add sort order: {f.transform} cannot apply to column "
+                                  f"{schema.find_column_name(f.source_id)!r} of type {source.field_type}")
+
+
+def _check_schema_change(state: TableState, new: Schema) -> None:
+    """A new schema keeps every existing field readable, as Iceberg's schema evolution does: a type changes only
+    by promotion, an optional field stays optional, and a new required field needs a table without rows."""
+    old_fields = state.schema.index_by_id()
+    has_rows = any(int(dict(s.summary).get("total-records", "0") or 0) > 0 for s in state.snapshots)
+    for field_id, field in new.index_by_id().items():
+        name = new.find_column_name(field_id)
+        old = old_fields.get(field_id)
+        if old is None:
+            if field.required and has_rows:
+                raise ValidationError(f"Cannot add schema: new column {name!r} is required, but the table already "
+                                      f"has rows without it")
+            continue
+        old_type, new_type = old.field_type, field.field_type
+        if old_type.is_primitive != new_type.is_primitive or (
+                old_type.is_primitive and not is_promotion(old_type, new_type)) or (
+                not old_type.is_primitive and type(old_type) is not type(new_type)):
+            raise ValidationError(f"Cannot add schema: column {name!r} cannot change from {old_type} to {new_type} "
+                                  f"(only int -> long, float -> double and wider decimals)")
+        if field.required and not old.required:
+            raise ValidationError(f"Cannot add schema: column {name!r} cannot become required (existing rows may "
+                                  f"hold nulls)")
+
+
 def _same_schema(a: Schema, b: Schema) -> bool:
     return a.fields == b.fields and a.identifier_field_ids == b.identifier_field_ids
 
@@ -387,7 +434,8 @@ def _new_table(updates: Sequence[Mapping[str, Any]], default_location: str, defa
     if fmt not in SUPPORTED_FORMAT_VERSIONS:
         raise ValidationError(f"Cannot create table: format version {fmt} is not supported (1 or 2)")
     spec = spec or UNPARTITIONED_SPEC
-    spec.partition_type(schema)
+    _check_spec(spec, schema)
+    _check_order(order or UNSORTED_ORDER, schema)
     created = TableCreated(table_uuid=table_uuid or default_uuid, location=location, format_version=fmt,
                            schema=schema, spec=spec, sort_order=order or UNSORTED_ORDER, properties=props)
     return created, rest
@@ -464,6 +512,7 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
             if _same_schema(s, schema):
                 run.last_schema_id = s.schema_id
                 return
+        _check_schema_change(state, schema)
         new_id = max(s.schema_id for s in state.schemas) + 1
         last = max(state.last_column_id, schema.highest_field_id, u.get("last-column-id") or 0)
         run.add(SchemaAdded(schema=attrs.evolve(schema, schema_id=new_id), last_column_id=last))
@@ -481,7 +530,7 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
             run.add(CurrentSchemaSet(schema_id=sid))
     elif action == "add-spec":
         spec = _spec_of(u)
-        spec.partition_type(state.schema)
+        _check_spec(spec, state.schema)
         for s in state.specs:
             if s.compatible_with(spec):
                 run.last_spec_id = s.spec_id
@@ -496,6 +545,7 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
             run.add(DefaultSpecSet(spec_id=sid))
     elif action == "add-sort-order":
         order = _order_of(u)
+        _check_order(order, state.schema)
         for o in state.sort_orders:
             if o.fields == order.fields:
                 run.last_order_id = o.order_id
