@@ -88,6 +88,7 @@ from engine.ownership import (
     check_namespace,
     check_table_location,
     choose_default_location,
+    is_local,
     normalize_location,
     refuse_catalog_database,
 )
@@ -183,9 +184,29 @@ class Catalog:
         self.projector = Projector(log, self.io, name)
 
     @classmethod
-    def open(cls, warehouse: str | os.PathLike, *, name: str = DEFAULT_CATALOG_NAME, synchronous: str = "FULL",
-             project: bool = True, create: bool = False) -> Catalog:
-        path = os.path.abspath(os.fspath(warehouse))
+    def open(cls, catalog_dir: str | os.PathLike, *, warehouse: str | os.PathLike | None = None,
+             name: str = DEFAULT_CATALOG_NAME, synchronous: str = "FULL", project: bool = True,
+             create: bool = False) -> Catalog:
+        """Open (or start) the catalog whose log is ``<catalog_dir>/catalog.db``.
+
+        ``Catalog.open("warehouse")`` keeps the log inside the warehouse; ``Catalog.open("catalog",
+        warehouse="/data/lake")`` keeps it apart, and tables default to ``<warehouse>/<namespace>/<table>``.
+
+        :param catalog_dir: the folder of ``catalog.db`` (created when absent)
+        :param warehouse: where tables live by default (default: ``catalog_dir``); a local folder (object stores
+            are not supported yet)
+        :raises IntegrityError: the catalog file is empty (without ``create``), not SQLite, or damaged
+        :raises ValidationError: a warehouse on an object store
+        """
+        path = os.path.abspath(os.fspath(catalog_dir))
+        root = path
+        if warehouse is not None:
+            text = os.fspath(warehouse)
+            if not is_local(text):
+                raise ValidationError(f"Cannot open catalog: warehouse {text} is on an object store, which is not "
+                                      f"supported yet (only local folders)")
+            root = normalize_location(text)
+            os.makedirs(root, exist_ok=True)
         os.makedirs(path, exist_ok=True)
         try:
             log = CatalogLog.open(os.path.join(path, CATALOG_DB), synchronous=synchronous, create=create)
@@ -193,7 +214,7 @@ class Catalog:
             raise IntegrityError(f"Cannot open catalog at {path}: {e}", position=e.position) from e
         except LogError as e:
             raise IcelogError(f"Cannot open catalog at {path}: {e}") from e
-        return cls(path, log, name=name, project=project)
+        return cls(root, log, name=name, project=project)
 
     def close(self) -> None:
         self.log.close()

@@ -19,7 +19,9 @@ DEFAULT_WAREHOUSE = "warehouse"
 def _catalog(args: argparse.Namespace) -> Any:
     from engine import Catalog
 
-    return Catalog.open(args.warehouse, create=getattr(args, "create", False))
+    catalog_dir = getattr(args, "catalog_dir", None)
+    return Catalog.open(catalog_dir or args.warehouse, warehouse=args.warehouse if catalog_dir else None,
+                        create=getattr(args, "create", False))
 
 
 def _positive_int(text: str) -> int:
@@ -426,13 +428,16 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if not token:
         from engine.errors import ValidationError
         raise ValidationError("Cannot serve: give --token SECRET (or set ICELOG_TOKEN); every request must carry it")
-    serve(args.warehouse, args.host, args.port, token, max_body_bytes=args.max_body_bytes)
+    serve(args.warehouse, args.host, args.port, token, max_body_bytes=args.max_body_bytes,
+          catalog_dir=args.catalog_dir)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="icelog", description="Event-sourced metadata for Apache Iceberg tables.")
     parser.add_argument("--warehouse", default=os.environ.get("ICELOG_WAREHOUSE", DEFAULT_WAREHOUSE),
                         help="the warehouse folder holding catalog.db (default: ./warehouse)")
+    parser.add_argument("--catalog-dir", default=os.environ.get("ICELOG_CATALOG_DIR"),
+                        help="keep catalog.db in this folder instead of the warehouse")
     parser.add_argument("--create", action="store_true",
                         help="initialize an existing empty catalog.db (otherwise refused as a damaged log)")
     sub = parser.add_subparsers(dest="command", required=True)

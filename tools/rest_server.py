@@ -154,10 +154,11 @@ class RestCatalog:
     :param warehouse: the warehouse folder
     :param token: the bearer token every request must carry
     :param max_body_bytes: the largest request body accepted (larger ones get 413)
+    :param catalog_dir: the folder of ``catalog.db`` when it is not the warehouse
     """
 
     def __init__(self, warehouse: str | os.PathLike, token: str, *,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, catalog_dir: str | os.PathLike | None = None) -> None:
         if not token:
             raise ValidationError("Cannot start the REST server: a token is required")
         if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
@@ -169,12 +170,18 @@ class RestCatalog:
         self._local = threading.local()
         self._catalogs: list[Catalog] = []
         self._lock = threading.Lock()
-        Catalog.open(self.warehouse).close()  # create the warehouse and its log up front
+        self.catalog_dir = os.path.abspath(os.fspath(catalog_dir)) if catalog_dir is not None else None
+        self._open().close()  # create the warehouse and its log up front
+
+    def _open(self) -> Catalog:
+        if self.catalog_dir is None:
+            return Catalog.open(self.warehouse)
+        return Catalog.open(self.catalog_dir, warehouse=self.warehouse)
 
     def catalog(self) -> Catalog:
         cat = getattr(self._local, "catalog", None)
         if cat is None:
-            cat = Catalog.open(self.warehouse)
+            cat = self._open()
             self._local.catalog = cat
             with self._lock:
                 self._catalogs.append(cat)
@@ -736,12 +743,14 @@ def h_commit_transaction(rc: RestCatalog, request: Request, body: dict[str, Any]
     commit_transaction(rc, body)
 
 
-def app(warehouse: str | os.PathLike, token: str, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Starlette:
+def app(warehouse: str | os.PathLike, token: str, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        catalog_dir: str | os.PathLike | None = None) -> Starlette:
     """The ASGI application serving ``warehouse``; every request but the token endpoint must carry ``token``.
 
     :param max_body_bytes: the largest request body accepted; a larger one gets 413 without being buffered
+    :param catalog_dir: the folder of ``catalog.db`` when it is not the warehouse
     """
-    rc = RestCatalog(warehouse, token, max_body_bytes=max_body_bytes)
+    rc = RestCatalog(warehouse, token, max_body_bytes=max_body_bytes, catalog_dir=catalog_dir)
     ns = "/v1/namespaces/{namespace}"
     tbl = ns + "/tables/{table}"
 
@@ -785,11 +794,12 @@ def app(warehouse: str | os.PathLike, token: str, *, max_body_bytes: int = DEFAU
 
 
 def serve(warehouse: str | os.PathLike, host: str = "127.0.0.1", port: int = 8181, token: str = "", *,
-          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, catalog_dir: str | os.PathLike | None = None) -> None:
     """Run the server until interrupted (blocking)."""
     import uvicorn
 
-    uvicorn.run(app(warehouse, token, max_body_bytes=max_body_bytes), host=host, port=port, log_level="warning")
+    uvicorn.run(app(warehouse, token, max_body_bytes=max_body_bytes, catalog_dir=catalog_dir), host=host,
+                port=port, log_level="warning")
 
 
 @attrs.frozen(kw_only=True)
@@ -802,12 +812,14 @@ class RunningServer:
 
 @contextlib.contextmanager
 def running_server(warehouse: str | os.PathLike, token: str | None = None, *, host: str = "127.0.0.1",
-                   port: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Iterator[RunningServer]:
+                   port: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                   catalog_dir: str | os.PathLike | None = None) -> Iterator[RunningServer]:
     """Serve ``warehouse`` from a background thread of this process until the block ends (tests, benchmarks).
 
     :param token: the bearer token (a random one when None)
     :param port: the port (a free one when None)
     :param max_body_bytes: the largest request body accepted
+    :param catalog_dir: the folder of ``catalog.db`` when it is not the warehouse
     """
     import uvicorn
 
@@ -815,8 +827,8 @@ def running_server(warehouse: str | os.PathLike, token: str | None = None, *, ho
     from tools.spark import free_port
 
     port = port or free_port(host)
-    server = uvicorn.Server(uvicorn.Config(app(warehouse, token, max_body_bytes=max_body_bytes), host=host,
-                                           port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app(warehouse, token, max_body_bytes=max_body_bytes,
+                                               catalog_dir=catalog_dir), host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name=f"icelog-rest-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
