@@ -100,6 +100,7 @@ from projections import layout
 from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
 from storage import FileError, Log, LogError
 from storage.errors import LogDamaged
+from storage.log import log_read_write_methods
 from storage.files import FileIO
 
 CATALOG_DB = "catalog.db"
@@ -150,9 +151,8 @@ def _damage_as_integrity_error(method: Callable[..., Any]) -> Callable[..., Any]
     return wrapped
 
 
-for _name, _method in list(vars(Log).items()):
-    if callable(_method) and not _name.startswith("_") and _name not in ("transaction", "close", "open"):
-        setattr(CatalogLog, _name, _damage_as_integrity_error(_method))
+for _name in log_read_write_methods():
+    setattr(CatalogLog, _name, _damage_as_integrity_error(getattr(Log, _name)))
 
 
 class Catalog:

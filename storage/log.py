@@ -881,7 +881,13 @@ def _check_commit(commit_id: str, writes: Sequence[StreamWrite], time_ms: int, a
                                    f"write to stream {write.stream!r}")
 
 
+def log_read_write_methods() -> list[str]:
+    """The names of Log's public methods that read or write the database (not ``open``, ``close`` or the
+    ``transaction`` context manager): the ones a wrapper translating errors must cover."""
+    return [name for name, method in vars(Log).items()
+            if callable(method) and not name.startswith("_") and name not in ("transaction", "close", "open")]
+
+
 # every public method of Log reports a damaged file as LogDamaged
-for _name, _method in list(vars(Log).items()):
-    if callable(_method) and not _name.startswith("_") and _name not in ("transaction", "close", "open"):
-        setattr(Log, _name, _translate_damage(_method))
+for _name in log_read_write_methods():
+    setattr(Log, _name, _translate_damage(getattr(Log, _name)))
