@@ -560,7 +560,7 @@ class Table(TableStateReads):
     # ------------------------------------------------------------ writes
     def append(self, data: pa.Table, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Write ``data`` as Parquet data files (one or more per partition) and commit them as one snapshot."""
-        files = write_data_files(self.state, data, stage=self.stage_file)
+        files = write_data_files(self.state, data, stage=self.stage_file, io=self.catalog.io)
         return self._commit_append(files, branch=branch)
 
     def append_files(self, paths: Iterable[str], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
@@ -584,9 +584,9 @@ class Table(TableStateReads):
             owned.check_external_file(path, "append file")
             if not os.path.exists(path):
                 raise CorruptFileError(f"Cannot append file: {path} does not exist", path=path)
-            check_file_columns(path, state.schema, state.prop(NAME_MAPPING_PROPERTY))
+            check_file_columns(path, state.schema, state.prop(NAME_MAPPING_PROPERTY), io=self.catalog.io)
             files.append(self._describe_file(state, path))
-            without_ids = without_ids or not carries_field_ids(path)
+            without_ids = without_ids or not carries_field_ids(path, io=self.catalog.io)
         mapping = None
         if without_ids and state.prop(NAME_MAPPING_PROPERTY) is None:
             mapping = name_mapping_json(state.schema)
@@ -603,7 +603,7 @@ class Table(TableStateReads):
         bound = bind_filter(state, where)
         start = self._head(state, branch)
         changes = plan_row_delete(self.catalog.store, state, bound, start, mode=delete_mode(state),
-                                  stage=self.stage_file)
+                                  stage=self.stage_file, io=self.catalog.io)
         if not changes.removed and not changes.added:
             return None
         return self._commit_rows(changes, "delete", branch, isolation_for="delete")
@@ -613,14 +613,14 @@ class Table(TableStateReads):
         (rows to keep in partly matched files are rewritten)."""
         state = self.state
         start = self._head(state, branch)
-        new_files = write_data_files(state, data, stage=self.stage_file)
+        new_files = write_data_files(state, data, stage=self.stage_file, io=self.catalog.io)
         if where is None:
             live = [e.file for e in self.catalog.store.live_entries(state, start)
                     if e.file.content == DataFileContent.DATA]
             changes = RowChanges(start_snapshot_id=start, removed=tuple(live), touched=tuple(live))
         else:
             changes = plan_row_delete(self.catalog.store, state, bind_filter(state, where), start,
-                                      mode=COPY_ON_WRITE, stage=self.stage_file)
+                                      mode=COPY_ON_WRITE, stage=self.stage_file, io=self.catalog.io)
         return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files,
                                  whole_table=where is None)
 
@@ -628,7 +628,8 @@ class Table(TableStateReads):
         """Replace exactly the partitions present in ``data`` (Iceberg's ReplacePartitions)."""
         state = self.state
         start = self._head(state, branch)
-        changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, start, stage=self.stage_file)
+        changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, start, stage=self.stage_file,
+                                                    io=self.catalog.io)
         return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files)
 
     def stage_file(self, path: str) -> None:
@@ -679,7 +680,7 @@ class Table(TableStateReads):
                 raise ValidationError(f"Cannot overwrite where {where!r}: file {outside[0]} has rows the filter may "
                                       f"not match ({len(outside)} such file(s))")
             changes = plan_row_delete(self.catalog.store, state, bound, start, mode=COPY_ON_WRITE,
-                                      stage=self.stage_file)
+                                      stage=self.stage_file, io=self.catalog.io)
         return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files,
                                  whole_table=where is None)
 
@@ -777,9 +778,10 @@ class Table(TableStateReads):
 
     def _describe_file(self, state: TableState, path: str) -> DataFile:
         spec = state.spec
-        partition = partition_of_file(path, state.schema, spec) if not spec.is_unpartitioned else ()
+        io = self.catalog.io
+        partition = partition_of_file(path, state.schema, spec, io=io) if not spec.is_unpartitioned else ()
         return read_data_file(path, state.schema, spec_id=spec.spec_id, partition=partition,
-                              properties=dict(state.properties))
+                              properties=dict(state.properties), io=io)
 
     def _commit_append(self, files: list[DataFile], name_mapping: str | None = None,
                        branch: str = MAIN_BRANCH) -> Snapshot | None:
@@ -1137,7 +1139,7 @@ class Table(TableStateReads):
     def scan(self, where: str | None = None, columns: Sequence[str] | None = None, snapshot_id: int | None = None,
              as_of_timestamp_ms: int | None = None, ref: str | None = None) -> Scan:
         return Scan(self.catalog.store, self.state, where=where, columns=columns, snapshot_id=snapshot_id,
-                    as_of_timestamp_ms=as_of_timestamp_ms, ref=ref)
+                    as_of_timestamp_ms=as_of_timestamp_ms, ref=ref, io=self.catalog.io)
 
 
 class CatalogTransaction:

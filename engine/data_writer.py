@@ -30,6 +30,8 @@ from engine.parquet_files import (
 from engine.sort_rows import sort_table
 from engine.state import TableState
 from projections import layout
+from storage.errors import FileError
+from storage.files import LOCAL_FILES, FileIO
 
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
 
@@ -115,8 +117,8 @@ def split_by_partition(table: pa.Table, schema: Schema, spec: PartitionSpec) -> 
     return out
 
 
-def write_data_files(state: TableState, data: pa.Table, *, stage: Callable[[str], None] | None = None
-                     ) -> list[DataFile]:
+def write_data_files(state: TableState, data: pa.Table, *, stage: Callable[[str], None] | None = None,
+                     io: FileIO = LOCAL_FILES) -> list[DataFile]:
     """Write ``data`` as Parquet data files of the table (one or more per partition) and describe them."""
     schema, spec = state.schema, state.spec
     table = conform(data, schema)
@@ -124,13 +126,13 @@ def write_data_files(state: TableState, data: pa.Table, *, stage: Callable[[str]
         table = sort_table(table, state.sort_order, schema)
     files: list[DataFile] = []
     for values, rows in split_by_partition(table, schema, spec):
-        files += write_partition_files(state, rows, spec=spec, partition=values, stage=stage)
+        files += write_partition_files(state, rows, spec=spec, partition=values, stage=stage, io=io)
     return files
 
 
 def write_partition_files(state: TableState, rows: pa.Table, *, spec: PartitionSpec, partition: tuple[Any, ...],
-                          stage: Callable[[str], None] | None = None, data_folder: str | None = None
-                          ) -> list[DataFile]:
+                          stage: Callable[[str], None] | None = None, data_folder: str | None = None,
+                          io: FileIO = LOCAL_FILES) -> list[DataFile]:
     """Write rows that all belong to one partition of ``spec`` (already conformed to the schema), split by the
     target file size.
 
@@ -147,23 +149,27 @@ def write_partition_files(state: TableState, rows: pa.Table, *, spec: PartitionS
     files = []
     for chunk_index, chunk in enumerate(iter_row_chunks(rows, target)):
         path = f"{folder}/{chunk_index:05d}-{write_id}.parquet"
-        footer, size = write_parquet(chunk, path, properties=props, schema=schema, stage=stage)
+        footer, size = write_parquet(chunk, path, properties=props, schema=schema, stage=stage, io=io)
         files.append(read_data_file(path, schema, spec_id=spec.spec_id, partition=partition, properties=props,
                                     nan_counts=nan_counts(chunk, schema), sort_order_id=state.default_sort_order_id,
                                     metadata=footer, file_size=size, sort_order=state.sort_order))
     return files
 
 
-def partition_of_file(path: str, schema: Schema, spec: PartitionSpec) -> tuple[Any, ...]:
+def partition_of_file(path: str, schema: Schema, spec: PartitionSpec, *, io: FileIO = LOCAL_FILES
+                      ) -> tuple[Any, ...]:
     """The one partition tuple of an existing data file, computed from its rows (ValidationError when its rows span
     several partitions)."""
     import pyarrow.parquet as pq
 
-    from engine.errors import CorruptFileError
+    from engine.errors import CorruptFileError, storage_error
 
     refuse_catalog_database(path)
     try:
-        table = pq.read_table(path)
+        with io.open_input(path) as source:
+            table = pq.read_table(source)
+    except FileError as e:
+        raise storage_error(e, path) from e
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptFileError(f"Cannot read data file: {path} is not a readable Parquet file ({e})", path=path) from e
     groups = split_by_partition(conform(table, schema), schema, spec)

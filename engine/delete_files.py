@@ -36,6 +36,8 @@ from engine.reader import (
 )
 from engine.state import TableState
 from projections import layout
+from storage.errors import FileError
+from storage.files import LOCAL_FILES, FileIO
 
 #: The schema of a position delete file without deleted row values.
 POSITION_DELETE_SCHEMA = Schema((
@@ -65,7 +67,8 @@ def _check_version(state: TableState, action: str) -> None:
 
 
 def write_position_deletes(state: TableState, deletes: Mapping[str, Sequence[int]], *, spec_id: int,
-                           partition: tuple[Any, ...], stage: Callable[[str], None] | None = None) -> DataFile:
+                           partition: tuple[Any, ...], stage: Callable[[str], None] | None = None,
+                           io: FileIO = LOCAL_FILES) -> DataFile:
     """Write one position delete file that deletes, for each data file path, the rows at the given positions.
 
     ::
@@ -98,7 +101,7 @@ def write_position_deletes(state: TableState, deletes: Mapping[str, Sequence[int
     # Java writes full metrics for both columns, whatever the table's metrics mode
     props[f"write.metadata.metrics.column.{DELETE_FILE_PATH}"] = "full"
     props[f"write.metadata.metrics.column.{DELETE_POS}"] = "full"
-    footer, size = write_parquet(table, path, properties=props, schema=POSITION_DELETE_SCHEMA, stage=stage)
+    footer, size = write_parquet(table, path, properties=props, schema=POSITION_DELETE_SCHEMA, stage=stage, io=io)
     described = read_data_file(path, POSITION_DELETE_SCHEMA, spec_id=spec_id, partition=tuple(partition),
                                properties=props, metadata=footer, file_size=size)
     return attrs.evolve(described, content=DataFileContent.POSITION_DELETES)
@@ -176,7 +179,8 @@ def _conform(arr: Any, field: T.NestedField, arrow_type: pa.DataType, where: str
 
 
 def write_equality_deletes(state: TableState, rows: pa.Table, *, equality_ids: Sequence[int], spec_id: int,
-                           partition: tuple[Any, ...], stage: Callable[[str], None] | None = None) -> DataFile:
+                           partition: tuple[Any, ...], stage: Callable[[str], None] | None = None,
+                           io: FileIO = LOCAL_FILES) -> DataFile:
     """Write one equality delete file: data rows whose equality columns equal one of ``rows`` are deleted (a null
     matches a null).
 
@@ -210,14 +214,15 @@ def write_equality_deletes(state: TableState, rows: pa.Table, *, equality_ids: S
     table = pa.Table.from_arrays(columns, schema=target)
     path = _folder(state, spec_id, partition, action)
     props = dict(state.properties)
-    footer, size = write_parquet(table, path, properties=props, schema=file_schema, stage=stage)
+    footer, size = write_parquet(table, path, properties=props, schema=file_schema, stage=stage, io=io)
     described = read_data_file(path, file_schema, spec_id=spec_id, partition=tuple(partition), properties=props,
                                nan_counts=nan_counts(table, file_schema), metadata=footer, file_size=size)
     return attrs.evolve(described, content=DataFileContent.EQUALITY_DELETES, equality_ids=tuple(equality_ids))
 
 
 def relocate_position_deletes(delete_file: DataFile, relocate: Callable[[str], str], folder: str,
-                              properties: Mapping[str, str] | None = None) -> DataFile | None:
+                              properties: Mapping[str, str] | None = None,
+                              io: FileIO = LOCAL_FILES) -> DataFile | None:
     """A copy of a position delete file whose ``file_path`` values are relocated, for tables moved to another
     place (``register_table(..., relocate=...)``); None when no value changes.
 
@@ -232,7 +237,7 @@ def relocate_position_deletes(delete_file: DataFile, relocate: Callable[[str], s
     """
     from engine.reader import read_position_delete_rows
 
-    rows = read_position_delete_rows(delete_file)
+    rows = read_position_delete_rows(delete_file, io=io)
     paths = rows.column(DELETE_FILE_PATH).to_pylist()
     moved = [None if p is None else relocate(p) for p in paths]
     if moved == paths:
@@ -244,7 +249,7 @@ def relocate_position_deletes(delete_file: DataFile, relocate: Callable[[str], s
     props = dict(properties or {})
     props[f"write.metadata.metrics.column.{DELETE_FILE_PATH}"] = "full"
     props[f"write.metadata.metrics.column.{DELETE_POS}"] = "full"
-    footer, size = write_parquet(table, path, properties=props, schema=POSITION_DELETE_SCHEMA)
+    footer, size = write_parquet(table, path, properties=props, schema=POSITION_DELETE_SCHEMA, io=io)
     described = read_data_file(path, POSITION_DELETE_SCHEMA, spec_id=delete_file.spec_id,
                                partition=tuple(delete_file.partition), properties=props, metadata=footer,
                                file_size=size)
@@ -269,7 +274,7 @@ __all__ = ["POSITION_DELETE_SCHEMA", "equality_schema", "relocate_position_delet
            "write_equality_deletes", "write_position_deletes"]
 
 
-def paths_in_position_deletes(delete_file: DataFile) -> list[str]:
+def paths_in_position_deletes(delete_file: DataFile, *, io: FileIO = LOCAL_FILES) -> list[str]:
     """The data file paths a position delete file names, sorted: from its ``file_path`` bounds when they name one
     file, else from the file's ``file_path`` column.
 
@@ -283,8 +288,9 @@ def paths_in_position_deletes(delete_file: DataFile) -> list[str]:
     path = delete_file.file_path
     refuse_catalog_database(path)
     try:
-        column = pq.read_table(path, columns=[DELETE_FILE_PATH]).column(DELETE_FILE_PATH)
-    except (pa.ArrowInvalid, OSError, KeyError) as e:
+        with io.open_input(path) as source:
+            column = pq.read_table(source, columns=[DELETE_FILE_PATH]).column(DELETE_FILE_PATH)
+    except (pa.ArrowInvalid, OSError, KeyError, FileError) as e:
         raise CorruptFileError(f"Cannot read position delete file: {path} has no readable {DELETE_FILE_PATH} "
                                f"column ({e})", path=path) from e
     return sorted({normalize_path(p) for p in column.unique().to_pylist() if p is not None})

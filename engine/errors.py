@@ -67,6 +67,29 @@ class CorruptFileError(IcelogError):
         self.path = path
 
 
+class StorageError(IcelogError):
+    """A file could not be read, written or deleted for a reason outside the file itself: the store is
+    unreachable, refuses the credentials, lacks the bucket, or answers errors. Nothing was committed.
+    The message names the location, never a secret.
+
+    :param path: the file or folder
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def storage_error(e: Exception, path: str) -> IcelogError:
+    """The engine error for a storage ``FileError``: a missing file is a :class:`CorruptFileError` (the table names
+    a file that is not there), anything else a :class:`StorageError`."""
+    from storage.errors import FileNotFound
+
+    if isinstance(e, FileNotFound):
+        return CorruptFileError(f"Cannot read file: {path} does not exist", path=path)
+    return StorageError(str(e), path=path)
+
+
 class IntegrityError(IcelogError):
     """The log or its projections do not match what they should be (tampering, damage, foreign writers).
 

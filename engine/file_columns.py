@@ -24,13 +24,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.errors import CorruptFileError, ValidationError
+from engine.errors import CorruptFileError, ValidationError, storage_error
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.arrow_schema import arrow_carries_field_ids, arrow_children, arrow_field_id
 from engine.model.name_mapping import name_mapping
 from engine.model.schema import Schema
 from engine.reader import apply_name_mapping, parse_name_mapping
+from storage.errors import FileError
+from storage.files import LOCAL_FILES, FileIO
 
 _INT = (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16())
 _LONG = (*_INT, pa.int64(), pa.uint32())
@@ -38,7 +40,8 @@ _STRINGS = (pa.string(), pa.large_string(), pa.string_view())
 _BINARIES = (pa.binary(), pa.large_binary(), pa.binary_view())
 
 
-def check_file_columns(path: str, schema: Schema, name_mapping_text: str | None = None) -> None:
+def check_file_columns(path: str, schema: Schema, name_mapping_text: str | None = None, *,
+                       io: FileIO = LOCAL_FILES) -> None:
     """Refuse a Parquet file whose columns the table's reader cannot read as ``schema``.
 
     :param path: the Parquet file
@@ -50,8 +53,11 @@ def check_file_columns(path: str, schema: Schema, name_mapping_text: str | None 
     """
     refuse_catalog_database(path)
     try:
-        pf = pq.ParquetFile(path)
-        file_schema, metadata = pf.schema_arrow, pf.metadata
+        with io.open_input(path) as source:
+            pf = pq.ParquetFile(source)
+            file_schema, metadata = pf.schema_arrow, pf.metadata
+    except FileError as e:
+        raise storage_error(e, path) from e
     except (pa.ArrowException, OSError) as e:
         raise CorruptFileError(f"Cannot read data file: {path} is not a readable Parquet file ({e})",
                                path=path) from e
@@ -61,9 +67,6 @@ def check_file_columns(path: str, schema: Schema, name_mapping_text: str | None 
     required_leaves: dict[str, str] = {}  # Parquet column path -> column name, for required fields
     _check_struct(path, schema.fields, list(file_schema), "", "", True, required_leaves)
     _check_nulls(path, metadata, required_leaves)
-
-
-
 
 
 def _check_struct(path: str, fields: tuple[T.NestedField, ...], file_fields: list[pa.Field], name_prefix: str,

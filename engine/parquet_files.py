@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from typing import Any, Callable, Iterator
 
@@ -20,12 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.errors import CorruptFileError, ValidationError
+from engine.errors import CorruptFileError, StorageError, ValidationError, storage_error
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.data_file import DataFile
 from engine.model.schema import Schema
 from engine.model.sort_order import SortOrder
+from storage.errors import FileError
+from storage.files import LOCAL_FILES, FileIO
 from engine.model.values import (
     to_bytes,
     truncate_lower_bound,
@@ -100,11 +101,14 @@ def _ids_by_path(arrow_schema: pa.Schema) -> dict[str, int]:
     return out
 
 
-def carries_field_ids(path: str) -> bool:
+def carries_field_ids(path: str, *, io: FileIO = LOCAL_FILES) -> bool:
     """Whether a Parquet file's columns carry Iceberg field ids (files from other writers often do not)."""
     refuse_catalog_database(path)
     try:
-        return bool(_ids_by_path(pq.read_schema(path)))
+        with io.open_input(path) as source:
+            return bool(_ids_by_path(pq.read_schema(source)))
+    except FileError as e:
+        raise storage_error(e, path) from e
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptFileError(f"Cannot read data file: {path} is not a readable Parquet file ({e})",
                                path=path) from e
@@ -209,7 +213,8 @@ def _stat_value(stats: Any, is_min: bool, t: T.PrimitiveType) -> Any:
 def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[Any, ...],
                    properties: dict[str, str] | None = None, nan_counts: dict[int, int] | None = None,
                    sort_order_id: int | None = None, metadata: pq.FileMetaData | None = None,
-                   file_size: int | None = None, sort_order: SortOrder | None = None) -> DataFile:
+                   file_size: int | None = None, sort_order: SortOrder | None = None,
+                   io: FileIO = LOCAL_FILES) -> DataFile:
     """Build a DataFile for a Parquet file from its footer.
 
     :param path: the Parquet file
@@ -220,19 +225,24 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
     :param nan_counts: NaN counts per field id when the writer knows them (footers do not carry them)
     :param metadata: the footer when already at hand (just written)
     :param sort_order: the order the file is sorted by (its columns get bounds even in none/counts modes)
+    :param io: where the file is read from when its footer is not at hand
     """
     properties = properties or {}
     modes = metrics_modes(properties, schema, sort_order)
     refuse_catalog_database(path)
     try:
-        if file_size is None:
-            file_size = os.path.getsize(path)
         if metadata is None:
-            pf = pq.ParquetFile(path)
-            metadata = pf.metadata
-            arrow_schema = pf.schema_arrow
+            with io.open_input(path) as source:
+                file_size = source.size() if file_size is None else file_size
+                pf = pq.ParquetFile(source)
+                metadata = pf.metadata
+                arrow_schema = pf.schema_arrow
         else:
+            if file_size is None:
+                file_size = io.size(path)
             arrow_schema = metadata.schema.to_arrow_schema()
+    except FileError as e:
+        raise storage_error(e, path) from e
     except FileNotFoundError as e:
         raise CorruptFileError(f"Cannot read data file: {path} does not exist", path=path) from e
     except (pa.ArrowInvalid, OSError) as e:
@@ -364,11 +374,14 @@ def statistics_columns(schema: Schema) -> list[str]:
 
 
 def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str], schema: Schema,
-                  stage: Callable[[str], None] | None = None) -> tuple[pq.FileMetaData, int]:
+                  stage: Callable[[str], None] | None = None,
+                  io: FileIO = LOCAL_FILES) -> tuple[pq.FileMetaData, int]:
     """Write one Parquet data file; returns its footer and size.
 
     :param stage: called with the path before anything is written (icelog records staged files, so the files of
         a job that fails before its commit are found as orphans without listing storage)
+    :param io: where the file goes (a local path, or an S3 object that appears whole when the write completes)
+    :raises FileError: the file cannot be written (naming it)
     """
     if stage is not None:
         stage(path)
@@ -377,9 +390,15 @@ def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str], sch
     row_group_bytes = int(properties.get("write.parquet.row-group-size-bytes", str(128 * 1024 * 1024)))
     rows_per_group = max(1, int(table.num_rows * row_group_bytes / max(table.nbytes, 1))) if table.num_rows else 1
     collector: list[pq.FileMetaData] = []
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    pq.write_table(table, path, compression=codec, row_group_size=rows_per_group, version="2.6",
-                   coerce_timestamps="us", allow_truncated_timestamps=False,
-                   write_statistics=statistics_columns(schema),
-                   use_compliant_nested_type=True, metadata_collector=collector, store_schema=False)
-    return collector[0], os.path.getsize(path)
+    try:
+        with io.open_output(path) as sink:
+            pq.write_table(table, sink, compression=codec, row_group_size=rows_per_group, version="2.6",
+                           coerce_timestamps="us", allow_truncated_timestamps=False,
+                           write_statistics=statistics_columns(schema),
+                           use_compliant_nested_type=True, metadata_collector=collector, store_schema=False)
+            size = sink.tell()
+    except OSError as e:  # an S3 upload fails when the stream closes
+        raise StorageError(f"Cannot write file: {path!r} ({e})", path=path) from e
+    except FileError as e:
+        raise storage_error(e, path) from e
+    return collector[0], size

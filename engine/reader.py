@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.errors import CorruptFileError
+from engine.errors import CorruptFileError, storage_error
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.arrow_schema import (
@@ -35,6 +35,8 @@ from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import BooleanExpression, evaluate_arrow
 from engine.model.name_mapping import name_mapping
 from engine.model.schema import Schema
+from storage.errors import FileError
+from storage.files import LOCAL_FILES, FileIO
 
 FIELD_ID = FIELD_ID_KEY
 #: The reserved field ids of a position delete file's columns.
@@ -155,23 +157,17 @@ class _RawFile:
     """
 
     def __init__(self, path: str, *, mapping: MappingEntries | None, needed_ids: set[int] | None,
-                 file_format: str | None = None) -> None:
+                 file_format: str | None = None, io: FileIO = LOCAL_FILES) -> None:
         self.path = path
         fmt = _format_of(path, file_format)
+        refuse_catalog_database(path)
         try:
-            if fmt == "ORC":
-                file_schema, read, self.num_rows = _open_orc(path)
-            elif fmt == "AVRO":
-                file_schema, read, self.num_rows = _open_avro(path)
-            else:
-                file_schema, read, self.num_rows = _open_parquet(path)
-            if not arrow_carries_field_ids(file_schema) and mapping is not None:
-                file_schema = apply_name_mapping(file_schema, mapping)
-            keep = [i for i, f in enumerate(file_schema)
-                    if needed_ids is None or _subtree_ids(f) & needed_ids]
-            self.schema = pa.schema([file_schema.field(i) for i in keep])
-            names = [file_schema.field(i).name for i in keep]
-            self.table = read(names) if keep else None
+            with io.open_input(path) as source:
+                opener = {"ORC": _open_orc, "AVRO": _open_avro}.get(fmt, _open_parquet)
+                file_schema, read, self.num_rows = opener(source, path)
+                self._read_columns(file_schema, read, mapping, needed_ids)
+        except FileError as e:
+            raise storage_error(e, path) from e
         except CorruptFileError:
             raise
         except FileNotFoundError as e:
@@ -180,6 +176,15 @@ class _RawFile:
                 UnicodeDecodeError) as e:
             raise CorruptFileError(f"Cannot read file: {path} is not a readable {fmt.title()} file ({e})",
                                    path=path) from e
+
+    def _read_columns(self, file_schema: pa.Schema, read: Any, mapping: MappingEntries | None,
+                      needed_ids: set[int] | None) -> None:
+        if not arrow_carries_field_ids(file_schema) and mapping is not None:
+            file_schema = apply_name_mapping(file_schema, mapping)
+        keep = [i for i, f in enumerate(file_schema) if needed_ids is None or _subtree_ids(f) & needed_ids]
+        self.schema = pa.schema([file_schema.field(i) for i in keep])
+        names = [file_schema.field(i).name for i in keep]
+        self.table = read(names) if keep else None
 
     def column_by_id(self, field_id: int) -> pa.Array | None:
         """The values of the field with this id, found at the top level or inside structs (null where a parent
@@ -223,28 +228,24 @@ def _format_of(path: str, file_format: str | None) -> str:
     return "PARQUET"
 
 
-def _open_parquet(path: str) -> tuple[pa.Schema, Any, int]:
-    refuse_catalog_database(path)
-    pf = pq.ParquetFile(path)
+def _open_parquet(source: pa.NativeFile, path: str) -> tuple[pa.Schema, Any, int]:
+    pf = pq.ParquetFile(source)
     return pf.schema_arrow, lambda names: pf.read(columns=names, use_threads=False), pf.metadata.num_rows
 
 
-def _open_orc(path: str) -> tuple[pa.Schema, Any, int]:
+def _open_orc(source: pa.NativeFile, path: str) -> tuple[pa.Schema, Any, int]:
     from pyarrow import orc
 
-    refuse_catalog_database(path)
-    f = orc.ORCFile(path)
+    f = orc.ORCFile(source)
     return f.schema, lambda names: f.read(columns=names), f.nrows
 
 
-def _open_avro(path: str) -> tuple[pa.Schema, Any, int]:
+def _open_avro(source: pa.NativeFile, path: str) -> tuple[pa.Schema, Any, int]:
     import fastavro
 
-    refuse_catalog_database(path)
-    with open(path, "rb") as fo:
-        reader = fastavro.reader(fo)
-        avro_schema = reader.writer_schema
-        records = list(reader)
+    reader = fastavro.reader(source)
+    avro_schema = reader.writer_schema
+    records = list(reader)
     if not isinstance(avro_schema, dict) or avro_schema.get("type") != "record":
         raise CorruptFileError(f"Cannot read file: {path} is not an Avro file of records", path=path)
     fields = [_avro_field(f) for f in avro_schema["fields"]]
@@ -424,8 +425,9 @@ class DeleteLoader:
     :param mapping: the table's name mapping, for delete files written without field ids
     """
 
-    def __init__(self, mapping: MappingEntries | None = None) -> None:
+    def __init__(self, mapping: MappingEntries | None = None, *, io: FileIO = LOCAL_FILES) -> None:
         self.mapping = mapping
+        self.io = io
         self._positions: dict[str, dict[str, pa.Array]] = {}
         self._keys: dict[str, list[pa.Array]] = {}
 
@@ -437,7 +439,7 @@ class DeleteLoader:
         return by_path.get(normalize_path(data_path))
 
     def _read_positions(self, delete_file: DataFile) -> dict[str, pa.Array]:
-        rows = read_position_delete_rows(delete_file)
+        rows = read_position_delete_rows(delete_file, io=self.io)
         table = pa.table({"file_path": _normalize_paths(rows.column(DELETE_FILE_PATH)), "pos": rows.column(DELETE_POS)})
         grouped = table.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
         lists = grouped.column("pos_list").combine_chunks()
@@ -451,7 +453,8 @@ class DeleteLoader:
             ids = list(delete_file.equality_ids or ())
             if not ids:
                 raise CorruptFileError(f"Cannot apply equality delete file: {path} has no equality ids", path=path)
-            raw = _RawFile(path, mapping=self.mapping, needed_ids=set(ids), file_format=delete_file.file_format)
+            raw = _RawFile(path, mapping=self.mapping, needed_ids=set(ids), file_format=delete_file.file_format,
+                           io=self.io)
             keys = []
             for fid in ids:
                 col = raw.column_by_id(fid)
@@ -525,7 +528,8 @@ def deleted_rows(raw: _RawFile, data_file: DataFile, deletes: Iterable[DataFile]
 
 def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[DataFile] = (),
                    name_mapping_entries: MappingEntries | None = None, row_filter: BooleanExpression | None = None,
-                   loader: DeleteLoader | None = None, with_positions: bool = False) -> pa.Table:
+                   loader: DeleteLoader | None = None, with_positions: bool = False,
+                   io: FileIO | None = None) -> pa.Table:
     """The live rows of ``data_file`` with ``schema``'s top-level columns (names, order, types).
 
     :param deletes: the delete files that apply to the file (scan planning decides which)
@@ -535,14 +539,16 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     :param loader: caches delete files across the data files of one scan
     :param with_positions: add a last column ``_pos`` (int64): each row's position in the file, from 0 (what a
         position delete file records)
+    :param io: where the files are read from (default: the loader's, else local files)
     """
+    io = io or (loader.io if loader is not None else LOCAL_FILES)
     mapping = name_mapping_entries if name_mapping_entries is not None else name_mapping(schema)
     needed = {f.field_id for f in schema.columns}
     for d in deletes:
         if d.content == DataFileContent.EQUALITY_DELETES:
             needed |= set(d.equality_ids or ())
-    raw = _RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format)
-    mask = deleted_rows(raw, data_file, deletes, loader or DeleteLoader(mapping)) if deletes else None
+    raw = _RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format, io=io)
+    mask = deleted_rows(raw, data_file, deletes, loader or DeleteLoader(mapping, io=io)) if deletes else None
     table, num_rows = raw.table, raw.num_rows
     if mask is not None and table is not None:
         table = table.filter(pc.invert(mask))
@@ -561,14 +567,14 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     return out
 
 
-def read_position_delete_rows(delete_file: DataFile) -> pa.Table:
+def read_position_delete_rows(delete_file: DataFile, *, io: FileIO = LOCAL_FILES) -> pa.Table:
     """A position delete file's ``file_path`` and ``pos`` columns as written (paths not normalised), any format.
 
     :raises CorruptFileError: the file cannot be read or lacks the two columns
     """
     path = delete_file.file_path
     raw = _RawFile(path, mapping=_POSITION_MAPPING, needed_ids={DELETE_FILE_PATH_ID, DELETE_POS_ID},
-                   file_format=delete_file.file_format)
+                   file_format=delete_file.file_format, io=io)
     paths, positions = raw.column_by_id(DELETE_FILE_PATH_ID), raw.column_by_id(DELETE_POS_ID)
     if paths is None or positions is None:
         if raw.num_rows == 0:

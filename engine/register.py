@@ -128,7 +128,7 @@ class PositionDeleteRelocation:
                  ) -> DataFile | None:
         folder = layout.data_dir(table_location)
         existed = self.io.exists(relocated_position_deletes_path(delete_file, folder))
-        rewritten = relocate_position_deletes(delete_file, relocate, folder)
+        rewritten = relocate_position_deletes(delete_file, relocate, folder, io=self.io)
         if rewritten is not None and not existed:
             self.created.append(rewritten.file_path)
         return rewritten

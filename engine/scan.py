@@ -67,6 +67,7 @@ from engine.reader import (
 )
 from engine.state import TableState
 from engine.state_store import LiveEntry, StateStore
+from storage.files import LOCAL_FILES, FileIO
 
 _DATA_FILE_FIELDS = frozenset(a.name for a in attrs.fields(DataFile))
 
@@ -204,9 +205,11 @@ class Scan:
 
     def __init__(self, store: StateStore, state: TableState, *, where: str | BooleanExpression | None = None,
                  columns: Sequence[str] | None = None, snapshot_id: int | None = None,
-                 as_of_timestamp_ms: int | None = None, ref: str | None = None) -> None:
+                 as_of_timestamp_ms: int | None = None, ref: str | None = None, io: FileIO = LOCAL_FILES) -> None:
         self.store = store
         self.state = state
+        #: where the data and delete files are read from
+        self.io = io
         self.schema: Schema = state.schema
         given = [n for n, v in (("snapshot_id", snapshot_id), ("as_of_timestamp_ms", as_of_timestamp_ms),
                                 ("ref", ref)) if v is not None]
@@ -411,7 +414,7 @@ class Scan:
     def to_batches(self) -> Iterator[pa.Table]:
         """The matching rows, one table per data file."""
         mapping = parse_name_mapping(self.state.prop(NAME_MAPPING_PROPERTY))
-        loader = DeleteLoader(mapping)
+        loader = DeleteLoader(mapping, io=self.io)
         for task in self.plan_files():
             yield self._read(task, mapping, loader)
 
@@ -433,7 +436,7 @@ class Scan:
         """The number of matching rows: a file with no delete files whose every row matches (its partition or
         its metrics prove it) counts by its record count, without being read."""
         mapping = parse_name_mapping(self.state.prop(NAME_MAPPING_PROPERTY))
-        loader = DeleteLoader(mapping)
+        loader = DeleteLoader(mapping, io=self.io)
         total = 0
         for task in self.plan_files():
             rest = task.residual

@@ -249,9 +249,9 @@ class HistoricalTable(TableStateReads):
             if expired:  # expired before this version: still readable from the log
                 state = attrs.evolve(self.state, snapshots=self.state.snapshots + (expired[-1],))
                 return Scan(self.catalog.store, state, where=where, columns=columns, snapshot_id=snapshot_id,
-                            **options)
+                            io=self.catalog.io, **options)
         return Scan(self.catalog.store, self.state, where=where, columns=columns, snapshot_id=snapshot_id,
-                    **options)
+                    io=self.catalog.io, **options)
 
     def log(self) -> list[LogEntry]:
         """The table's log entries up to this version."""

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from urllib.parse import quote, unquote, urlsplit
 
 import attrs
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from storage.errors import FileAlreadyExists, FileError, FileNotFound, ProtectedFileError
@@ -228,7 +229,7 @@ class FileIO:
         """
         fs, path = self.resolve(location)
         with self._errors("read", location):
-            with fs.open_input_stream(path) as stream:
+            with fs.open_input_stream(path, compression=None) as stream:
                 return stream.read()
 
     def write_bytes(self, location: str | os.PathLike[str], data: bytes, *, fsync: bool = False) -> None:
@@ -351,11 +352,33 @@ class FileIO:
         with self._errors("create directory", location):
             self.filesystem.create_dir(path, recursive=True)
 
+    def open_input(self, location: str | os.PathLike[str]) -> pa.NativeFile:
+        """A random-access reader of a file, for ``pyarrow.parquet``, ``pyarrow.orc`` and ``fastavro``.
+
+        :param location: path, ``file://`` or ``s3://`` URI
+        :raises FileNotFound: it does not exist
+        """
+        fs, path = self.resolve(location)
+        with self._errors("read", location):
+            return fs.open_input_file(path)
+
+    def open_output(self, location: str | os.PathLike[str]) -> pa.NativeFile:
+        """A writer of a new file (for ``pyarrow.parquet``). Locally the file exists from the start and grows; on
+        S3 the object appears whole when the stream is closed, or not at all. Missing local folders are created.
+
+        :param location: path, ``file://`` or ``s3://`` URI
+        """
+        fs, path = self.resolve(location)
+        with self._errors("write", location):
+            if fs is self.filesystem:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            return fs.open_output_stream(path, compression=None)
+
     def _put(self, location: str | os.PathLike[str], data: bytes) -> None:
         """Upload one S3 object; it becomes visible whole, when the upload completes, or not at all."""
         fs, path = self.resolve(location)
         with self._errors("write", location):
-            with fs.open_output_stream(path) as out:
+            with fs.open_output_stream(path, compression=None) as out:
                 out.write(data)
 
     def _write_temp(self, path: str, data: bytes, fsync: bool) -> str:
@@ -386,6 +409,10 @@ class FileIO:
             raise FileAlreadyExists(f"Cannot {action} file: {text!r} already exists", path=text) from e
         except OSError as e:
             raise FileError(f"Cannot {action} file: {text!r} ({e})", path=text) from e
+
+
+#: the FileIO of code that is handed no other: local paths and ``file://`` URIs only (S3 is not configured)
+LOCAL_FILES = FileIO()
 
 
 def _fsync_dir(directory: str) -> None:

@@ -76,6 +76,7 @@ from engine.sort_rows import sort_table
 from engine.state import MAIN_BRANCH, Snapshot, TableState
 from engine.state_store import StateStore
 from engine.zorder import zorder_table
+from storage.files import LOCAL_FILES, FileIO
 
 BINPACK = "binpack"
 SORT = "sort"
@@ -275,28 +276,29 @@ def _order_rows(rows: pa.Table, state: TableState, strategy: str, order: SortOrd
 
 
 def _write_group(writer: TableState, group: FileGroup, rows: pa.Table,
-                 stage: Callable[[str], None] | None = None) -> list[DataFile]:
+                 stage: Callable[[str], None] | None = None, io: FileIO = LOCAL_FILES) -> list[DataFile]:
     if rows.num_rows == 0:
         return []
     spec: PartitionSpec = writer.spec
     if group.spec_id is not None:
         return write_partition_files(writer, rows, spec=writer.spec_by_id(group.spec_id), partition=group.partition,
-                                     stage=stage)
+                                     stage=stage, io=io)
     files: list[DataFile] = []
     for values, part in split_by_partition(rows, writer.schema, spec):
-        files += write_partition_files(writer, part, spec=spec, partition=values, stage=stage)
+        files += write_partition_files(writer, part, spec=spec, partition=values, stage=stage, io=io)
     return files
 
 
-def _referenced_paths(delete_file: DataFile) -> set[str] | None:
+def _referenced_paths(delete_file: DataFile, io: FileIO) -> set[str] | None:
     """The data files a position delete file names (None when it cannot be read: then it is kept)."""
     try:
-        return set(paths_in_position_deletes(delete_file))
+        return set(paths_in_position_deletes(delete_file, io=io))
     except CorruptFileError:
         return None
 
 
-def droppable_deletes(all_tasks: Sequence[FileScanTask], rewritten: Sequence[FileScanTask]) -> list[DataFile]:
+def droppable_deletes(all_tasks: Sequence[FileScanTask], rewritten: Sequence[FileScanTask], *,
+                      io: FileIO = LOCAL_FILES) -> list[DataFile]:
     """The delete files applying to a rewritten file that apply to no data file left live afterwards.
 
     An equality delete file goes only when every data file it applies to (same partition, or every partition
@@ -318,7 +320,7 @@ def droppable_deletes(all_tasks: Sequence[FileScanTask], rewritten: Sequence[Fil
         if not others:
             out.append(d)
         elif d.content == DataFileContent.POSITION_DELETES:
-            named = _referenced_paths(d)
+            named = _referenced_paths(d, io)
             if named is not None and not named & {normalize_path(p) for p in others}:
                 out.append(d)
     return out
@@ -328,7 +330,7 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
                  sort_order: Any = None, zorder_columns: Sequence[str] | None = None,
                  target_file_size_bytes: int | None = None,
                  stage: Callable[[str], None] | None = None, branch: str = MAIN_BRANCH,
-                 options: Mapping[str, Any] | None = None) -> RewritePlan | None:
+                 options: Mapping[str, Any] | None = None, io: FileIO = LOCAL_FILES) -> RewritePlan | None:
     """Read and rewrite the files to compact (staged, not committed); None when there is nothing to do.
 
     :param store: the catalog's state store
@@ -366,7 +368,7 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
         return None
     writer = _writer_state(state, target, order_id)
     mapping = parse_name_mapping(state.prop(NAME_MAPPING_PROPERTY))
-    loader = DeleteLoader(mapping)
+    loader = DeleteLoader(mapping, io=io)
     schema = state.schema
     added: list[DataFile] = []
     rewritten: list[FileScanTask] = []
@@ -375,11 +377,11 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
                  for t in group.tasks]
         rows = conform(pa.concat_tables(parts), schema)
         rows = _order_rows(rows, writer, strategy, order, columns)
-        added += _write_group(writer, group, rows, stage)
+        added += _write_group(writer, group, rows, stage, io)
         rewritten += group.tasks
     repartitioned = tuple(t.file for g in groups if g.spec_id is None for t in g.tasks)
     return RewritePlan(start_snapshot_id=snapshot.snapshot_id, rewritten=tuple(t.file for t in rewritten),
-                       dropped_deletes=tuple(droppable_deletes(all_tasks, rewritten)), added=tuple(added),
+                       dropped_deletes=tuple(droppable_deletes(all_tasks, rewritten, io=io)), added=tuple(added),
                        use_starting_sequence_number=keep_sequence_number, repartitioned=repartitioned)
 
 
@@ -461,7 +463,7 @@ def rewrite_data_files(table: Any, where: str | None = None, strategy: str = BIN
     """
     plan = plan_rewrite(table.catalog.store, table.state, where=where, strategy=strategy, sort_order=sort_order,
                         zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes,
-                        stage=table.stage_file, branch=branch, options=options)
+                        stage=table.stage_file, branch=branch, options=options, io=table.catalog.io)
     return commit_rewrite(table, plan, branch)
 
 

@@ -37,6 +37,7 @@ from engine.reader import POS_COLUMN, normalize_path, read_data_file
 from engine.scan import DELETE_FILE_PATH_ID, Scan
 from engine.state import TableState
 from engine.state_store import StateStore
+from storage.files import LOCAL_FILES, FileIO
 
 COPY_ON_WRITE = "copy-on-write"
 MERGE_ON_READ = "merge-on-read"
@@ -99,7 +100,8 @@ def _matching_mask(rows: pa.Table, bound: Any) -> pa.Array:
 
 
 def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snapshot_id: int | None, *,
-                    mode: str, stage: Callable[[str], None] | None = None) -> RowChanges:
+                    mode: str, stage: Callable[[str], None] | None = None, io: FileIO = LOCAL_FILES
+                    ) -> RowChanges:
     """Decide which files to drop, rewrite (copy-on-write) or cover with position deletes (merge-on-read)."""
     schema = state.schema
     # every live data file with the delete files that apply to it: rows already deleted stay deleted
@@ -116,7 +118,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
             continue
         if not metrics_might_match(bound, f, schema):
             continue
-        rows = read_data_file(f, schema, deletes=task.deletes, with_positions=True)
+        rows = read_data_file(f, schema, deletes=task.deletes, with_positions=True, io=io)
         physical = rows.column(POS_COLUMN)
         rows = rows.drop_columns([POS_COLUMN])
         mask = _matching_mask(rows, bound)
@@ -132,7 +134,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
         else:
             survivors = rows.filter(pc.invert(mask))
             spec = state.spec_by_id(f.spec_id)
-            added += write_partition_files(state, survivors, spec=spec, partition=f.partition, stage=stage)
+            added += write_partition_files(state, survivors, spec=spec, partition=f.partition, stage=stage, io=io)
             removed.append(f)
     gone = {normalize_path(f.file_path) for f in removed}
     removed += dangling_position_deletes(tasks, gone)
@@ -140,7 +142,8 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
         from engine.delete_files import write_position_deletes
 
         for (spec_id, partition), deletes in positions.items():
-            added.append(write_position_deletes(state, deletes, spec_id=spec_id, partition=partition, stage=stage))
+            added.append(write_position_deletes(state, deletes, spec_id=spec_id, partition=partition, stage=stage,
+                                                io=io))
     return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(removed), added=tuple(added),
                       touched=tuple(touched), bound_filter=bound)
 
@@ -178,17 +181,18 @@ def bind_filter(state: TableState, where: str | None) -> Any:
 
 
 def plan_dynamic_overwrite(store: StateStore, state: TableState, data: pa.Table, start_snapshot_id: int | None,
-                           *, stage: Callable[[str], None] | None = None) -> tuple[RowChanges, list[DataFile]]:
+                           *, stage: Callable[[str], None] | None = None, io: FileIO = LOCAL_FILES
+                           ) -> tuple[RowChanges, list[DataFile]]:
     """Replace exactly the partitions (of the current spec) present in ``data``."""
     spec = state.spec
     if spec.is_unpartitioned:
-        files = write_data_files(state, data, stage=stage)
+        files = write_data_files(state, data, stage=stage, io=io)
         live = [e.file for e in store.live_entries(state, start_snapshot_id) if e.file.content == DataFileContent.DATA]
         return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(live), touched=tuple(live),
                           partitions=frozenset({(spec.spec_id, ())})), files
     table = conform(data, state.schema)
     partitions = {values for values, _ in split_by_partition(table, state.schema, spec)}
-    files = write_data_files(state, data, stage=stage)
+    files = write_data_files(state, data, stage=stage, io=io)
     removed = [e.file for e in store.live_entries(state, start_snapshot_id)
                if e.file.content == DataFileContent.DATA and e.file.spec_id == spec.spec_id
                and e.file.partition in partitions]

@@ -267,7 +267,7 @@ def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, key
     if unpartitioned:
         spec = state.spec if state.spec.is_unpartitioned else unpartitioned[0]
         eq = write_equality_deletes(state, keys, equality_ids=ids, spec_id=spec.spec_id, partition=(),
-                                    stage=table.stage_file)
+                                    stage=table.stage_file, io=table.catalog.io)
         return KeyDeletes(files=(eq,), referenced=(), filter=bound)
     files: list[DataFile] = []
     uncovered: list[PartitionSpec] = []
@@ -276,8 +276,8 @@ def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, key
             uncovered.append(spec)
             continue
         for values, part in split_by_partition(keys, schema, spec):
-            files.append(write_equality_deletes(state, part, equality_ids=ids, spec_id=spec.spec_id, stage=table.stage_file,
-                                                partition=values))
+            files.append(write_equality_deletes(state, part, equality_ids=ids, spec_id=spec.spec_id,
+                                                stage=table.stage_file, partition=values, io=table.catalog.io))
     referenced: list[DataFile] = []
     if uncovered:
         if not fallback:
@@ -300,7 +300,7 @@ def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, ke
         return [], []
     schema = state.schema
     mapping = parse_name_mapping(state.prop(NAME_MAPPING_PROPERTY))
-    loader = DeleteLoader(mapping)
+    loader = DeleteLoader(mapping, io=table.catalog.io)
     groups: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = defaultdict(dict)
     referenced: list[DataFile] = []
     for task in Scan(table.catalog.store, state, snapshot_id=snapshot_id).plan_files():
@@ -314,7 +314,8 @@ def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, ke
         if positions:
             groups[(f.spec_id, f.partition)][f.file_path] = positions
             referenced.append(f)
-    files = [write_position_deletes(state, deletes, spec_id=spec_id, partition=partition, stage=table.stage_file)
+    files = [write_position_deletes(state, deletes, spec_id=spec_id, partition=partition, stage=table.stage_file,
+                                    io=table.catalog.io)
              for (spec_id, partition), deletes in groups.items()]
     return files, referenced
 
@@ -392,7 +393,7 @@ class RowDelta(PendingUpdate):
     # ------------------------------------------------------------ data
     def add_rows(self, data: pa.Table) -> RowDelta:
         """Write ``data`` as data files of the table (one or more per partition) and add them."""
-        self._data += write_data_files(self._state, data, stage=self._table.stage_file)
+        self._data += write_data_files(self._state, data, stage=self._table.stage_file, io=self._table.catalog.io)
         return self
 
     def add_data_files(self, files: Iterable[DataFile]) -> RowDelta:
@@ -442,7 +443,7 @@ class RowDelta(PendingUpdate):
             if key not in pending:
                 referenced[key] = data_file
         files = [write_position_deletes(self._state, group, spec_id=spec_id, partition=partition,
-                                        stage=self._table.stage_file)
+                                        stage=self._table.stage_file, io=self._table.catalog.io)
                  for (spec_id, partition), group in groups.items()]
         self._deletes += files
         self._referenced.update(referenced)
@@ -465,7 +466,7 @@ class RowDelta(PendingUpdate):
                 if not f.equality_ids:
                     raise ValidationError(f"Cannot {action}: equality delete file {f.file_path} has no equality ids")
                 continue
-            for path in paths_in_position_deletes(f):
+            for path in paths_in_position_deletes(f, io=self._table.catalog.io):
                 data_file = pending.get(path) or live.get(path)
                 if data_file is None:
                     raise ValidationError(f"Cannot {action}: {f.file_path} deletes rows of {path}, which is not a "
