@@ -22,6 +22,7 @@ import os
 import time
 import uuid
 from typing import Any, Callable, Iterable, Mapping, Sequence
+from urllib.parse import urlsplit
 
 import attrs
 import pyarrow as pa
@@ -101,7 +102,7 @@ from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
 from storage import FileError, Log, LogError
 from storage.errors import LogDamaged
 from storage.log import log_read_write_methods
-from storage.files import FileIO
+from storage.files import FileIO, S3Settings, is_s3
 
 CATALOG_DB = "catalog.db"
 
@@ -172,12 +173,13 @@ class Catalog:
         file is refused with :class:`IntegrityError` rather than becoming a new, empty catalog
     """
 
-    def __init__(self, warehouse: str, log: Log, *, name: str, project: bool) -> None:
+    def __init__(self, warehouse: str, log: Log, *, name: str, project: bool, io: FileIO | None = None) -> None:
         self.warehouse = warehouse
         self.log = log
         self.name = name
         self.project = project
-        self.io = FileIO()
+        #: how every file of the catalog's tables is read and written (local files, and S3 when configured)
+        self.io = io or FileIO()
         #: the catalog's own database file: never a table's, never opened as data
         self.database = os.fspath(getattr(log, "path", os.path.join(warehouse, CATALOG_DB)))
         self.store = StateStore(log)
@@ -186,27 +188,48 @@ class Catalog:
     @classmethod
     def open(cls, catalog_dir: str | os.PathLike, *, warehouse: str | os.PathLike | None = None,
              name: str = DEFAULT_CATALOG_NAME, synchronous: str = "FULL", project: bool = True,
-             create: bool = False) -> Catalog:
+             create: bool = False, properties: Mapping[str, str] | None = None) -> Catalog:
         """Open (or start) the catalog whose log is ``<catalog_dir>/catalog.db``.
 
         ``Catalog.open("warehouse")`` keeps the log inside the warehouse; ``Catalog.open("catalog",
         warehouse="/data/lake")`` keeps it apart, and tables default to ``<warehouse>/<namespace>/<table>``.
+        The warehouse may be on S3::
+
+            Catalog.open("catalog", warehouse="s3://bucket/lake",
+                         properties={"s3.endpoint": "http://127.0.0.1:9000", "s3.path-style-access": "true"})
 
         :param catalog_dir: the folder of ``catalog.db`` (created when absent)
-        :param warehouse: where tables live by default (default: ``catalog_dir``); a local folder (object stores
-            are not supported yet)
+        :param warehouse: where tables live by default (default: ``catalog_dir``): a local folder, or an
+            ``s3://`` (``s3a://``, ``s3n://``) URI
+        :param properties: FileIO settings by Iceberg's names (``s3.endpoint``, ``s3.region``,
+            ``s3.access-key-id``, ``s3.secret-access-key``, ``s3.session-token``, ``s3.path-style-access``), each
+            falling back to the AWS environment variables. They are never written to the log or to metadata.
         :raises IntegrityError: the catalog file is empty (without ``create``), not SQLite, or damaged
-        :raises ValidationError: a warehouse on an object store
+        :raises ValidationError: a warehouse on a store icelog cannot reach (not local, not S3), or bad properties
         """
         path = os.path.abspath(os.fspath(catalog_dir))
         root = path
+        try:
+            s3 = S3Settings.from_properties(properties)
+        except ValueError as e:
+            raise ValidationError(f"Cannot open catalog: {e}") from e
+        io = FileIO(s3)
         if warehouse is not None:
             text = os.fspath(warehouse)
-            if not is_local(text):
-                raise ValidationError(f"Cannot open catalog: warehouse {text} is on an object store, which is not "
-                                      f"supported yet (only local folders)")
-            root = normalize_location(text)
-            os.makedirs(root, exist_ok=True)
+            if is_s3(text):
+                root = normalize_location(text)
+                if not urlsplit(root).netloc:
+                    raise ValidationError(f"Cannot open catalog: warehouse {text} names no bucket")
+                if not s3.configured:
+                    raise ValidationError(f"Cannot open catalog: warehouse {text} is on S3, and neither "
+                                          f"s3.endpoint nor credentials are configured (properties or AWS_* "
+                                          f"environment variables)")
+            elif not is_local(text):
+                raise ValidationError(f"Cannot open catalog: warehouse {text} is on a store icelog cannot reach "
+                                      f"(local folders and s3:// URIs)")
+            else:
+                root = normalize_location(text)
+                os.makedirs(root, exist_ok=True)
         os.makedirs(path, exist_ok=True)
         try:
             log = CatalogLog.open(os.path.join(path, CATALOG_DB), synchronous=synchronous, create=create)
@@ -214,7 +237,7 @@ class Catalog:
             raise IntegrityError(f"Cannot open catalog at {path}: {e}", position=e.position) from e
         except LogError as e:
             raise IcelogError(f"Cannot open catalog at {path}: {e}") from e
-        return cls(root, log, name=name, project=project)
+        return cls(root, log, name=name, project=project, io=io)
 
     def close(self) -> None:
         self.log.close()
@@ -438,10 +461,17 @@ class Catalog:
         others = self.table_locations(excluding=table_uuid)
         if location is None:
             return choose_default_location(self.warehouse, namespace, name, table_uuid,
-                                           catalog_database=self.database, others=others, what=what)
+                                           catalog_database=self.database, others=others, what=what,
+                                           holds_files=self._holds_files)
         check_table_location(location, warehouse=self.warehouse, catalog_database=self.database, others=others,
-                             must_be_empty=must_be_empty, what=what)
+                             must_be_empty=must_be_empty, what=what, holds_files=self._holds_files)
         return location.rstrip("/")
+
+    def _holds_files(self, location: str) -> bool:
+        try:
+            return self.io.holds_files(location)
+        except FileError as e:
+            raise storage_error(e, location) from e
 
     def ownership(self, table_uuid: str, *, name: str | None = None) -> Ownership:
         """The files the table ``table_uuid`` owns (see engine.ownership.Ownership)."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import unicodedata
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -144,7 +144,8 @@ def catalog_files(database: str) -> tuple[str, ...]:
 
 
 def check_table_location(location: str, *, warehouse: str, catalog_database: str,
-                         others: Iterable[tuple[str, str]], must_be_empty: bool, what: str) -> str:
+                         others: Iterable[tuple[str, str]], must_be_empty: bool, what: str,
+                         holds_files: Callable[[str], bool] | None = None) -> str:
     """Check where a table may live; returns the normalized location.
 
     :param location: the table location asked for
@@ -153,6 +154,7 @@ def check_table_location(location: str, *, warehouse: str, catalog_database: str
     :param others: (normalized location, name) of every other table
     :param must_be_empty: refuse an existing file or non-empty folder (new tables; not registered ones)
     :param what: the action, for the message ("create table db.t")
+    :param holds_files: whether an object-store location holds anything (the check of ``must_be_empty`` there)
     :raises ValidationError: naming the location and the rule it breaks
     """
     if not isinstance(location, str) or not location.strip():
@@ -180,16 +182,23 @@ def check_table_location(location: str, *, warehouse: str, catalog_database: str
             raise ValidationError(f"Cannot {what}: location {location} is inside the location of table {name}")
         if is_within(other, norm):
             raise ValidationError(f"Cannot {what}: location {location} holds the location of table {name}")
+    if not is_local(location):
+        key = urlsplit(norm).path
+        if any(part in ("", ".", "..") for part in key.strip("/").split("/")) and key.strip("/"):
+            raise ValidationError(f"Cannot {what}: location {location} has an empty, '.' or '..' segment")
     if must_be_empty and is_local(location):
         if os.path.isfile(norm) or os.path.islink(norm):
             raise ValidationError(f"Cannot {what}: location {location} is a file")
         if os.path.isdir(norm) and any(True for _ in os.scandir(norm)):
             raise ValidationError(f"Cannot {what}: location {location} is a folder that is not empty")
+    elif must_be_empty and holds_files is not None and holds_files(norm):
+        raise ValidationError(f"Cannot {what}: location {location} already holds objects")
     return norm
 
 
 def choose_default_location(warehouse: str, namespace: Sequence[str], name: str, table_uuid: str, *,
-                            catalog_database: str, others: Sequence[tuple[str, str]], what: str) -> str:
+                            catalog_database: str, others: Sequence[tuple[str, str]], what: str,
+                            holds_files: Callable[[str], bool] | None = None) -> str:
     """``<warehouse>/<namespace...>/<name>`` when that folder is free (see :func:`check_table_location`), else
     ``<name>-<uuid>`` beside it, else ``<warehouse>/<name>-<uuid>`` (a namespace folder inside a table's)."""
     base = warehouse.rstrip("/")
@@ -200,7 +209,7 @@ def choose_default_location(warehouse: str, namespace: Sequence[str], name: str,
     for candidate in candidates:
         try:
             check_table_location(candidate, warehouse=warehouse, catalog_database=catalog_database, others=others,
-                                 must_be_empty=True, what=what)
+                                 must_be_empty=True, what=what, holds_files=holds_files)
         except ValidationError as e:
             first_error = first_error or e
             continue

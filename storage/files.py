@@ -15,7 +15,7 @@ import errno
 import os
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from urllib.parse import quote, unquote, urlsplit
 
@@ -127,6 +127,62 @@ class S3Settings:
     secret_access_key: str | None = attrs.field(default=None, repr=False)
     session_token: str | None = attrs.field(default=None, repr=False)
     path_style: bool | None = None
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str] | None = None,
+                        environ: Mapping[str, str] | None = None) -> S3Settings:
+        """Settings from Iceberg's FileIO property names (``s3.endpoint``, ``s3.region``, ``s3.access-key-id``,
+        ``s3.secret-access-key``, ``s3.session-token``, ``s3.path-style-access``; ``client.region`` too), each
+        falling back to the standard AWS environment variable (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``,
+        ``AWS_REGION``, ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+        ``AWS_SESSION_TOKEN``).
+
+        :raises ValueError: ``s3.path-style-access`` that is not true or false (the message names the property)
+        """
+        props = dict(properties or {})
+        env = os.environ if environ is None else environ
+
+        def pick(names: tuple[str, ...], env_names: tuple[str, ...]) -> str | None:
+            for name in names:
+                if props.get(name):
+                    return str(props[name])
+            for name in env_names:
+                if env.get(name):
+                    return env[name]
+            return None
+
+        path_style_text = pick(("s3.path-style-access",), ())
+        path_style: bool | None = None
+        if path_style_text is not None:
+            lowered = path_style_text.strip().lower()
+            if lowered not in ("true", "false"):
+                raise ValueError(f"s3.path-style-access must be true or false, not {path_style_text!r}")
+            path_style = lowered == "true"
+        return cls(endpoint=pick(("s3.endpoint",), ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")),
+                   region=pick(("s3.region", "client.region"), ("AWS_REGION", "AWS_DEFAULT_REGION")),
+                   access_key_id=pick(("s3.access-key-id",), ("AWS_ACCESS_KEY_ID",)),
+                   secret_access_key=pick(("s3.secret-access-key",), ("AWS_SECRET_ACCESS_KEY",)),
+                   session_token=pick(("s3.session-token",), ("AWS_SESSION_TOKEN",)),
+                   path_style=path_style)
+
+    def client_properties(self, *, credentials: bool = False) -> dict[str, str]:
+        """The Iceberg FileIO properties a client needs to reach the same objects; the keys only with
+        ``credentials``."""
+        out: dict[str, str] = {}
+        if self.endpoint:
+            out["s3.endpoint"] = self.endpoint
+        if self.region:
+            out["s3.region"] = self.region
+        if self.path_style is not None:
+            out["s3.path-style-access"] = "true" if self.path_style else "false"
+        if credentials:
+            if self.access_key_id:
+                out["s3.access-key-id"] = self.access_key_id
+            if self.secret_access_key:
+                out["s3.secret-access-key"] = self.secret_access_key
+            if self.session_token:
+                out["s3.session-token"] = self.session_token
+        return out
 
     @property
     def configured(self) -> bool:
@@ -340,6 +396,42 @@ class FileIO:
             base = text.rstrip("/")
             return sorted(f"{base}/{quote(info.base_name)}" for info in infos)
         return sorted(os.path.join(text, info.base_name) for info in infos)
+
+    def canonical(self, location: str | os.PathLike[str]) -> str:
+        """One spelling per file: the absolute local path, or ``s3://bucket/key`` whichever of ``s3``, ``s3a``,
+        ``s3n`` names it. Listings (:meth:`list_files`) spell files this way."""
+        if is_s3(location):
+            _, path = self.resolve(location)
+            return f"s3://{path}"
+        return self.fs_path(location)
+
+    def list_files(self, location: str | os.PathLike[str]) -> list[tuple[str, int | None]]:
+        """Every file under a folder (an S3 prefix), recursively, as (canonical location, modification time in
+        ms or None), sorted; nothing for a folder that does not exist.
+
+        :param location: path, ``file://`` or ``s3://`` URI of the folder
+        """
+        fs, path = self.resolve(location)
+        prefix = "s3://" if is_s3(location) else ""
+        with self._errors("list", location):
+            infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+        out = [(prefix + info.path, None if info.mtime_ns is None else info.mtime_ns // 1_000_000)
+               for info in infos if info.type == pafs.FileType.File]
+        return sorted(out)
+
+    def holds_files(self, location: str | os.PathLike[str]) -> bool:
+        """Whether a location is a file, or a folder (an S3 prefix) holding anything.
+
+        :param location: path, ``file://`` or ``s3://`` URI
+        """
+        fs, path = self.resolve(location)
+        with self._errors("list", location):
+            info = fs.get_file_info(path)
+            if info.type == pafs.FileType.File:
+                return True
+            if info.type == pafs.FileType.NotFound:
+                return False
+            return bool(fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=False)))
 
     def makedirs(self, location: str | os.PathLike[str]) -> None:
         """Create a directory and its missing parents (nothing happens if it exists).

@@ -27,7 +27,6 @@ import sys
 from typing import TYPE_CHECKING, Iterable
 
 import attrs
-import pyarrow.fs as pafs
 
 from engine.errors import ValidationError
 from engine.events import Event, RefRemoved, SnapshotAdded, SnapshotsRemoved, decode
@@ -38,7 +37,7 @@ from engine.state import MAIN_BRANCH, Snapshot, TableState
 from projections import layout
 from projections.projector import ManifestListIndex
 from storage.errors import FileNotFound
-from storage.files import FileIO
+from storage.files import FileIO, is_s3
 
 if TYPE_CHECKING:
     from engine.catalog import Catalog, Table
@@ -346,21 +345,21 @@ def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[
     store, io = catalog.store, catalog.io
     state: TableState = table.state
     cutoff = older_than_ms if older_than_ms is not None else now_ms() - ORPHAN_AGE_MS_DEFAULT
-    root = io.fs_path(state.location)
+    root = io.canonical(state.location)
     if not io.exists(root):
         return []
 
     lineage = lineage_state(store, state)
-    referenced = {io.fs_path(p) for p in reachable_files(store, lineage, [s.snapshot_id for s in state.snapshots])}
+    referenced = {io.canonical(p) for p in reachable_files(store, lineage, [s.snapshot_id for s in state.snapshots])}
     projection = projection_files(table, state)
-    metadata = io.fs_path(layout.metadata_dir(state.location))
+    metadata = io.canonical(layout.metadata_dir(state.location))
     owned = catalog.ownership(table.uuid)
     # a snapshot whose manifests are unknown (never projected): leave the metadata folder alone
     protected: list[str] = []
     if projection is None:
-        protected.append(metadata + os.sep)
+        protected.append(metadata + "/")
     else:
-        referenced.update(io.fs_path(p) for p in projection)
+        referenced.update(io.canonical(p) for p in projection)
 
     deleted = []
     # icelog's own orphans first, from its staging records (no listing needed): files it staged before the
@@ -368,26 +367,19 @@ def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[
     staged = catalog.log.staged_files(table.uuid, before_ms=cutoff)
     for path, _ in staged:
         if path.endswith("/"):  # a staged job folder (Table.stage_folder): every file under it was staged
-            folder = io.fs_path(path.rstrip("/"))
-            if not io.exists(folder):
-                continue
-            inside = io.filesystem.get_file_info(pafs.FileSelector(folder, recursive=True))
-            locals_ = sorted(i.path for i in inside if i.type == pafs.FileType.File)
+            locals_ = [p for p, _ in io.list_files(path.rstrip("/"))]
         else:
-            locals_ = [io.fs_path(path)]
+            locals_ = [io.canonical(path)]
         for local in locals_:
             if local not in referenced and owned.owns(local) and io.exists(local) and _delete(io, local):
                 deleted.append(local)
     catalog.log.forget_staged(table.uuid, [p for p, _ in staged])
     # then files other writers left under the table folder, by listing it
-    infos = io.filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
-    for info in sorted(infos, key=lambda i: i.path):
-        if info.type != pafs.FileType.File:
-            continue
-        path = info.path
+    listed = io.list_files(root)
+    for path, mtime_ms in listed:
         if path in referenced or path.startswith(tuple(protected)):
             continue
-        if info.mtime_ns is None or info.mtime_ns // 1_000_000 >= cutoff or path in deleted:
+        if mtime_ms is None or mtime_ms >= cutoff or path in deleted:
             continue
         if owned.owns(path) and _delete(io, path):
             deleted.append(path)
@@ -437,7 +429,7 @@ def purge_files(catalog: Catalog, table_uuid: str, owned: Ownership, *, delete_e
             candidates.add(path)
     metadata = layout.metadata_dir(location)
     if io.exists(metadata):  # icelog's manifests by name, and what interrupted writes of its files left
-        named = {os.path.basename(io.fs_path(p)) for p in candidates}
+        named = {os.path.basename(io.canonical(p)) for p in candidates}
         for path in io.list_dir(metadata):
             base = os.path.basename(path)
             if base.rsplit("-m", 1)[0] in manifest_names or _temp_of(base) in named or \
@@ -447,23 +439,20 @@ def purge_files(catalog: Catalog, table_uuid: str, owned: Ownership, *, delete_e
     for path in sorted(candidates):
         if not owned.may_delete(path, external=delete_external):
             continue
-        local = io.fs_path(path)
+        local = io.canonical(path)
         if _delete(io, path):
             deleted.append(local)
         crc = os.path.join(os.path.dirname(local), f".{os.path.basename(local)}.crc")  # Hadoop's checksum file
         if owned.owns(crc) and _delete(io, crc):
             deleted.append(crc)
     catalog.log.forget_staged(table_uuid, [p for p, _ in staged])
-    _remove_empty_folders(io.fs_path(location), owned)
+    if not is_s3(location):  # S3 has no folders to leave behind
+        _remove_empty_folders(io.fs_path(location), owned)
     return sorted(deleted)
 
 
 def _files_under(io: FileIO, folder: str) -> list[str]:
-    local = io.fs_path(folder)
-    if not io.exists(local):
-        return []
-    infos = io.filesystem.get_file_info(pafs.FileSelector(local, recursive=True))
-    return [i.path for i in infos if i.type == pafs.FileType.File]
+    return [path for path, _ in io.list_files(folder)]
 
 
 def _temp_of(name: str) -> str:

@@ -38,9 +38,15 @@ def test_the_log_lives_in_the_catalog_dir_and_tables_in_the_warehouse(tmp_path: 
         assert other.list_namespaces() == []
 
 
-def test_an_object_store_warehouse_is_refused_for_now(tmp_path: Path) -> None:
-    with pytest.raises(ValidationError, match="object store"):
+def test_a_warehouse_icelog_cannot_reach_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValidationError, match="neither s3.endpoint nor credentials"):
         Catalog.open(tmp_path / "cat", warehouse="s3://bucket/prefix")
+    with pytest.raises(ValidationError, match="cannot reach"):
+        Catalog.open(tmp_path / "cat", warehouse="gs://bucket/prefix")
+    with pytest.raises(ValidationError, match="s3.path-style-access"):
+        Catalog.open(tmp_path / "cat", warehouse="s3://bucket/prefix", properties={"s3.path-style-access": "yes"})
     assert not (tmp_path / "cat" / "catalog.db").exists()
 
 
