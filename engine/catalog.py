@@ -607,12 +607,17 @@ class Table(TableStateReads):
         without_ids = False
         for p in paths:
             refuse_catalog_database(os.fspath(p), "append file")
-            path = self.catalog.io.fs_path(p)
-            if path in seen:
+            io = self.catalog.io
+            path = os.fspath(p) if is_s3(p) else io.fs_path(p)
+            if io.canonical(path) in seen:
                 raise ValidationError(f"Cannot append files: {path} is listed twice")
-            seen.add(path)
+            seen.add(io.canonical(path))
             owned.check_external_file(path, "append file")
-            if not os.path.exists(path):
+            try:
+                found = io.exists(path)
+            except FileError as e:
+                raise storage_error(e, path) from e
+            if not found:
                 raise CorruptFileError(f"Cannot append file: {path} does not exist", path=path)
             check_file_columns(path, state.schema, state.prop(NAME_MAPPING_PROPERTY), io=self.catalog.io)
             files.append(self._describe_file(state, path))
@@ -1124,8 +1129,9 @@ class Table(TableStateReads):
         location = self.state.location.rstrip("/")
         out = []
         for path, data in sorted(self.render().items()):
-            rel = os.path.relpath(path, location)
-            target = os.path.join(into, rel)
+            rel = path[len(location):].lstrip("/") if path.startswith(location + "/") else os.path.relpath(path,
+                                                                                                           location)
+            target = f"{os.fspath(into).rstrip('/')}/{rel}"
             self.catalog.io.write_bytes(target, data)
             out.append(target)
         return out
@@ -1157,11 +1163,11 @@ class Table(TableStateReads):
                 problems.append(f"{path}: differs from the log's rendering")
         metadata_dir = layout.metadata_dir(self.state.location)
         # files a client of the REST server wrote for a commit (its manifests) are staged, not foreign
-        staged = {io.fs_path(p) for p, _ in self.catalog.log.staged_files(self.uuid)}
+        staged = {io.canonical(p) for p, _ in self.catalog.log.staged_files(self.uuid)}
         if io.exists(metadata_dir):
             for path in io.list_dir(metadata_dir):
                 if path not in rendered and not path.endswith(layout.VERSION_HINT) and ".tmp" not in path \
-                        and io.fs_path(path) not in staged and _checksum_of(io.fs_path(path)) not in staged:
+                        and io.canonical(path) not in staged and _checksum_of(io.canonical(path)) not in staged:
                     problems.append(f"{path}: not written by icelog (a foreign writer?)")
         return problems
 

@@ -34,6 +34,7 @@ from engine.events import CATALOG_STREAM, decode
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
+from engine.ownership import check_table_location
 from engine.scan import Scan
 from engine.state import (
     MAIN_BRANCH,
@@ -46,6 +47,7 @@ from engine.state_store import position_of
 from projections import layout
 from projections.projector import render_all
 from storage import Log
+from storage.files import is_s3
 
 READ_ONLY = "it is a read-only view of the past"
 
@@ -278,8 +280,13 @@ class HistoricalTable(TableStateReads):
         ``metadata/`` (every metadata.json up to this version, manifests, manifest lists, version-hint.text)
         points at the data files where they are, so ``spark.read.format("iceberg").load(directory)`` reads the
         rows of that state (the data files must still exist). Returns the path of the metadata.json."""
-        target = os.path.abspath(os.fspath(directory)).rstrip("/")
-        io = self.catalog.io
+        text = os.fspath(directory)
+        target = text.rstrip("/") if is_s3(text) else os.path.abspath(text).rstrip("/")
+        catalog = self.catalog
+        check_table_location(target, warehouse=catalog.warehouse, catalog_database=catalog.database,
+                             others=catalog.table_locations(), must_be_empty=False,
+                             what=f"publish view of table {'.'.join(self.identifier)}")
+        io = catalog.io
         for path, data in sorted(self.render(target).items()):
             if not path.startswith(target + "/"):
                 raise ValidationError(f"Cannot publish view of table {'.'.join(self.identifier)}: rendered file "

@@ -98,3 +98,28 @@ def s3_endpoint() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+#: the keys every test uses on the loopback S3 server (moto accepts any)
+S3_ACCESS_KEY = "icelog-test-key"
+S3_SECRET_KEY = "icelog-test-secret-5d1e"
+
+
+@pytest.fixture
+def s3_properties(s3_endpoint: str) -> dict[str, str]:
+    """Iceberg FileIO properties that reach the loopback S3 server."""
+    return {"s3.endpoint": s3_endpoint, "s3.region": "us-east-1", "s3.access-key-id": S3_ACCESS_KEY,
+            "s3.secret-access-key": S3_SECRET_KEY, "s3.path-style-access": "true"}
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str) -> str:
+    """A new, empty bucket of this test on the loopback S3 server (a valid S3 name)."""
+    import uuid
+
+    import pyarrow.fs as pafs
+
+    name = f"icelog-{uuid.uuid4().hex[:16]}"
+    pafs.S3FileSystem(access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, endpoint_override=s3_endpoint.split("//")[1],
+                      scheme="http", region="us-east-1", allow_bucket_creation=True).create_dir(name)
+    return name
