@@ -207,6 +207,9 @@ class Catalog:
         :raises IntegrityError: the catalog file is empty (without ``create``), not SQLite, or damaged
         :raises ValidationError: a warehouse on a store icelog cannot reach (not local, not S3), or bad properties
         """
+        if not is_local(os.fspath(catalog_dir)):
+            raise ValidationError(f"Cannot open catalog: {os.fspath(catalog_dir)} is not a local folder; the log "
+                                  f"(catalog.db) stays on a local disk: Catalog.open(catalog_dir, warehouse=...)")
         path = os.path.abspath(os.fspath(catalog_dir))
         root = path
         try:

@@ -501,14 +501,25 @@ def partition_summaries(partition_fields: PartitionFields,
 # Parsing
 # ---------------------------------------------------------------------------------------------
 
+def _non_null(avro_type: Any) -> Any:
+    """The branch of a ``["null", T]`` union that is not null (writers such as DuckDB make list elements and
+    records optional that way); any other type unchanged."""
+    if isinstance(avro_type, list):
+        branches = [b for b in avro_type if b != "null"]
+        if len(branches) == 1:
+            return branches[0]
+    return avro_type
+
+
 def _names_by_id(record_schema: Any) -> dict[int, str]:
+    record_schema = _non_null(record_schema)
     if not isinstance(record_schema, dict) or record_schema.get("type") != "record":
         raise ValueError(f"expected a record schema, got {record_schema!r}")
     return {int(f[FIELD_ID_PROP]): f["name"] for f in record_schema["fields"] if FIELD_ID_PROP in f}
 
 
 def _field_type(record_schema: dict[str, Any], field_id: int) -> Any:
-    for f in record_schema["fields"]:
+    for f in _non_null(record_schema)["fields"]:
         if f.get(FIELD_ID_PROP) == field_id:
             t = f["type"]
             if isinstance(t, list):
@@ -564,6 +575,7 @@ def read_manifest(data: bytes, path: str) -> tuple[dict[str, str], list[Manifest
 
 
 def _names_and_fields(record_schema: Any) -> list[dict[str, Any]]:
+    record_schema = _non_null(record_schema)
     if not isinstance(record_schema, dict) or record_schema.get("type") != "record":
         raise ValueError(f"expected the partition record, got {record_schema!r}")
     return list(record_schema["fields"])

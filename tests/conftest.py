@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -123,3 +123,21 @@ def s3_bucket(s3_endpoint: str) -> str:
     pafs.S3FileSystem(access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, endpoint_override=s3_endpoint.split("//")[1],
                       scheme="http", region="us-east-1", allow_bucket_creation=True).create_dir(name)
     return name
+
+
+@pytest.fixture
+def duckdb_connection() -> Iterator[Any]:
+    """A DuckDB 1.4.4 connection with the iceberg, avro and httpfs extensions loaded from the files their PyPI
+    packages (duckdb-ext-*) install: no download at run time."""
+    import duckdb
+
+    import duckdb_ext
+
+    folder = Path(next(iter(duckdb_ext.__path__))) / "extensions" / f"v{duckdb.__version__}" / "linux_amd64"
+    con = duckdb.connect()
+    for name in ("httpfs", "avro", "iceberg"):
+        con.execute(f"LOAD '{folder / (name + '.duckdb_extension')}'")
+    try:
+        yield con
+    finally:
+        con.close()

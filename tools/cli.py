@@ -21,7 +21,20 @@ def _catalog(args: argparse.Namespace) -> Any:
 
     catalog_dir = getattr(args, "catalog_dir", None)
     return Catalog.open(catalog_dir or args.warehouse, warehouse=args.warehouse if catalog_dir else None,
-                        create=getattr(args, "create", False))
+                        create=getattr(args, "create", False), properties=_properties(args))
+
+
+def _properties(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--property KEY=VALUE`` settings (FileIO properties such as ``s3.endpoint``)."""
+    from engine.errors import ValidationError
+
+    out = {}
+    for item in getattr(args, "property", None) or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValidationError(f"Cannot read --property {item.split('=', 1)[0]!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
 
 
 def _positive_int(text: str) -> int:
@@ -429,17 +442,22 @@ def cmd_serve(args: argparse.Namespace) -> None:
         from engine.errors import ValidationError
         raise ValidationError("Cannot serve: give --token SECRET (or set ICELOG_TOKEN); every request must carry it")
     serve(args.warehouse, args.host, args.port, token, max_body_bytes=args.max_body_bytes,
-          catalog_dir=args.catalog_dir)
+          catalog_dir=args.catalog_dir, properties=_properties(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="icelog", description="Event-sourced metadata for Apache Iceberg tables.")
     parser.add_argument("--warehouse", default=os.environ.get("ICELOG_WAREHOUSE", DEFAULT_WAREHOUSE),
-                        help="the warehouse folder holding catalog.db (default: ./warehouse)")
+                        help="the warehouse folder holding catalog.db (default: ./warehouse), or an s3:// URI "
+                             "(then give --catalog-dir)")
     parser.add_argument("--catalog-dir", default=os.environ.get("ICELOG_CATALOG_DIR"),
                         help="keep catalog.db in this folder instead of the warehouse")
     parser.add_argument("--create", action="store_true",
                         help="initialize an existing empty catalog.db (otherwise refused as a damaged log)")
+    parser.add_argument("--property", action="append", metavar="KEY=VALUE",
+                        help="a FileIO property, repeatable: s3.endpoint, s3.region, s3.access-key-id, "
+                             "s3.secret-access-key, s3.session-token, s3.path-style-access (default: the AWS_* "
+                             "environment variables)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, func: Callable[[argparse.Namespace], None], help_text: str) -> argparse.ArgumentParser:

@@ -79,6 +79,7 @@ from engine.state import LogPosition, TableState, apply
 from projections import layout
 from projections.metadata_json import metadata_dict
 from storage.errors import FileError
+from storage.files import is_s3
 
 log = logging.getLogger("icelog.rest")
 
@@ -99,7 +100,10 @@ ENDPOINTS = (
     "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}", "POST /v1/{prefix}/tables/rename",
     "POST /v1/{prefix}/namespaces/{namespace}/register",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics", "POST /v1/{prefix}/transactions/commit",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
 )
+#: the request header by which a client asks for credentials with a table (Iceberg REST spec)
+ACCESS_DELEGATION_HEADER = "x-iceberg-access-delegation"
 
 
 class BadRequest(ValidationError):
@@ -154,17 +158,24 @@ class RestCatalog:
     :param warehouse: the warehouse folder
     :param token: the bearer token every request must carry
     :param max_body_bytes: the largest request body accepted (larger ones get 413)
-    :param catalog_dir: the folder of ``catalog.db`` when it is not the warehouse
+    :param catalog_dir: the folder of ``catalog.db`` when it is not the warehouse (required for an S3 warehouse)
+    :param properties: FileIO properties (``s3.endpoint``, ``s3.access-key-id``, ...; see ``Catalog.open``)
     """
 
     def __init__(self, warehouse: str | os.PathLike, token: str, *,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, catalog_dir: str | os.PathLike | None = None) -> None:
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, catalog_dir: str | os.PathLike | None = None,
+                 properties: Mapping[str, str] | None = None) -> None:
         if not token:
             raise ValidationError("Cannot start the REST server: a token is required")
         if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
             raise ValidationError(f"Cannot start the REST server: max_body_bytes must be a positive integer, got "
                                   f"{max_body_bytes!r}")
-        self.warehouse = os.path.abspath(os.fspath(warehouse))
+        text = os.fspath(warehouse)
+        if is_s3(text) and catalog_dir is None:
+            raise ValidationError(f"Cannot start the REST server: warehouse {text} is on S3; give catalog_dir "
+                                  f"(--catalog-dir), a local folder for catalog.db")
+        self.warehouse = text if is_s3(text) else os.path.abspath(text)
+        self.properties = dict(properties or {})
         self.token = token
         self.max_body_bytes = max_body_bytes
         self._local = threading.local()
@@ -175,8 +186,23 @@ class RestCatalog:
 
     def _open(self) -> Catalog:
         if self.catalog_dir is None:
-            return Catalog.open(self.warehouse)
-        return Catalog.open(self.catalog_dir, warehouse=self.warehouse)
+            return Catalog.open(self.warehouse, properties=self.properties)
+        return Catalog.open(self.catalog_dir, warehouse=self.warehouse, properties=self.properties)
+
+    def client_config(self) -> dict[str, str]:
+        """FileIO properties every client needs to reach the warehouse's objects (no credentials)."""
+        return self.catalog().io.s3.client_properties() if is_s3(self.warehouse) else {}
+
+    def storage_credentials(self, location: str) -> list[dict[str, Any]]:
+        """The credentials vended with a table on S3: the server's own, for the table's prefix (``s3://``,
+        and the ``s3a://`` spelling Hadoop clients use)."""
+        if not is_s3(location):
+            return []
+        config = self.catalog().io.s3.client_properties(credentials=True)
+        if not any(key in config for key in ("s3.access-key-id", "s3.session-token")):
+            return []
+        bare = location.split("://", 1)[1].rstrip("/")
+        return [{"prefix": f"{scheme}://{bare}", "config": config} for scheme in ("s3", "s3a")]
 
     def catalog(self) -> Catalog:
         cat = getattr(self._local, "catalog", None)
@@ -305,6 +331,20 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
 
 async def _json_body(request: Request, limit: int) -> dict[str, Any]:
     return parse_json_body(await read_body(request, limit))
+
+
+def _with_storage(rc: RestCatalog, request: Request, result: dict[str, Any]) -> dict[str, Any]:
+    """A LoadTableResult with the FileIO properties clients need, and the server's credentials when the client
+    asked for them (``X-Iceberg-Access-Delegation: vended-credentials``)."""
+    location = str(result.get("metadata", {}).get("location") or "")
+    config = {**result.get("config", {}), **rc.client_config()}
+    if "vended-credentials" in request.headers.get(ACCESS_DELEGATION_HEADER, ""):
+        credentials = rc.storage_credentials(location)
+        if credentials:
+            result["storage-credentials"] = credentials
+            config.update(credentials[0]["config"])
+    result["config"] = config
+    return result
 
 
 def _table_result(cat: Catalog, table: Table, state: TableState | None = None) -> dict[str, Any]:
@@ -523,22 +563,18 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
 def _check_fresh_location(cat: Catalog, owned: Ownership, client: Mapping[int, ClientSnapshot], what: str) -> None:
     """A table created by a commit (Spark's CTAS writes its files before it) starts in a folder that holds only
     what the commit itself wrote: its manifest lists, manifests and the files they add."""
-    root = owned.root
-    if not os.path.isdir(root):
-        return
     named = set()
     for c in client.values():
         named.add(owned.normalize(c.manifest_list))
         named.update(owned.normalize(m.manifest_path) for m in c.manifests)
         named.update(owned.normalize(e.data_file.file_path) for entries in c.entries.values() for e in entries)
-    for folder, _, files in os.walk(root):
-        for base in files:
-            path = os.path.join(folder, base)
-            if path in named or (base.startswith(".") and base.endswith(".crc")
-                                 and os.path.join(folder, base[1:-4]) in named):
-                continue
-            raise ValidationError(f"Cannot {what}: location {owned.location} already holds {path}, which this "
-                                  f"commit does not write")
+    for path, _ in cat.io.list_files(owned.root):
+        folder, base = path.rsplit("/", 1)
+        if owned.normalize(path) in named or (base.startswith(".") and base.endswith(".crc")
+                                               and f"{folder}/{base[1:-4]}" in named):
+            continue
+        raise ValidationError(f"Cannot {what}: location {owned.location} already holds {path}, which this "
+                              f"commit does not write")
 
 
 def _check_added_files(prepared: _PreparedCommit, events: Sequence[Any]) -> None:
@@ -616,7 +652,7 @@ def _ns(request: Request) -> tuple[str, ...]:
 
 
 def h_config(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
-    return {"defaults": {}, "overrides": {}, "endpoints": list(ENDPOINTS)}
+    return {"defaults": rc.client_config(), "overrides": {}, "endpoints": list(ENDPOINTS)}
 
 
 async def oauth_tokens(request: Request, rc: RestCatalog) -> Response:
@@ -687,14 +723,21 @@ def h_list_tables(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
 
 
 def h_create_table(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    return create_table(rc, _ns(request), body)
+    return _with_storage(rc, request, create_table(rc, _ns(request), body))
 
 
 def h_load_table(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
     cat = rc.catalog()
     ns = _ns(request)
     table = cat.load_table(ns + (request.path_params["table"],))
-    return _table_result(cat, table)
+    return _with_storage(rc, request, _table_result(cat, table))
+
+
+def h_load_credentials(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
+    """loadCredentials: the credentials of the table's storage, for its prefix."""
+    ns = _ns(request)
+    table = rc.catalog().load_table(ns + (request.path_params["table"],))
+    return {"storage-credentials": rc.storage_credentials(table.state.location)}
 
 
 def h_table_exists(rc: RestCatalog, request: Request, _: Any) -> Response:
@@ -732,7 +775,7 @@ def h_register_table(rc: RestCatalog, request: Request, body: dict[str, Any]) ->
         table = cat.register_table(ns + (name,), location)
     except FileError as e:  # the client's metadata location cannot be read: a bad request, not a server fault
         raise BadRequest(f"Cannot register table {'.'.join(ns + (name,))}: {e}") from e
-    return _table_result(cat, table)
+    return _with_storage(rc, request, _table_result(cat, table))
 
 
 def h_report_metrics(rc: RestCatalog, request: Request, body: dict[str, Any]) -> None:
@@ -744,13 +787,15 @@ def h_commit_transaction(rc: RestCatalog, request: Request, body: dict[str, Any]
 
 
 def app(warehouse: str | os.PathLike, token: str, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        catalog_dir: str | os.PathLike | None = None) -> Starlette:
+        catalog_dir: str | os.PathLike | None = None, properties: Mapping[str, str] | None = None) -> Starlette:
     """The ASGI application serving ``warehouse``; every request but the token endpoint must carry ``token``.
 
     :param max_body_bytes: the largest request body accepted; a larger one gets 413 without being buffered
     :param catalog_dir: the folder of ``catalog.db`` when it is not the warehouse
+    :param properties: FileIO properties of an S3 warehouse (see ``Catalog.open``)
     """
-    rc = RestCatalog(warehouse, token, max_body_bytes=max_body_bytes, catalog_dir=catalog_dir)
+    rc = RestCatalog(warehouse, token, max_body_bytes=max_body_bytes, catalog_dir=catalog_dir,
+                     properties=properties)
     ns = "/v1/namespaces/{namespace}"
     tbl = ns + "/tables/{table}"
 
@@ -774,6 +819,7 @@ def app(warehouse: str | os.PathLike, token: str, *, max_body_bytes: int = DEFAU
         Route(tbl, _route(rc, h_commit_table, body=True), methods=["POST"]),
         Route(tbl, _route(rc, h_drop_table), methods=["DELETE"]),
         Route(tbl + "/metrics", _route(rc, h_report_metrics, body=True), methods=["POST"]),
+        Route(tbl + "/credentials", _route(rc, h_load_credentials), methods=["GET"]),
         Route("/v1/tables/rename", _route(rc, h_rename_table, body=True), methods=["POST"]),
         Route("/v1/transactions/commit", _route(rc, h_commit_transaction, body=True), methods=["POST"]),
     ]
@@ -794,12 +840,13 @@ def app(warehouse: str | os.PathLike, token: str, *, max_body_bytes: int = DEFAU
 
 
 def serve(warehouse: str | os.PathLike, host: str = "127.0.0.1", port: int = 8181, token: str = "", *,
-          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, catalog_dir: str | os.PathLike | None = None) -> None:
+          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, catalog_dir: str | os.PathLike | None = None,
+          properties: Mapping[str, str] | None = None) -> None:
     """Run the server until interrupted (blocking)."""
     import uvicorn
 
-    uvicorn.run(app(warehouse, token, max_body_bytes=max_body_bytes, catalog_dir=catalog_dir), host=host,
-                port=port, log_level="warning")
+    uvicorn.run(app(warehouse, token, max_body_bytes=max_body_bytes, catalog_dir=catalog_dir,
+                    properties=properties), host=host, port=port, log_level="warning")
 
 
 @attrs.frozen(kw_only=True)
@@ -813,13 +860,15 @@ class RunningServer:
 @contextlib.contextmanager
 def running_server(warehouse: str | os.PathLike, token: str | None = None, *, host: str = "127.0.0.1",
                    port: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                   catalog_dir: str | os.PathLike | None = None) -> Iterator[RunningServer]:
+                   catalog_dir: str | os.PathLike | None = None,
+                   properties: Mapping[str, str] | None = None) -> Iterator[RunningServer]:
     """Serve ``warehouse`` from a background thread of this process until the block ends (tests, benchmarks).
 
     :param token: the bearer token (a random one when None)
     :param port: the port (a free one when None)
     :param max_body_bytes: the largest request body accepted
     :param catalog_dir: the folder of ``catalog.db`` when it is not the warehouse
+    :param properties: FileIO properties of an S3 warehouse (see ``Catalog.open``)
     """
     import uvicorn
 
@@ -828,7 +877,8 @@ def running_server(warehouse: str | os.PathLike, token: str | None = None, *, ho
 
     port = port or free_port(host)
     server = uvicorn.Server(uvicorn.Config(app(warehouse, token, max_body_bytes=max_body_bytes,
-                                               catalog_dir=catalog_dir), host=host, port=port, log_level="warning"))
+                                               catalog_dir=catalog_dir, properties=properties),
+                                           host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name=f"icelog-rest-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
