@@ -36,9 +36,12 @@ from engine.errors import (
     IntegrityError,
     NamespaceNotEmpty,
     NamespaceNotFound,
+    PublishFailed,
     PublishTimeout,
+    StorageError,
     TableNotFound,
     ValidationError,
+    storage_error,
 )
 from engine.events import (
     CATALOG_STREAM,
@@ -931,17 +934,21 @@ class Table(TableStateReads):
             return
         location = self.catalog.store.table(self.uuid).location
         candidates = [published + 1]
-        hint_path = layout.version_hint_file(location)
-        try:
-            hinted = int(io.read_bytes(hint_path).strip() or b"0")
-        except (FileError, OSError, ValueError):
-            hinted = published
-        if hinted > published + 1:
-            candidates.append(hinted)
+        if not is_s3(location):  # on S3 one HEAD: a Hadoop writer's first file is v<published+1> anyway
+            hint_path = layout.version_hint_file(location)
+            try:
+                hinted = int(io.read_bytes(hint_path).strip() or b"0")
+            except (FileError, OSError, ValueError):
+                hinted = published
+            if hinted > published + 1:
+                candidates.append(hinted)
         for version in candidates:
             path = layout.metadata_file(location, version)
-            if not io.exists(path):
-                continue
+            try:
+                if not io.is_file(path):
+                    continue
+            except FileError as e:
+                raise storage_error(e, path) from e
             if self._is_own_metadata(path, version):
                 continue
             raise ForeignWriterError(
@@ -993,7 +1000,15 @@ class Table(TableStateReads):
             return store.table(self.uuid)
         state = store.table(self.uuid)
         if self.catalog.project:
-            self.publish()
+            try:
+                # the commit has just checked for foreign metadata; on S3 the conditional PUT of metadata.json
+                # guards the publish itself, locally the check runs again
+                self._publish(check_foreign=not is_s3(state.location))
+            except StorageError as e:
+                raise PublishFailed(f"Committed {'.'.join(self.identifier)} at version {state.version}, but could "
+                                    f"not publish it ({e}); readers see the previous version until publish() "
+                                    f"succeeds", path=e.path, table=".".join(self.identifier),
+                                    version=state.version) from e
         return state
 
     # ------------------------------------------------------------ time travel on the log (issue 4)
@@ -1106,20 +1121,27 @@ class Table(TableStateReads):
     # ------------------------------------------------------------ projections
     def publish(self) -> str | None:
         """Publish every commit since the last published version (manifests, lists, metadata, hint, pointer)."""
+        return self._publish(check_foreign=True)
+
+    def _publish(self, *, check_foreign: bool) -> str | None:
         store = self.catalog.store
         projector = self.catalog.projector
         published = projector.published_version(self.uuid)
         head = store.log.head(self.uuid)
         if published >= head:
             return None
-        self.check_foreign_writers("publish")  # the commits stay in the log; their files wait for the next publish
-        states = store.commits_between(self.uuid, published, head)
         try:
-            return projector.publish(self.namespace, self.name, states, store.file_changes_of)
-        except IntegrityError:
-            # the derived index lost a parent: re-project from the first commit (same bytes)
-            states = store.commits_between(self.uuid, 0, head)
-            return projector.publish(self.namespace, self.name, states, store.file_changes_of)
+            if check_foreign:  # the commits stay in the log; their files wait for a publish
+                self.check_foreign_writers("publish")
+            states = store.commits_between(self.uuid, published, head)
+            try:
+                return projector.publish(self.namespace, self.name, states, store.file_changes_of)
+            except IntegrityError:
+                # the derived index lost a parent: re-project from the first commit (same bytes)
+                states = store.commits_between(self.uuid, 0, head)
+                return projector.publish(self.namespace, self.name, states, store.file_changes_of)
+        except FileError as e:
+            raise storage_error(e, e.path) from e
 
     def render(self) -> dict[str, bytes]:
         """Every projected file of this table, rendered from the log alone (path -> bytes)."""

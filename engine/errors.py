@@ -80,6 +80,21 @@ class StorageError(IcelogError):
         self.path = path
 
 
+class PublishFailed(StorageError):
+    """A commit landed in the log (its outcome is known: it is committed, and re-sending it is not needed), but its
+    files could not be published, so readers of the metadata files still see the previous version. The next
+    ``publish()`` (or commit) completes the projection from the log.
+
+    :param table: the table's name
+    :param version: the committed log version
+    """
+
+    def __init__(self, message: str, *, path: str, table: str, version: int) -> None:
+        super().__init__(message, path=path)
+        self.table = table
+        self.version = version
+
+
 def storage_error(e: Exception, path: str) -> IcelogError:
     """The engine error for a storage ``FileError``: a missing file is a :class:`CorruptFileError` (the table names
     a file that is not there), anything else a :class:`StorageError`."""

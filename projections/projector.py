@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import attrs
 
-from engine.errors import CorruptFileError, IntegrityError
+from engine.errors import CorruptFileError, ForeignWriterError, IntegrityError
 from engine.events import FileChange
 from engine.model.data_file import (
     DataFile,
@@ -42,8 +42,8 @@ from projections.manifests import (
 )
 from projections.metadata_json import render_metadata
 from storage import Log
-from storage.errors import FileNotFound
-from storage.files import FileIO
+from storage.errors import FileAlreadyExists, FileNotFound
+from storage.files import FileIO, is_s3
 
 DEFAULT_CATALOG_NAME = "icelog"
 MERGE_ENABLED_DEFAULT = True
@@ -417,7 +417,7 @@ class Projector:
         renderer = Renderer(self.io.read_bytes)
         index = OverlayIndex(self.index)
         for state in states:
-            write_commit(state, renderer, index, changes_of, self.io.write_bytes)
+            write_commit(state, renderer, index, changes_of, self._write)
         newest = states[-1]
         location = layout.metadata_file(newest.location, newest.version)
         ns = ".".join(namespace)
@@ -436,6 +436,18 @@ class Projector:
             self.log.db.execute(f"INSERT OR REPLACE INTO {self.STATUS} VALUES (?, ?, ?)",
                                 [newest.table_uuid, newest.version, location])
         return location
+
+    def _write(self, path: str, data: bytes) -> None:
+        """Write one rendered file. On an object store a metadata.json is written once, never replaced (a
+        conditional PUT): the same bytes already there are a publish repeated; other bytes a foreign writer's."""
+        if not (is_s3(path) and path.endswith(".metadata.json")):
+            self.io.write_bytes(path, data)
+            return
+        try:
+            self.io.write_once(path, data)
+        except FileAlreadyExists as e:
+            raise ForeignWriterError(f"Cannot publish {path}: another writer put different metadata there; "
+                                     f"register or remove it first", path=path) from e
 
     @contextlib.contextmanager
     def _derived_transaction(self) -> Iterator[None]:

@@ -12,18 +12,20 @@ no-clobber write checks that the key is free first (S3's conditional put is not 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
+from typing import Any
 from contextlib import contextmanager
 from urllib.parse import quote, unquote, urlsplit
 
-import attrs
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from storage.errors import FileAlreadyExists, FileError, FileNotFound, ProtectedFileError
+from storage.s3 import S3_SCHEMES, S3Client, S3Settings, is_s3
 
 _TEMP_SUFFIX = ".tmp"
 #: SQLite's companions of a database file
@@ -105,114 +107,6 @@ def check_not_database(location: str | os.PathLike[str]) -> None:
                                  f"never data", path=text)
 
 
-#: the URI schemes that name S3 objects; all three name the same bucket and key
-S3_SCHEMES = ("s3", "s3a", "s3n")
-
-
-@attrs.frozen(kw_only=True)
-class S3Settings:
-    """How to reach an S3 endpoint. Unset values fall back to the AWS SDK's own (environment variables, profile).
-
-    :param endpoint: e.g. ``http://127.0.0.1:9000``; None for AWS itself
-    :param region: the bucket region
-    :param access_key_id: the access key
-    :param secret_access_key: the secret key (never printed: ``repr`` hides it)
-    :param session_token: a session token for temporary credentials
-    :param path_style: address buckets by path (``endpoint/bucket/key``) instead of by host name
-    """
-
-    endpoint: str | None = None
-    region: str | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = attrs.field(default=None, repr=False)
-    session_token: str | None = attrs.field(default=None, repr=False)
-    path_style: bool | None = None
-
-    @classmethod
-    def from_properties(cls, properties: Mapping[str, str] | None = None,
-                        environ: Mapping[str, str] | None = None) -> S3Settings:
-        """Settings from Iceberg's FileIO property names (``s3.endpoint``, ``s3.region``, ``s3.access-key-id``,
-        ``s3.secret-access-key``, ``s3.session-token``, ``s3.path-style-access``; ``client.region`` too), each
-        falling back to the standard AWS environment variable (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``,
-        ``AWS_REGION``, ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-        ``AWS_SESSION_TOKEN``).
-
-        :raises ValueError: ``s3.path-style-access`` that is not true or false (the message names the property)
-        """
-        props = dict(properties or {})
-        env = os.environ if environ is None else environ
-
-        def pick(names: tuple[str, ...], env_names: tuple[str, ...]) -> str | None:
-            for name in names:
-                if props.get(name):
-                    return str(props[name])
-            for name in env_names:
-                if env.get(name):
-                    return env[name]
-            return None
-
-        path_style_text = pick(("s3.path-style-access",), ())
-        path_style: bool | None = None
-        if path_style_text is not None:
-            lowered = path_style_text.strip().lower()
-            if lowered not in ("true", "false"):
-                raise ValueError(f"s3.path-style-access must be true or false, not {path_style_text!r}")
-            path_style = lowered == "true"
-        return cls(endpoint=pick(("s3.endpoint",), ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")),
-                   region=pick(("s3.region", "client.region"), ("AWS_REGION", "AWS_DEFAULT_REGION")),
-                   access_key_id=pick(("s3.access-key-id",), ("AWS_ACCESS_KEY_ID",)),
-                   secret_access_key=pick(("s3.secret-access-key",), ("AWS_SECRET_ACCESS_KEY",)),
-                   session_token=pick(("s3.session-token",), ("AWS_SESSION_TOKEN",)),
-                   path_style=path_style)
-
-    def client_properties(self, *, credentials: bool = False) -> dict[str, str]:
-        """The Iceberg FileIO properties a client needs to reach the same objects; the keys only with
-        ``credentials``."""
-        out: dict[str, str] = {}
-        if self.endpoint:
-            out["s3.endpoint"] = self.endpoint
-        if self.region:
-            out["s3.region"] = self.region
-        if self.path_style is not None:
-            out["s3.path-style-access"] = "true" if self.path_style else "false"
-        if credentials:
-            if self.access_key_id:
-                out["s3.access-key-id"] = self.access_key_id
-            if self.secret_access_key:
-                out["s3.secret-access-key"] = self.secret_access_key
-            if self.session_token:
-                out["s3.session-token"] = self.session_token
-        return out
-
-    @property
-    def configured(self) -> bool:
-        """Whether S3 was asked for: an endpoint or keys given, or AWS keys in the environment. Without that, S3
-        locations are refused instead of letting the SDK go looking for credentials on the network."""
-        return bool(self.endpoint or self.access_key_id or os.environ.get("AWS_ACCESS_KEY_ID"))
-
-    def filesystem(self) -> pafs.S3FileSystem:
-        options: dict = {}
-        if self.endpoint:
-            parts = urlsplit(self.endpoint)
-            options["endpoint_override"] = parts.netloc or parts.path
-            options["scheme"] = parts.scheme or "https"
-        if self.region:
-            options["region"] = self.region
-        if self.access_key_id or self.secret_access_key:
-            options["access_key"] = self.access_key_id
-            options["secret_key"] = self.secret_access_key
-            if self.session_token:
-                options["session_token"] = self.session_token
-        if self.path_style is not None:
-            options["force_virtual_addressing"] = not self.path_style
-        return pafs.S3FileSystem(**options)
-
-
-def is_s3(location: str | os.PathLike[str]) -> bool:
-    """Whether a location names an S3 object (``s3://``, ``s3a://`` or ``s3n://``)."""
-    return urlsplit(os.fspath(location)).scheme in S3_SCHEMES
-
-
 class FileIO:
     """Reads and writes whole files by local path or ``file://`` URI.
 
@@ -233,6 +127,8 @@ class FileIO:
         self.filesystem: pafs.FileSystem = pafs.LocalFileSystem()
         self.s3 = s3 or S3Settings()
         self._s3_filesystem: pafs.S3FileSystem | None = None
+        #: the botocore client of S3 requests; None until first needed, False when not available
+        self._client: S3Client | bool | None = None
 
     def resolve(self, location: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
         """The ``pyarrow.fs`` file system holding a location and the path it takes there: an absolute local path,
@@ -284,6 +180,8 @@ class FileIO:
         :param location: path or ``file://`` URI
         """
         fs, path = self.resolve(location)
+        if fs is not self.filesystem and (client := self._s3_client()) is not None:
+            return client.get(path, location=os.fspath(location))  # one GET (pyarrow: a HEAD first)
         with self._errors("read", location):
             with fs.open_input_stream(path, compression=None) as stream:
                 return stream.read()
@@ -318,10 +216,7 @@ class FileIO:
         :raises FileAlreadyExists: something is already there (it is left untouched)
         """
         if is_s3(location):
-            if self.exists(location):
-                text = os.fspath(location)
-                raise FileAlreadyExists(f"Cannot write file: {text!r} already exists", path=text)
-            self._put(location, data)
+            self._put_if_absent(location, data)
             return
         path = self.fs_path(location)
         with self._errors("write", location):
@@ -343,6 +238,24 @@ class FileIO:
             if fsync:
                 _fsync_dir(os.path.dirname(path))
 
+    def write_once(self, location: str | os.PathLike[str], data: bytes, *, fsync: bool = False) -> None:
+        """Write a file that is written once and never replaced: when it exists already with exactly these bytes
+        (a publish repeated after a crash, or by another process), nothing happens.
+
+        On S3 the write is a conditional PUT (``If-None-Match: *``) when botocore is installed and the server
+        supports it, so two writers racing for the name cannot both win; otherwise the key is checked first.
+
+        :raises FileAlreadyExists: the file exists with other bytes (it is left untouched)
+        """
+        try:
+            if is_s3(location):
+                self._put_if_absent(location, data)
+            else:
+                self.write_new(location, data, fsync=fsync)
+        except FileAlreadyExists:
+            if self.read_bytes(location) != data:
+                raise
+
     def exists(self, location: str | os.PathLike[str]) -> bool:
         """Whether a file or directory exists.
 
@@ -351,6 +264,17 @@ class FileIO:
         fs, path = self.resolve(location)
         with self._errors("inspect", location):
             return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+    def is_file(self, location: str | os.PathLike[str]) -> bool:
+        """Whether a file is there (on S3: one HEAD; a prefix with objects under it is no file).
+
+        :param location: path, ``file://`` or ``s3://`` URI
+        """
+        fs, path = self.resolve(location)
+        if fs is not self.filesystem and (client := self._s3_client()) is not None:
+            return client.exists(path, location=os.fspath(location))
+        with self._errors("inspect", location):
+            return fs.get_file_info(path).type == pafs.FileType.File
 
     def size(self, location: str | os.PathLike[str]) -> int:
         """A file's size in bytes.
@@ -454,24 +378,52 @@ class FileIO:
         with self._errors("read", location):
             return fs.open_input_file(path)
 
-    def open_output(self, location: str | os.PathLike[str]) -> pa.NativeFile:
+    def open_output(self, location: str | os.PathLike[str]) -> Any:
         """A writer of a new file (for ``pyarrow.parquet``). Locally the file exists from the start and grows; on
         S3 the object appears whole when the stream is closed, or not at all. Missing local folders are created.
 
         :param location: path, ``file://`` or ``s3://`` URI
         """
         fs, path = self.resolve(location)
+        if fs is not self.filesystem and self._s3_client() is not None:
+            def stream() -> pa.NativeFile:
+                with self._errors("write", location):
+                    return fs.open_output_stream(path, compression=None)
+
+            return _ObjectUpload(lambda data: self._put(location, data), stream)
         with self._errors("write", location):
             if fs is self.filesystem:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             return fs.open_output_stream(path, compression=None)
 
     def _put(self, location: str | os.PathLike[str], data: bytes) -> None:
-        """Upload one S3 object; it becomes visible whole, when the upload completes, or not at all."""
+        """Upload one S3 object in one request; it becomes visible whole, or not at all."""
+        client = self._s3_client()
+        if client is not None:
+            client.put(self.resolve(location)[1], data, location=os.fspath(location))
+            return
         fs, path = self.resolve(location)
         with self._errors("write", location):
             with fs.open_output_stream(path, compression=None) as out:
                 out.write(data)
+
+    def _put_if_absent(self, location: str | os.PathLike[str], data: bytes) -> None:
+        """Upload one S3 object unless its key is taken (:class:`FileAlreadyExists`): a conditional PUT where the
+        server supports it, else a check and a PUT."""
+        client = self._s3_client()
+        text = os.fspath(location)
+        if client is not None and client.put_if_absent(self.resolve(location)[1], data, location=text):
+            return
+        if self.exists(location):
+            raise FileAlreadyExists(f"Cannot write file: {text!r} already exists", path=text)
+        self._put(location, data)
+
+    def _s3_client(self) -> S3Client | None:
+        """The botocore client of single-request S3 operations, or None (botocore missing, or no explicit
+        keys: then ``pyarrow.fs`` and the SDK's own credential chain serve)."""
+        if self._client is None:
+            self._client = S3Client.create(self.s3) or False
+        return self._client or None
 
     def _write_temp(self, path: str, data: bytes, fsync: bool) -> str:
         directory, name = os.path.split(path)
@@ -501,6 +453,61 @@ class FileIO:
             raise FileAlreadyExists(f"Cannot {action} file: {text!r} already exists", path=text) from e
         except OSError as e:
             raise FileError(f"Cannot {action} file: {text!r} ({e})", path=text) from e
+
+
+class _ObjectUpload(io.RawIOBase):
+    """A new S3 object: written in memory and uploaded with one PUT when closed, or, once it outgrows
+    ``SINGLE_PUT_BYTES``, streamed as a multipart upload. A ``with`` block that raises uploads nothing (a
+    multipart upload already started is aborted by the SDK when its stream is dropped unclosed)."""
+
+    SINGLE_PUT_BYTES = 32 << 20
+
+    def __init__(self, upload: Callable[[bytes], None], stream: Callable[[], pa.NativeFile]) -> None:
+        super().__init__()
+        self._buffer: io.BytesIO | None = io.BytesIO()
+        self._upload: Callable[[bytes], None] | None = upload
+        self._open_stream = stream
+        self._stream: pa.NativeFile | None = None
+        self._written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if self._stream is not None:
+            self._stream.write(view)
+        else:
+            assert self._buffer is not None
+            self._buffer.write(view)
+            if self._buffer.tell() > self.SINGLE_PUT_BYTES:
+                self._stream = self._open_stream()
+                self._stream.write(self._buffer.getbuffer())
+                self._buffer = None
+        self._written += len(view)
+        return len(view)
+
+    def tell(self) -> int:
+        return self._written
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        upload, self._upload = self._upload, None
+        try:
+            if self._stream is not None:
+                if upload is not None:
+                    self._stream.close()
+            elif upload is not None and self._buffer is not None:
+                upload(self._buffer.getvalue())
+        finally:
+            self._buffer = None
+            super().close()
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        if exc_type is not None:
+            self._upload = None
+        self.close()
 
 
 #: the FileIO of code that is handed no other: local paths and ``file://`` URIs only (S3 is not configured)

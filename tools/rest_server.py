@@ -57,9 +57,11 @@ from engine.errors import (
     NamespaceNotEmpty,
     NamespaceNotFound,
     NotFound,
+    StorageError,
     TableNotFound,
     ValidationConflict,
     ValidationError,
+    storage_error,
 )
 from engine.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
 from engine.model.partitioning import PartitionField, PartitionSpec
@@ -148,6 +150,10 @@ def _error_for(e: Exception) -> JSONResponse:
         return error_response(500, "IntegrityError", str(e))
     if isinstance(e, CommitStateUnknown):
         return error_response(500, "CommitStateUnknownException", str(e))
+    if isinstance(e, StorageError):  # the warehouse's store is down or refuses: retry later (names no secret)
+        return error_response(503, "ServiceUnavailableException", str(e))
+    if isinstance(e, FileError):
+        return error_response(503, "ServiceUnavailableException", str(storage_error(e, e.path)))
     log.exception("unexpected error")
     return error_response(500, "InternalServerError", f"{type(e).__name__}: {e}")
 

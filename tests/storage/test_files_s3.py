@@ -76,3 +76,40 @@ def test_errors_name_the_location_and_never_the_secret(io: FileIO, bucket: str) 
     with pytest.raises(FileError) as down:
         unreachable.exists(f"s3://{bucket}/x")
     assert bucket in str(down.value) and SECRET not in str(down.value)
+
+
+def test_write_once_keeps_the_first_bytes(io: FileIO, bucket: str) -> None:
+    path = f"s3://{bucket}/t/metadata/v2.metadata.json"
+    io.write_once(path, b"first")
+    io.write_once(path, b"first")  # the same bytes again: a publish repeated, nothing happens
+    with pytest.raises(FileAlreadyExists):
+        io.write_once(path.replace("s3://", "s3n://"), b"second")
+    assert io.read_bytes(path) == b"first"
+
+
+def test_racing_no_clobber_writes_have_one_winner(io: FileIO, bucket: str) -> None:
+    """Conditional PUTs (If-None-Match: *): of writers racing for one key exactly one succeeds, whatever the
+    timing; a check-then-put would let several through."""
+    import threading
+
+    path = f"s3://{bucket}/t/metadata/v9.metadata.json"
+    io.write_new(f"s3://{bucket}/warm-up", b"")  # the client exists before the race
+    start = threading.Barrier(8)
+    outcomes: dict[int, str] = {}
+
+    def write(i: int) -> None:
+        start.wait()
+        try:
+            io.write_new(path, f"writer {i}".encode())
+            outcomes[i] = "won"
+        except FileAlreadyExists:
+            outcomes[i] = "refused"
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [i for i, outcome in outcomes.items() if outcome == "won"]
+    assert len(outcomes) == 8 and len(winners) == 1
+    assert io.read_bytes(path) == f"writer {winners[0]}".encode()
