@@ -683,8 +683,9 @@ class Table(TableStateReads):
 
         :raises ValidationError: the folder is not under the table's data folder
         """
-        prefix = os.path.abspath(os.fspath(folder)).rstrip("/") + "/"
-        if not prefix.startswith(layout.data_dir(self.location).rstrip("/") + "/"):
+        text = os.fspath(folder)
+        prefix = (text if is_s3(text) else os.path.abspath(text)).rstrip("/") + "/"
+        if ".." in prefix.split("/") or not prefix.startswith(layout.data_dir(self.location).rstrip("/") + "/"):
             raise ValidationError(f"Cannot stage folder {folder}: not under {layout.data_dir(self.location)}")
         self.catalog.log.record_staged(self.uuid, prefix, now_ms())
 

@@ -6,7 +6,8 @@ alone (under synchronous=FULL, and under NORMAL to show its cost apart from the 
 commit with synchronous projection (manifest, manifest list, metadata.json, hint, pointer), and
 ``append_files`` end to end (footer read included); then the
 same appends through PyIceberg's SqlCatalog on SQLite (``add_files``), and PyIceberg's fast
-append (``table.append``) at the first commits and after 200 commits, against icelog's.
+append (``table.append``) at the first commits and after 200 commits, against icelog's; and the same 1-file
+append on an S3 warehouse (loopback server), with the S3 requests each sends (tools/bench_s3.py).
 """
 
 from __future__ import annotations
@@ -257,6 +258,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scan-sizes", default="20000,100000", help="data files of the plan_files tables")
     parser.add_argument("--rest-clients", type=int, default=8, help="concurrent clients of the REST benchmark")
     parser.add_argument("--rest-commits", type=int, default=25, help="appends per REST client")
+    parser.add_argument("--s3-history", default="10,200",
+                        help="snapshots before each 1-file append figure on the loopback S3 server (comma-separated)")
+    parser.add_argument("--s3-samples", type=int, default=20, help="timed appends per S3 figure")
+    parser.add_argument("--skip-s3", action="store_true", help="skip the S3 append figures")
     parser.add_argument("--spark-write-rows", type=int, default=0,
                         help="rows of the tools.spark.write vs Spark's Iceberg writer figure (needs Java; the "
                              "issue's figure is 10000000; 0 skips it)")
@@ -296,6 +301,12 @@ def main(argv: list[str] | None = None) -> None:
 
             result["rest_commits"] = bench_rest_commits(os.path.join(root, "rest"), args.rest_clients,
                                                         args.rest_commits)
+        if not args.skip_s3:
+            from tools.bench_s3 import bench_s3
+
+            result["s3_append_1_file"] = bench_s3(os.path.join(root, "s3"),
+                                                  [int(h) for h in args.s3_history.split(",") if h],
+                                                  args.s3_samples, pyiceberg=not args.skip_pyiceberg)
         if args.spark_write_rows > 0:
             from tools.bench_spark_write import bench_spark_write
 

@@ -425,7 +425,7 @@ def cmd_remove_orphan_files(args: argparse.Namespace) -> None:
 def cmd_demo(args: argparse.Namespace) -> None:
     from tools.demo import run_demo
 
-    run_demo(args.warehouse_dir or "warehouse", rows=args.rows)
+    run_demo(args.warehouse_dir or "warehouse", rows=args.rows, s3=args.s3, properties=_properties(args) or None)
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -612,6 +612,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("demo", cmd_demo, "Run the main job: a PySpark pipeline committing through icelog's REST catalog.")
     p.add_argument("--warehouse-dir", help="where the demo warehouse goes (default ./warehouse)")
     p.add_argument("--rows", type=int, default=200_000, help="events ingested for the day (default 200000)")
+    p.add_argument("--s3", nargs="?", const="loopback", metavar="s3://BUCKET/PREFIX",
+                   help="run on S3: a loopback S3 server the demo starts and stops (no value), or a real bucket "
+                        "(reached with --property s3.* or the AWS_* variables); the log stays in --warehouse-dir")
     p = add("bench", cmd_bench, "Run the benchmarks and print JSON.")
     p.add_argument("bench_args", nargs=argparse.REMAINDER)
     return parser

@@ -10,6 +10,11 @@ Layer: tools. On a fresh local warehouse (``./warehouse`` by default, recreated 
 4. compacts (``CALL icelog.system.rewrite_data_files``) and expires old snapshots (``CALL ... expire_snapshots``);
 5. prints the log, reads the table as of an earlier log version (schema and rows as they were), and reads every
    snapshot through Spark, checking each count against icelog's own scan. Any mismatch ends the job with an error.
+
+With ``--s3`` the same pipeline runs on an S3 warehouse: a loopback S3 server (moto's) that the job starts and
+stops itself, or a real bucket (``--s3 s3://bucket/prefix``, reached with ``--property s3.*`` settings or the AWS
+environment variables). The log stays in the local ``--warehouse-dir``; tables, data and metadata go to S3, and
+Spark's executors write their Parquet files straight there.
 """
 
 from __future__ import annotations
@@ -63,18 +68,41 @@ def events_frame(spark: Any, first_id: int, rows: int, day_start_s: int, span_s:
     )
 
 
-def run_demo(warehouse: str, rows: int = 200_000, spark: Any = None) -> dict[str, Any]:
+LOOPBACK = "loopback"
+LOOPBACK_BUCKET = "icelog-demo"
+
+
+def run_demo(warehouse: str, rows: int = 200_000, spark: Any = None, *, s3: str | None = None,
+             properties: dict[str, str] | None = None) -> dict[str, Any]:
     """Run the pipeline; returns what it checked (row counts per snapshot, the log's length, ...).
 
+    :param warehouse: the local warehouse folder (with ``s3``: the folder of the log, catalog.db)
     :param rows: events ingested for the day
     :param spark: an existing SparkSession to use (tests share one); default: ``tools.spark.session``
+    :param s3: ``"loopback"`` for a loopback S3 server started and stopped here, or an ``s3://bucket/prefix``
+        warehouse on a real store (reached with ``properties`` or the AWS environment)
+    :param properties: FileIO properties of the S3 warehouse (``s3.endpoint``, ...)
     """
+    if s3 == LOOPBACK:
+        from tools.s3_server import LoopbackS3
+
+        with LoopbackS3() as server:
+            server.create_bucket(LOOPBACK_BUCKET)
+            print(f"started a loopback S3 server at {server.endpoint} (bucket {LOOPBACK_BUCKET})")
+            return run_demo(warehouse, rows, spark, s3=f"s3://{LOOPBACK_BUCKET}/warehouse",
+                            properties={**server.properties(), **(properties or {})})
+    return _run(fresh_warehouse(warehouse), rows, spark, s3, properties)
+
+
+def _run(folder: str, rows: int, spark: Any, s3: str | None, properties: dict[str, str] | None) -> dict[str, Any]:
     from engine import Catalog
     from tools import spark as icelog_spark
 
-    warehouse = fresh_warehouse(warehouse)
     day_start_s = 1_763_596_800  # 2025-11-20T00:00:00Z
-    with Catalog.open(warehouse) as cat:
+    warehouse = s3 or folder
+    served = {"catalog_dir": folder, "properties": properties} if s3 else {}
+    opened = Catalog.open(folder, warehouse=s3, properties=properties) if s3 else Catalog.open(folder)
+    with opened as cat:
         cat.create_namespace("db")
         table = cat.create_table("db.events", schema=EVENTS_SCHEMA, partition_by=["day(ts)", "bucket(8, user_id)"],
                                  properties={"write.delete.mode": "merge-on-read",
@@ -83,12 +111,12 @@ def run_demo(warehouse: str, rows: int = 200_000, spark: Any = None) -> dict[str
         print(f"created db.events at {table.location}")
 
         if spark is None:
-            spark = icelog_spark.session(warehouse)
+            spark = icelog_spark.session(warehouse, **served)
             try:
                 return _pipeline(spark, "icelog", cat, table, rows, day_start_s)
             finally:
                 spark.stop()  # and the REST server it started
-        name, server = icelog_spark.rest_catalog(spark, warehouse)
+        name, server = icelog_spark.rest_catalog(spark, warehouse, **served)
         try:
             return _pipeline(spark, name, cat, table, rows, day_start_s)
         finally:

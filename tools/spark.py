@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
@@ -61,6 +62,18 @@ JAR_ENV = "ICEBERG_SPARK_JAR"
 JAR_PACKAGE = "snowpark_connect_deps_iceberg"
 JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 JAR_SHA256 = "c562d482dcd16b666e808b755469fbc4b2604284b41622c9d87e2c02b7cc6c5f"
+
+#: Hadoop's S3A connector and the AWS SDK it needs, for s3a:// (and s3://) tables; taken from the sdist of
+#: sagemaker-pyspark 1.4.5 on PyPI (deps/jars/), which carries exactly these two, and cached
+S3A_JARS = {
+    "hadoop-aws-3.3.1.jar": "6be50ad8a8b445d2802381b085b2a3ede5c29d353450a6a21f16b2fefa962b6e",
+    "aws-java-sdk-bundle-1.11.901.jar": "b87175b32a16544cc1b37cf40390eb375833e62bed67f8ce6cde4b7ad6429ead",
+}
+S3A_SDIST = "sagemaker_pyspark-1.4.5.tar.gz"
+S3A_SDIST_SHA256 = "05ca2d5081d7138ce29a8fb0a9cba077f28c825288ed07aed46a82e63c0bf1fb"
+S3A_INDEX = "https://pypi.org/simple/sagemaker-pyspark/"
+JAR_CACHE_ENV = "ICELOG_JAR_CACHE"
+S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 ICEBERG_SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
@@ -134,6 +147,116 @@ def _check_sha256(path: str, size: int, mtime_ns: int) -> None:
         )
 
 
+def jar_cache() -> Path:
+    """The folder of cached jars: ``$ICELOG_JAR_CACHE``, else ``~/.cache/icelog/jars``."""
+    return Path(os.environ.get(JAR_CACHE_ENV) or Path.home() / ".cache" / "icelog" / "jars")
+
+
+def s3a_jars() -> list[str]:
+    """The paths of ``hadoop-aws-3.3.1.jar`` and ``aws-java-sdk-bundle-1.11.901.jar`` (Spark's ``s3a://``),
+    from the cache (:func:`jar_cache`), fetched once from PyPI when missing: the sdist of sagemaker-pyspark 1.4.5 is
+    streamed, only the two jars are kept, and every sha256 (the sdist's, each jar's) is checked.
+
+    :raises SparkSetupError: the index or the sdist cannot be fetched, or a hash is wrong (a cached jar with a
+        wrong hash is named, not replaced silently)
+    """
+    folder = jar_cache()
+    paths = [folder / name for name in S3A_JARS]
+    if not all(p.is_file() for p in paths):
+        _fetch_s3a_jars(folder)
+    for path in paths:
+        stat = path.stat()
+        _check_jar(str(path), stat.st_size, stat.st_mtime_ns, S3A_JARS[path.name])
+    return [str(p) for p in paths]
+
+
+@functools.cache
+def _check_jar(path: str, size: int, mtime_ns: int, expected: str) -> None:
+    """Hash a cached jar once per (path, size, mtime) and compare."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        raise SparkSetupError(f"Cannot use {path}: its sha256 is {digest.hexdigest()}, expected {expected} "
+                              f"(delete it to fetch it again)")
+
+
+def _fetch_s3a_jars(folder: Path) -> None:
+    import re as re_
+    import tarfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        request = urllib.request.Request(S3A_INDEX, headers={"Accept": "text/html"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            index = answer.read().decode("utf-8", "replace")
+        found = re_.search(r'href="([^"#]*/' + re_.escape(S3A_SDIST) + r')[#"]', index)
+        if found is None:
+            raise SparkSetupError(f"Cannot fetch the S3A jars: {S3A_SDIST} is not listed at {S3A_INDEX}")
+        with tempfile.TemporaryDirectory(dir=folder) as scratch:
+            sdist = Path(scratch) / S3A_SDIST
+            digest = hashlib.sha256()
+            with urllib.request.urlopen(found.group(1).replace("&amp;", "&"), timeout=300) as answer, \
+                    open(sdist, "wb") as out:
+                for block in iter(lambda: answer.read(1 << 20), b""):
+                    digest.update(block)
+                    out.write(block)
+            if digest.hexdigest() != S3A_SDIST_SHA256:
+                raise SparkSetupError(f"Cannot fetch the S3A jars: {S3A_SDIST} has sha256 {digest.hexdigest()}, "
+                                      f"expected {S3A_SDIST_SHA256}")
+            with tarfile.open(sdist, "r|gz") as archive:
+                for member in archive:
+                    name = member.name.rsplit("/", 1)[-1]
+                    if name not in S3A_JARS or "/deps/jars/" not in member.name or not member.isfile():
+                        continue
+                    source = archive.extractfile(member)
+                    assert source is not None
+                    temp = Path(scratch) / name
+                    with open(temp, "wb") as out:
+                        shutil.copyfileobj(source, out, 1 << 20)
+                    os.replace(temp, folder / name)  # atomic: concurrent fetches never see half a jar
+    except (OSError, urllib.error.URLError) as e:
+        raise SparkSetupError(f"Cannot fetch the S3A jars from {S3A_INDEX}: {e}") from e
+    missing = [name for name in S3A_JARS if not (folder / name).is_file()]
+    if missing:
+        raise SparkSetupError(f"Cannot fetch the S3A jars: {', '.join(missing)} not in {S3A_SDIST}")
+
+
+def s3a_hadoop_conf(settings: Any, bucket: str | None = None) -> dict[str, str]:
+    """Hadoop settings through which S3A reaches the objects ``settings`` (a ``storage.files.S3Settings``)
+    reach: for every bucket, or only for ``bucket`` (``fs.s3a.bucket.<bucket>.*``, so one session can use
+    several endpoints). Keys are ``fs.s3a.*``; put ``spark.hadoop.`` before them for a session's conf."""
+    prefix = f"fs.s3a.bucket.{bucket}." if bucket else "fs.s3a."
+    out: dict[str, str] = {}
+    if settings.endpoint:
+        parts = urllib.parse.urlsplit(settings.endpoint)
+        out[prefix + "endpoint"] = parts.netloc or parts.path
+        out[prefix + "connection.ssl.enabled"] = "false" if parts.scheme == "http" else "true"
+    if settings.region:
+        out[prefix + "endpoint.region"] = settings.region
+    if settings.path_style is not None:
+        out[prefix + "path.style.access"] = "true" if settings.path_style else "false"
+    if settings.access_key_id and settings.secret_access_key:
+        out[prefix + "access.key"] = settings.access_key_id
+        out[prefix + "secret.key"] = settings.secret_access_key
+        if settings.session_token:
+            out[prefix + "session.token"] = settings.session_token
+            out[prefix + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        else:
+            out[prefix + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+    return out
+
+
+def configure_s3a(spark: SparkSession, settings: Any, bucket: str | None = None) -> None:
+    """Let a running session reach S3 objects as ``settings`` say (see :func:`s3a_hadoop_conf`): Spark's
+    executors and Iceberg's HadoopFileIO read and write ``s3a://`` and ``s3://`` through S3A. Set before the
+    bucket is first used in the session (S3A keeps one client per bucket)."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in s3a_hadoop_conf(settings, bucket).items():
+        conf.set(key, value)
+
+
 def java_home() -> str:
     """Return the JAVA_HOME Spark will use: $JAVA_HOME if it holds bin/java, else the home of `java` on PATH.
 
@@ -187,7 +310,7 @@ def local_session(
         raise SparkSetupError(
             "Cannot start Spark: a SparkContext is already running in this process (stop it or reuse it)"
         )
-    jar = iceberg_runtime_jar()
+    jar = ",".join([iceberg_runtime_jar(), *s3a_jars()])
     home = java_home()
     scratch = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.mkdtemp(prefix="icelog-spark-"))
     scratch.mkdir(parents=True, exist_ok=True)
@@ -212,6 +335,9 @@ def local_session(
         .config("spark.pyspark.python", sys.executable)
         .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.executorEnv.PYTHONPATH", _python_path())
+        # s3:// and s3n:// locations (other engines write them) through S3A, as s3a:// ones
+        .config("spark.hadoop.fs.s3.impl", S3A_FILESYSTEM)
+        .config("spark.hadoop.fs.s3n.impl", S3A_FILESYSTEM)
     )
     if warehouse is not None:
         for key, value in _hadoop_catalog_conf(DEFAULT_CATALOG, warehouse).items():
@@ -237,12 +363,16 @@ def local_session(
 
 
 def _hadoop_catalog_conf(name: str, warehouse: str | os.PathLike[str]) -> dict[str, str]:
-    """The spark.sql.catalog.<name>.* settings of an Iceberg Hadoop catalog on a local folder."""
+    """The spark.sql.catalog.<name>.* settings of an Iceberg Hadoop catalog on a local folder or an S3 URI (kept
+    as given: ``s3a://bucket/prefix``)."""
     prefix = f"spark.sql.catalog.{name}"
+    text = os.fspath(warehouse)
+    uri = text.rstrip("/") if urllib.parse.urlsplit(text).scheme in ("s3", "s3a", "s3n") else \
+        Path(warehouse).resolve().as_uri()
     return {
         prefix: ICEBERG_SPARK_CATALOG,
         f"{prefix}.type": "hadoop",
-        f"{prefix}.warehouse": Path(warehouse).resolve().as_uri(),
+        f"{prefix}.warehouse": uri,
         # icelog rewrites metadata behind Spark's back: never serve a cached table.
         f"{prefix}.cache-enabled": "false",
     }
@@ -335,17 +465,22 @@ class RestServer:
     @classmethod
     def ensure(cls, warehouse: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int | None = None,
                token: str | None = None, timeout_s: float = 60.0,
-               command: list[str] | None = None) -> RestServer:
+               command: list[str] | None = None, catalog_dir: str | os.PathLike[str] | None = None,
+               properties: Mapping[str, str] | None = None) -> RestServer:
         """Use the server answering ``GET /v1/config`` with 200 on ``host:port``, or start one there.
 
         :param port: the port; a free one when None (then a server is always started)
         :param token: the bearer token; a random one when None
         :param timeout_s: how long to wait for a started server to answer
         :param command: the command line to start (default: icelog's ``serve``; tests pass others)
+        :param catalog_dir: the folder of ``catalog.db`` when it is not the warehouse (an S3 warehouse)
+        :param properties: FileIO properties of an S3 warehouse; the keys reach the server through its
+            environment (``AWS_*``), never its command line
         :raises SparkSetupError: something else answers on the port (another status than 200), or the started
             server exits or does not answer within ``timeout_s`` (its output is quoted)
         """
-        folder = str(Path(warehouse).resolve())
+        text = os.fspath(warehouse)
+        folder = text if urllib.parse.urlsplit(text).scheme in ("s3", "s3a", "s3n") else str(Path(text).resolve())
         token = token if token is not None else secrets.token_urlsafe(24)
         if port is not None:
             status = rest_config_status(f"http://{host}:{port}", token)
@@ -356,11 +491,12 @@ class RestServer:
                                       f"answered {status} (another server, or another token)")
         else:
             port = free_port(host)
+        options, secret_env = _serve_options(catalog_dir, properties)
         argv = command if command is not None else [
-            sys.executable, "-m", "tools.cli", "--warehouse", folder, "serve", "--host", host, "--port", str(port),
-            f"--token={token}"]  # one word: a random token may start with "-"
+            sys.executable, "-m", "tools.cli", "--warehouse", folder, *options, "serve", "--host", host,
+            "--port", str(port), f"--token={token}"]  # one word: a random token may start with "-"
         log = tempfile.NamedTemporaryFile(prefix="icelog-serve-", suffix=".log", delete=False)
-        env = dict(os.environ, PYTHONPATH=_python_path())
+        env = dict(os.environ, PYTHONPATH=_python_path(), **secret_env)
         process = subprocess.Popen(argv, cwd=SOURCE_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT)
         log.close()
@@ -422,16 +558,41 @@ class RestServer:
             f"{prefix}.token": self.token,
             f"{prefix}.rest.auth.type": "oauth2",  # a bearer token; said outright, so Iceberg need not infer it
             f"{prefix}.oauth2-server-uri": f"{self.url}/v1/oauth/tokens",
+            # Hadoop's file systems for every scheme (s3:// through S3A): the runtime jar has no AWS SDK v2, so
+            # the default ResolvingFileIO would fail to load S3FileIO for s3:// tables
+            f"{prefix}.io-impl": "org.apache.iceberg.hadoop.HadoopFileIO",
             # icelog commits behind Spark's back too (Python writers): never serve a cached table
             f"{prefix}.cache-enabled": "false",
         }
+
+
+#: FileIO properties that are secrets: passed to a server through its environment, as the AWS SDK names them
+_SECRET_PROPERTIES = {"s3.access-key-id": "AWS_ACCESS_KEY_ID", "s3.secret-access-key": "AWS_SECRET_ACCESS_KEY",
+                      "s3.session-token": "AWS_SESSION_TOKEN"}
+
+
+def _serve_options(catalog_dir: str | os.PathLike[str] | None,
+                   properties: Mapping[str, str] | None) -> tuple[list[str], dict[str, str]]:
+    """The ``icelog`` options (``--catalog-dir``, ``--property``) and the environment of a server subprocess."""
+    options: list[str] = []
+    if catalog_dir is not None:
+        options += ["--catalog-dir", str(Path(catalog_dir).resolve())]
+    env: dict[str, str] = {}
+    for key, value in (properties or {}).items():
+        if key in _SECRET_PROPERTIES:
+            env[_SECRET_PROPERTIES[key]] = value
+        else:
+            options.append(f"--property={key}={value}")
+    return options, env
 
 
 _SESSION_OPTIONS = ("app_name", "scratch_dir", "log_level", "driver_memory", "shuffle_partitions", "java_options")
 
 
 def session(warehouse: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int | None = None,
-            token: str | None = None, server_timeout_s: float = 60.0, **conf: Any) -> SparkSession:
+            token: str | None = None, server_timeout_s: float = 60.0,
+            catalog_dir: str | os.PathLike[str] | None = None, properties: Mapping[str, str] | None = None,
+            **conf: Any) -> SparkSession:
     """A local Spark session whose catalog ``icelog`` (``type=rest``) is icelog's REST server on ``warehouse``,
     with the Iceberg runtime jar (found as :func:`iceberg_runtime_jar` does) and SQL extensions.
 
@@ -451,6 +612,9 @@ def session(warehouse: str | os.PathLike[str], *, host: str = "127.0.0.1", port:
     :param port: the server's port (a free one when None)
     :param token: the bearer token (a random one when None)
     :param server_timeout_s: how long to wait for a started server
+    :param catalog_dir: the folder of ``catalog.db`` when it is not the warehouse (required for S3)
+    :param properties: FileIO properties of an S3 warehouse (``s3.endpoint``, keys, ...): the server gets them,
+        and the session's S3A connector too (Iceberg's HadoopFileIO reads and writes the objects through it)
     :param conf: Spark settings (``**{"spark.sql.shuffle.partitions": "4"}``), or :func:`local_session`'s
         options by name (``app_name``, ``driver_memory``, ``shuffle_partitions``, ``log_level``, ``scratch_dir``,
         ``java_options``)
@@ -458,9 +622,15 @@ def session(warehouse: str | os.PathLike[str], *, host: str = "127.0.0.1", port:
         with its output)
     """
     options = {k: conf.pop(k) for k in _SESSION_OPTIONS if k in conf}
-    server = RestServer.ensure(warehouse, host=host, port=port, token=token, timeout_s=server_timeout_s)
+    server = RestServer.ensure(warehouse, host=host, port=port, token=token, timeout_s=server_timeout_s,
+                               catalog_dir=catalog_dir, properties=properties)
     try:
-        extra = {**server.catalog_conf(), **{k: str(v) for k, v in conf.items()}}
+        s3a = {}
+        if properties:
+            from storage.files import S3Settings
+
+            s3a = {f"spark.hadoop.{k}": v for k, v in s3a_hadoop_conf(S3Settings.from_properties(properties)).items()}
+        extra = {**server.catalog_conf(), **s3a, **{k: str(v) for k, v in conf.items()}}
         spark = local_session(None, extra_conf=extra, **options)
     except BaseException:
         server.stop()
@@ -484,7 +654,8 @@ _SERVERS: dict[int, RestServer] = {}
 
 def rest_catalog(spark: SparkSession, warehouse: str | os.PathLike[str], *, name: str | None = None,
                  host: str = "127.0.0.1", port: int | None = None, token: str | None = None,
-                 server_timeout_s: float = 60.0) -> tuple[str, RestServer]:
+                 server_timeout_s: float = 60.0, catalog_dir: str | os.PathLike[str] | None = None,
+                 properties: Mapping[str, str] | None = None) -> tuple[str, RestServer]:
     """Register an Iceberg REST catalog on icelog's server for ``warehouse`` in a running session (the server
     found or started as :func:`session` does); returns the catalog name and the server handle (stop it when
     done).
@@ -497,7 +668,14 @@ def rest_catalog(spark: SparkSession, warehouse: str | os.PathLike[str], *, name
         name = f"icelog_rest_{uuid.uuid4().hex[:12]}"
     if spark.conf.get(f"spark.sql.catalog.{name}", None) is not None:
         raise SparkSetupError(f"Cannot register Spark catalog: {name} is already configured")
-    server = RestServer.ensure(warehouse, host=host, port=port, token=token, timeout_s=server_timeout_s)
+    server = RestServer.ensure(warehouse, host=host, port=port, token=token, timeout_s=server_timeout_s,
+                               catalog_dir=catalog_dir, properties=properties)
+    if properties:
+        from storage.files import S3Settings
+
+        settings = S3Settings.from_properties(properties)
+        bucket = urllib.parse.urlsplit(os.fspath(warehouse)).netloc or None
+        configure_s3a(spark, settings, bucket)
     for key, value in server.catalog_conf(name).items():
         spark.conf.set(key, value)
     return name, server
@@ -618,7 +796,8 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
     job_folder = f"{layout.data_dir(state.location)}/spark-{uuid.uuid4().hex}"
     table.stage_folder(job_folder)
     slim = _writer_state(state)
-    task = functools.partial(write_task, state_blob=pickle.dumps(slim), job_folder=job_folder, keys=len(keys))
+    task = functools.partial(write_task, state_blob=pickle.dumps(slim), job_folder=job_folder, keys=len(keys),
+                             s3_blob=pickle.dumps(table.catalog.io.s3))
     rows = _collect(keyed.mapInArrow(task, f"{_FILE_COLUMN} string"))
     ptype = spec.partition_type(schema)
     files = [decode_file_change(r[_FILE_COLUMN], {spec.spec_id: ptype}).file for r in rows]
@@ -684,7 +863,7 @@ def _writer_state(state: Any) -> Any:
 
 
 def write_task(batches: Iterator[pa.RecordBatch], *, state_blob: bytes, job_folder: str,
-               keys: int) -> Iterator[pa.RecordBatch]:
+               keys: int, s3_blob: bytes | None = None) -> Iterator[pa.RecordBatch]:
     """One Spark task of :func:`write` (runs in a Python worker): the rows of this task arrive sorted by their
     partition key columns (the last ``keys`` columns); each run of one key is written as one or more Parquet files
     of that partition; yields one row per file, its DataFile as icelog's file-change JSON."""
@@ -693,8 +872,10 @@ def write_task(batches: Iterator[pa.RecordBatch], *, state_blob: bytes, job_fold
     from engine.data_writer import conform, write_partition_files
     from engine.events import FileChange
     from engine.sort_rows import sort_table
+    from storage.files import FileIO
 
     state = pickle.loads(state_blob)
+    io = FileIO(pickle.loads(s3_blob)) if s3_blob is not None else FileIO()  # the table's S3 settings
     schema, spec = state.schema, state.spec
     ptype = spec.partition_type(schema)
     target = state.int_property("write.target-file-size-bytes", 512 * 1024 * 1024)
@@ -713,7 +894,8 @@ def write_task(batches: Iterator[pa.RecordBatch], *, state_blob: bytes, job_fold
         rows = conform(rows, schema)
         if not state.sort_order.is_unsorted:
             rows = sort_table(rows, state.sort_order, schema)
-        written = write_partition_files(state, rows, spec=spec, partition=current or (), data_folder=job_folder)
+        written = write_partition_files(state, rows, spec=spec, partition=current or (), data_folder=job_folder,
+                                        io=io)
         yield pa.record_batch([pa.array([FileChange(added=True, file=f).encode(ptype) for f in written],
                                         pa.string())], names=[_FILE_COLUMN])
 

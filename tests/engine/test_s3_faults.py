@@ -1,7 +1,7 @@
 """Faults of an S3 warehouse: the server stopped or answering 500/503 in the middle of a publish or of a data
 upload, wrong credentials, a missing bucket, an unreachable endpoint.
 
-Layer: tests. A fault-injecting proxy (tests/s3_faults.py) stands between icelog and the loopback S3 server.
+Layer: tests. A fault-injecting proxy (tools/s3_server.py) stands between icelog and the loopback S3 server.
 The invariant checked every time: the log stays intact, readers of the published metadata stay on the previous
 complete version, and the next ``publish()`` completes what a fault interrupted; an upload that fails commits
 nothing; no error message carries the secret.
@@ -19,7 +19,7 @@ import pytest
 from engine import Catalog
 from engine.errors import IcelogError, PublishFailed, StorageError, ValidationError
 from storage.files import FileIO, S3Settings
-from tests.s3_faults import FaultyS3
+from tools.s3_server import S3Proxy
 
 SCHEMA = pa.schema([("id", pa.int64())])
 
@@ -29,13 +29,13 @@ def rows(*ids: int) -> pa.Table:
 
 
 @pytest.fixture
-def proxy(s3_endpoint: str) -> Iterator[FaultyS3]:
-    with FaultyS3(s3_endpoint) as running:
+def proxy(s3_endpoint: str) -> Iterator[S3Proxy]:
+    with S3Proxy(s3_endpoint) as running:
         yield running
 
 
 @pytest.fixture
-def faulty(tmp_path: Path, s3_bucket: str, s3_properties: dict[str, str], proxy: FaultyS3) -> Iterator[Catalog]:
+def faulty(tmp_path: Path, s3_bucket: str, s3_properties: dict[str, str], proxy: S3Proxy) -> Iterator[Catalog]:
     props = {**s3_properties, "s3.endpoint": proxy.endpoint}
     with Catalog.open(tmp_path / "catalog", warehouse=f"s3://{s3_bucket}/lake", properties=props) as cat:
         cat.create_namespace("db")
@@ -62,7 +62,7 @@ def reader_ids(io: FileIO, location: str, s3_properties: dict[str, str]) -> list
 
 
 @pytest.mark.parametrize("fault", ["stopped", "500", "503"])
-def test_a_publish_interrupted_leaves_readers_on_the_previous_version(faulty: Catalog, proxy: FaultyS3,
+def test_a_publish_interrupted_leaves_readers_on_the_previous_version(faulty: Catalog, proxy: S3Proxy,
                                                                       direct: FileIO, fault: str,
                                                                       s3_properties: dict[str, str]) -> None:
     t = faulty.create_table("db.t", schema=SCHEMA)
@@ -89,7 +89,7 @@ def test_a_publish_interrupted_leaves_readers_on_the_previous_version(faulty: Ca
     assert faulty.verify("db.t") == []
 
 
-def test_the_hint_failing_after_the_metadata_is_completed_by_the_next_commit(faulty: Catalog, proxy: FaultyS3,
+def test_the_hint_failing_after_the_metadata_is_completed_by_the_next_commit(faulty: Catalog, proxy: S3Proxy,
                                                                              direct: FileIO,
                                                                              s3_properties: dict[str, str]) -> None:
     t = faulty.create_table("db.t", schema=SCHEMA)
@@ -104,7 +104,7 @@ def test_the_hint_failing_after_the_metadata_is_completed_by_the_next_commit(fau
     assert faulty.verify("db.t") == []
 
 
-def test_a_failing_data_upload_commits_nothing(faulty: Catalog, proxy: FaultyS3, direct: FileIO,
+def test_a_failing_data_upload_commits_nothing(faulty: Catalog, proxy: S3Proxy, direct: FileIO,
                                                s3_properties: dict[str, str]) -> None:
     t = faulty.create_table("db.t", schema=SCHEMA)
     t.append(rows(1))
@@ -119,7 +119,7 @@ def test_a_failing_data_upload_commits_nothing(faulty: Catalog, proxy: FaultyS3,
     assert reader_ids(direct, t.state.location, s3_properties) == [1]
 
 
-def test_a_server_answering_503_for_a_while_is_retried(faulty: Catalog, proxy: FaultyS3, direct: FileIO,
+def test_a_server_answering_503_for_a_while_is_retried(faulty: Catalog, proxy: S3Proxy, direct: FileIO,
                                                        s3_properties: dict[str, str]) -> None:
     t = faulty.create_table("db.t", schema=SCHEMA)
     left = {"n": 1}

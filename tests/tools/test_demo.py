@@ -25,3 +25,15 @@ def test_the_demo_refuses_a_folder_it_did_not_make(tmp_path):
     with pytest.raises(SystemExit, match="not a demo warehouse"):
         run_demo(str(tmp_path), rows=100)
     assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_the_pipeline_runs_on_a_loopback_s3_server(spark, tmp_path, capsys):
+    rows = 2000
+    result = run_demo(str(tmp_path / "catalog"), rows=rows, spark=spark, s3="loopback")
+    out = capsys.readouterr().out
+    assert "started a loopback S3 server" in out
+    assert "created db.events at s3://icelog-demo/warehouse/db/events" in out
+    assert result["rows_after_ingest"] == rows and result["log_events"] == 11
+    assert len(result["snapshot_rows"]) == 3
+    assert (tmp_path / "catalog" / "catalog.db").is_file()
+    assert not (tmp_path / "catalog" / "db").exists()  # the table lives on S3, not beside the log

@@ -1,21 +1,27 @@
-"""A fault-injecting HTTP proxy in front of the loopback S3 server, for the fault tests of issue 10.
+"""A loopback S3 server (moto's) for the demo, the benchmarks and the tests, and a proxy in front of it that counts
+requests and injects faults.
 
-Layer: tests. Requests pass through unchanged (the signature covers the Host header, which is forwarded as
-sent) until a fault is set: then chosen requests get an HTTP error (500 or 503, as an overloaded S3 answers) or
-the connection is dropped, as when the server stops. The proxy counts what it forwards, by method.
+Layer: tools (imports moto, pyarrow and the standard library; nothing of icelog). The proxy passes requests through
+unchanged (the signature covers the Host header, which is forwarded as sent) until a fault is set: then chosen
+requests get an HTTP error (500 or 503, as an overloaded S3 answers) or their connection is dropped, as when the
+server stops. It counts what it forwards, by method.
 
 ::
 
-    with FaultyS3(s3_endpoint) as proxy:
-        props = {..., "s3.endpoint": proxy.endpoint}
+    with LoopbackS3() as server, S3Proxy(server.endpoint) as proxy:
+        server.create_bucket("icelog-demo")
+        props = {**server.properties(), "s3.endpoint": proxy.endpoint}
         proxy.fail(lambda method, path: method == "PUT" and "metadata.json" in path, status=503)
         ...
         proxy.heal()
+        proxy.requests           # Counter({"PUT": 5, "HEAD": 1})
 """
 
 from __future__ import annotations
 
 import http.client
+import logging
+import socket
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,8 +30,50 @@ from urllib.parse import urlsplit
 
 Matcher = Callable[[str, str], bool]
 
+#: the keys of the loopback server (moto accepts any pair)
+LOOPBACK_ACCESS_KEY = "icelog-loopback"
+LOOPBACK_SECRET_KEY = "icelog-loopback-secret"
 
-class FaultyS3:
+
+class LoopbackS3:
+    """moto's S3 server on 127.0.0.1 and a free port, in a thread of this process, until the block ends."""
+
+    def __init__(self, region: str = "us-east-1") -> None:
+        self.region = region
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._server: object | None = None
+
+    def __enter__(self) -> LoopbackS3:
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        server.start()
+        self._server = server
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.stop()  # type: ignore[attr-defined]
+            self._server = None
+
+    def properties(self) -> dict[str, str]:
+        """Iceberg FileIO properties that reach this server."""
+        return {"s3.endpoint": self.endpoint, "s3.region": self.region, "s3.access-key-id": LOOPBACK_ACCESS_KEY,
+                "s3.secret-access-key": LOOPBACK_SECRET_KEY, "s3.path-style-access": "true"}
+
+    def create_bucket(self, name: str) -> None:
+        import pyarrow.fs as pafs
+
+        pafs.S3FileSystem(access_key=LOOPBACK_ACCESS_KEY, secret_key=LOOPBACK_SECRET_KEY, scheme="http",
+                          endpoint_override=f"127.0.0.1:{self.port}", region=self.region,
+                          allow_bucket_creation=True).create_dir(name)
+
+
+class S3Proxy:
     """Forward HTTP requests to ``target`` (``http://host:port``), failing those a matcher picks."""
 
     def __init__(self, target: str) -> None:
@@ -111,7 +159,7 @@ class FaultyS3:
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="faulty-s3", daemon=True)
 
-    def __enter__(self) -> FaultyS3:
+    def __enter__(self) -> S3Proxy:
         self._thread.start()
         return self
 
