@@ -29,7 +29,7 @@ def _properties(args: argparse.Namespace) -> dict[str, str]:
     from engine.errors import ValidationError
 
     out = {}
-    for item in getattr(args, "property", None) or ():
+    for item in getattr(args, "catalog_property", None) or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValidationError(f"Cannot read --property {item.split('=', 1)[0]!r}: expected KEY=VALUE")
@@ -454,7 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="keep catalog.db in this folder instead of the warehouse")
     parser.add_argument("--create", action="store_true",
                         help="initialize an existing empty catalog.db (otherwise refused as a damaged log)")
-    parser.add_argument("--property", action="append", metavar="KEY=VALUE",
+    parser.add_argument("--property", action="append", metavar="KEY=VALUE", dest="catalog_property",
                         help="a FileIO property, repeatable: s3.endpoint, s3.region, s3.access-key-id, "
                              "s3.secret-access-key, s3.session-token, s3.path-style-access (default: the AWS_* "
                              "environment variables)")

@@ -273,3 +273,31 @@ def test_register_a_table_on_s3_and_relocated(catalog: Catalog, io: FileIO, s3_b
         assert paths[0].startswith(f"s3://{target_bucket}/copied/data/")  # the data file where it was copied
         assert paths[1].startswith(f"s3://{target_bucket}/registered/data/relocated-")  # deletes rewritten
         assert third.verify("db.moved") == []
+
+
+def test_mixed_locations_register_across_stores(tmp_path: Path, s3_bucket: str,
+                                                s3_properties: dict[str, str]) -> None:
+    # an S3 table taken over by a catalog whose warehouse is a local folder (S3 configured for its FileIO)
+    with Catalog.open(tmp_path / "s3-catalog", warehouse=f"s3://{s3_bucket}/lake", properties=s3_properties) as cat:
+        cat.create_namespace("db")
+        on_s3 = cat.create_table("db.on_s3", schema=SCHEMA)
+        on_s3.append(rows([1, 2]))
+        s3_metadata = on_s3.metadata_location
+    with Catalog.open(tmp_path / "local", properties=s3_properties) as local:
+        local.create_namespace("db")
+        taken = local.register_table("db.from_s3", s3_metadata, location=f"s3://{s3_bucket}/taken-over")
+        assert ids(taken.scan().to_arrow()) == [1, 2]
+        taken.append(rows([3]))
+        assert taken.state.location == f"s3://{s3_bucket}/taken-over"
+        assert ids(taken.scan().to_arrow()) == [1, 2, 3]
+        # and the reverse: a local table registered into the S3 catalog
+        mine = local.create_table("db.local_table", schema=SCHEMA)
+        mine.append(rows([7]))
+        local_metadata = mine.metadata_location
+        assert not local_metadata.startswith("s3://")
+    with Catalog.open(tmp_path / "s3-catalog", warehouse=f"s3://{s3_bucket}/lake", properties=s3_properties) as cat:
+        registered = cat.register_table("db.from_local", local_metadata, location=str(tmp_path / "registered"))
+        assert ids(registered.scan().to_arrow()) == [7]
+        registered.append(rows([8]))
+        assert ids(registered.scan().to_arrow()) == [7, 8]
+        assert cat.verify("db.from_local") == []
