@@ -205,7 +205,13 @@ class S3Client:
     def get(self, path: str, *, location: str) -> bytes:
         bucket, key = _split(path)
         answer = self._call("read", location, self._client.get_object, Bucket=bucket, Key=key)
-        return answer["Body"].read()
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            return answer["Body"].read()
+        except (BotoCoreError, OSError) as e:  # the connection dropped in the middle of the body
+            raise FileError(f"Cannot read file: {location!r} (the S3 answer broke off: {type(e).__name__})",
+                            path=location) from None
 
     def _call(self, action: str, location: str, method: Any, *, answers: bool = False, **kwargs: Any) -> Any:
         """Call a botocore method; an error answer raises its storage error, or (``answers``) :class:`_Refused`
