@@ -9,7 +9,8 @@ from tools.bench import main
 
 def test_bench_prints_json_with_every_figure(capsys):
     main(["--sizes", "10,120", "--samples", "3", "--history", "6", "--delete-rows", "4000", "--delete-files", "2",
-          "--time-travel-events", "3000", "--scan-sizes", "1000", "--rest-clients", "2", "--rest-commits", "2"])
+          "--time-travel-events", "3000", "--scan-sizes", "1000", "--rest-clients", "2", "--rest-commits", "2",
+          "--s3-history", "2,4", "--s3-samples", "2"])
     result = json.loads(capsys.readouterr().out)
     for size in ("10", "120"):
         ours = result["icelog"]["append_1_file"][size]
@@ -33,3 +34,9 @@ def test_bench_prints_json_with_every_figure(capsys):
         assert rest[shape]["clients"] == 2 and rest[shape]["appends"] == 4
         assert 0 < rest[shape]["commit_request_ms"]["p50"] <= rest[shape]["commit_request_ms"]["p95"]
     assert rest["one_shared_table"]["snapshots_landed"] == 4
+    s3 = result["s3_append_1_file"]
+    for history in ("2", "4"):
+        assert s3["icelog"][history]["append_ms"]["n"] == 2
+        assert s3["icelog"][history]["requests_per_append"] == 6  # data, manifest, list, metadata, hint + a HEAD
+        assert s3["pyiceberg"][history]["requests_per_append"] > 6
+        assert s3["speedup_p50"][history] > 0
