@@ -74,9 +74,10 @@ from engine.operations.table_updates import (
     commit_events,
     file_paths,
     load_client_snapshots,
+    named_files,
     parse_table_commit,
 )
-from engine.ownership import Ownership, catalog_files, check_identifier
+from engine.ownership import Ownership, catalog_files, check_identifier, is_local, normalize_location
 from engine.state import LogPosition, TableState, apply
 from projections import layout
 from projections.metadata_json import metadata_dict
@@ -461,6 +462,10 @@ def create_table(rc: RestCatalog, ns: tuple[str, ...], body: Mapping[str, Any]) 
     if body.get("stage-create"):
         check(cat.store.catalog())
         created = created_at(cat.place_table(ns, name, table_uuid, requested or None))
+        if is_local(created.location):
+            # the client writes its files before the create commits (CTAS), and DuckDB makes no folders for
+            # its manifests: the table's (fresh, empty) folder and its metadata folder must exist
+            os.makedirs(layout.metadata_dir(normalize_location(created.location)), exist_ok=True)
         state = apply(created, None, LogPosition(position=0, version=0, commit_id="staged", time_ms=0))
         return {"metadata-location": None, "metadata": metadata_dict(state), "config": {}}
 
@@ -509,12 +514,24 @@ def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, An
         location = cat.place_table(ns, name, table_uuid, commit.requested_location(), must_be_empty=False)
         owned = Ownership(location, others=cat.table_locations(excluding=table_uuid),
                           catalog_files=catalog_files(cat.database), name=label)
-    client = load_client_snapshots(cat.io, commit, base,
-                                   check_path=lambda path: owned.check_new_file(path, f"commit to {label}"))
+    try:
+        client = load_client_snapshots(cat.io, commit, base,
+                                       check_path=lambda path: owned.check_new_file(path, f"commit to {label}"))
+    except Exception:
+        if entry is not None:  # the refused commit's files are the table's orphans: verify knows them, and
+            _stage_refused(cat, table_uuid, commit, owned)  # remove_orphan_files deletes them
+        raise
     if entry is None:
         _check_fresh_location(cat, owned, client, f"create table {label}")
     return _PreparedCommit(namespace=ns, name=name, table_uuid=table_uuid, creates=entry is None, commit=commit,
                            client=client, owned=owned)
+
+
+def _stage_refused(cat: Catalog, table_uuid: str, commit: TableCommit, owned: Ownership) -> None:
+    """Record the files a refused commit named (those the table owns) as staged, as a failed job's."""
+    paths = [p for p in named_files(cat.io, commit) if owned.owns(p)]
+    if paths:
+        cat.log.record_staged_many(table_uuid, paths, now_ms())
 
 
 def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]:

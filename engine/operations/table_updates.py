@@ -715,6 +715,22 @@ def _file_changes(state: TableState, client: ClientSnapshot, before: Mapping[str
     return tuple(changes)
 
 
+def named_files(io: FileIO, commit: TableCommit) -> list[str]:
+    """The files a commit names, as far as they can be read: each added snapshot's manifest list and the manifests
+    it lists (for a refused commit, whose files become orphans to record)."""
+    out: list[str] = []
+    for snap in commit.snapshots():
+        list_path = snap.get("manifest-list")
+        if not isinstance(list_path, str):
+            continue
+        out.append(list_path)
+        try:
+            out += [m.manifest_path for m in read_manifest_list(io.read_bytes(list_path), list_path)]
+        except (LogError, CorruptFileError, ValueError):
+            continue
+    return out
+
+
 def file_paths(commit: TableCommit, client_snapshots: Mapping[int, ClientSnapshot]) -> list[str]:
     """Every file the client wrote for the commit (manifest lists, manifests), to record as staged."""
     out: list[str] = []
