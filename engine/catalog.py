@@ -590,8 +590,8 @@ class Table(TableStateReads):
     @property
     def metadata_location(self) -> str:
         state = self.state
-        return layout.metadata_file(state.location, self.catalog.projector.published_version(self.uuid)
-                                    or state.version)
+        published = self.catalog.projector.published_version(self.uuid)
+        return layout.metadata_file_of(state, published or state.version)
 
     # ------------------------------------------------------------ writes
     def append(self, data: pa.Table, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
@@ -933,18 +933,19 @@ class Table(TableStateReads):
         published = projector.published_version(self.uuid)
         if published == 0:
             return
-        location = self.catalog.store.table(self.uuid).location
+        current = self.catalog.store.table(self.uuid)
+        location, base = current.location, current.metadata_base
         candidates = [published + 1]
         if not is_s3(location):  # on S3 one HEAD: a Hadoop writer's first file is v<published+1> anyway
             hint_path = layout.version_hint_file(location)
             try:
-                hinted = int(io.read_bytes(hint_path).strip() or b"0")
+                hinted = int(io.read_bytes(hint_path).strip() or b"0") - base  # the hint holds file numbers
             except (FileError, OSError, ValueError):
                 hinted = published
             if hinted > published + 1:
                 candidates.append(hinted)
         for version in candidates:
-            path = layout.metadata_file(location, version)
+            path = layout.metadata_file_of(current, version)
             try:
                 if not io.is_file(path):
                     continue
@@ -1179,7 +1180,7 @@ class Table(TableStateReads):
             if path.endswith(layout.VERSION_HINT):
                 continue
             if path.endswith(".metadata.json"):
-                version = int(os.path.basename(path)[1:].split(".")[0])
+                version = int(os.path.basename(path)[1:].split(".")[0]) - self.state.metadata_base
                 if version > published:
                     continue
             if not io.exists(path):
@@ -1190,12 +1191,25 @@ class Table(TableStateReads):
         metadata_dir = layout.metadata_dir(self.state.location)
         # files a client of the REST server wrote for a commit (its manifests) are staged, not foreign
         staged = {io.canonical(p) for p, _ in self.catalog.log.staged_files(self.uuid)}
+        originals = self.original_metadata()  # the original writer's, known at registration
         if io.exists(metadata_dir):
             for path in io.list_dir(metadata_dir):
                 if path not in rendered and not path.endswith(layout.VERSION_HINT) and ".tmp" not in path \
-                        and io.canonical(path) not in staged and _checksum_of(io.canonical(path)) not in staged:
+                        and io.canonical(path) not in staged and _checksum_of(io.canonical(path)) not in staged \
+                        and path.rsplit("/", 1)[-1] not in originals:
                     problems.append(f"{path}: not written by icelog (a foreign writer?)")
         return problems
+
+    def original_metadata(self) -> frozenset[str]:
+        """Names of the files the table's metadata folder held when it was registered in place (the original
+        writer's): never overwritten, never deleted, never called foreign."""
+        from engine.state_store import decoded
+
+        first = self.catalog.log.read_stream(self.uuid, up_to_version=1)
+        for event, _ in decoded(first):
+            if isinstance(event, TableCreated):
+                return frozenset(event.original_metadata)
+        return frozenset()
 
     # ------------------------------------------------------------ reads
     def scan(self, where: str | None = None, columns: Sequence[str] | None = None, snapshot_id: int | None = None,

@@ -171,9 +171,14 @@ class TableCreated(Event):
     spec: PartitionSpec
     sort_order: SortOrder
     properties: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_frozen_pairs)
+    #: the offset of icelog's metadata file numbers (a table registered in place over existing versions)
+    metadata_base: int = 0
+    #: the names of the files in the table's metadata folder when it was registered in place: the original
+    #: writer's, which icelog never overwrites or deletes and ``verify`` does not call foreign
+    original_metadata: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     def payload(self) -> dict[str, Any]:
-        return {
+        out = {
             "table-uuid": self.table_uuid,
             "location": self.location,
             "format-version": self.format_version,
@@ -182,12 +187,19 @@ class TableCreated(Event):
             "sort-order": self.sort_order.to_json(),
             "properties": dict(self.properties),
         }
+        if self.metadata_base:
+            out["metadata-base"] = self.metadata_base
+        if self.original_metadata:
+            out["original-metadata"] = list(self.original_metadata)
+        return out
 
     @classmethod
     def from_payload(cls, p: dict[str, Any], parts: list[str]) -> TableCreated:
         return cls(table_uuid=p["table-uuid"], location=p["location"], format_version=p["format-version"],
                    schema=Schema.from_json(p["schema"]), spec=PartitionSpec.from_json(p["partition-spec"]),
-                   sort_order=SortOrder.from_json(p["sort-order"]), properties=p["properties"])
+                   sort_order=SortOrder.from_json(p["sort-order"]), properties=p["properties"],
+                   metadata_base=int(p.get("metadata-base", 0)),
+                   original_metadata=tuple(p.get("original-metadata", ())))
 
 
 @attrs.frozen(kw_only=True)

@@ -304,7 +304,7 @@ class InspectTable:
                 if log_ts <= ts:
                     snapshot_id = log_id
             snap = None if snapshot_id is None else state.snapshot_by_id(snapshot_id)
-            rows.append({"timestamp": _micros(ts), "file": layout.metadata_file(state.location, version),
+            rows.append({"timestamp": _micros(ts), "file": layout.metadata_file_of(state, version),
                          "latest_snapshot_id": snapshot_id,
                          "latest_schema_id": None if snap is None else snap.schema_id,
                          "latest_sequence_number": None if snap is None else snap.sequence_number})

@@ -6,13 +6,12 @@ new table stream, so a table is registered with its full history or not at all.
 
 Where icelog's projection goes: the table keeps its original location (after ``relocate``), so icelog's
 metadata lands beside the original's in ``<location>/metadata``. icelog names its metadata files
-``v<N>.metadata.json`` with N its stream version, and the import commit's N is the number of events it
-holds; the version hint then points at icelog's version and a Hadoop-catalog reader (Spark by path) reads
-icelog's projection from then on. That is only safe when no original ``v<M>[.gz].metadata.json`` has
-M >= N: icelog would overwrite it now or on a later commit. In that case register refuses with a
-ValidationError naming the clashing file and recommending ``location=`` (a new folder for icelog's
-projection; the data and delete files stay where they are). Manifest and manifest-list names cannot
-clash (icelog's derive from its commit ids). The original files are never modified.
+``v<N>.metadata.json``; when the folder already holds the original writer's ``v<M>[.gz].metadata.json`` files,
+N starts after the highest M (the shift is recorded in the log with the table, ``metadata_base``), so no
+original file is ever overwritten, and the version hint then points at icelog's version: a Hadoop-catalog
+reader (Spark by path) reads icelog's projection from then on. ``location=`` still puts icelog's metadata in a
+new folder instead. Manifest and manifest-list names cannot clash (icelog's derive from its commit ids). The
+original files are never modified or deleted.
 
 With ``relocate``, a position delete file names data files by their original paths; each one whose rows
 name a relocated path is copied with those paths rewritten to ``<location>/data/relocated-<uuid5>.parquet``
@@ -26,6 +25,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
+
+import attrs
 
 from engine.delete_files import relocate_position_deletes, relocated_position_deletes_path
 from engine.errors import AlreadyExists, NamespaceNotFound, ValidationError
@@ -57,8 +58,7 @@ def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_l
     :param relocate: old path prefix -> new path prefix, for tables copied from another machine or store
     :param location: where icelog publishes its projection (default: the original table location)
     :raises AlreadyExists: the name is taken, or the table (its uuid) is already registered
-    :raises ValidationError: icelog's metadata would overwrite the original's (use ``location=``), or the
-        metadata holds what icelog cannot represent
+    :raises ValidationError: the metadata holds what icelog cannot represent
     :raises CorruptFileError: a metadata file, manifest list or manifest cannot be read
     """
     from engine.catalog import parse_identifier
@@ -81,10 +81,11 @@ def _register(catalog: Catalog, ns: tuple[str, ...], name: str, metadata_locatio
 
     imported = import_table(catalog.io, metadata_location, relocate=relocate, location=location,
                             relocate_position_deletes=relocation)
-    check_no_clash(catalog, imported, explicit_location=location is not None)
     events = list(imported.events)
     created = events[0]
     assert isinstance(created, TableCreated)
+    originals = tuple(sorted(metadata_files_in(catalog.io, imported.location, every=True)))
+    events[0] = attrs.evolve(created, metadata_base=metadata_base(catalog, imported), original_metadata=originals)
     table_uuid = imported.table_uuid
 
     def build(ctx: CommitContext) -> list:
@@ -145,15 +146,11 @@ def first_version(imported: ImportedTable) -> int:
     return len(imported.events)
 
 
-def check_no_clash(catalog: Catalog, imported: ImportedTable, *, explicit_location: bool) -> None:
-    """Refuse when icelog's ``v<N>.metadata.json`` files would overwrite files already at the location."""
+def metadata_base(catalog: Catalog, imported: ImportedTable) -> int:
+    """How far to shift icelog's metadata file numbers so that its first ``v<N>.metadata.json`` comes after every
+    ``v<M>[.gz].metadata.json`` already at the location (0 when none is in the way): icelog never overwrites
+    an original file, and a Hadoop-catalog reader following the version hint moves on to icelog's versions."""
     first = first_version(imported)
-    clashes = sorted((n for n in metadata_files_in(catalog.io, imported.location)
-                      if (versioned_number(n) or 0) >= first), key=lambda n: versioned_number(n) or 0)
-    if clashes:
-        hint = "choose another location" if explicit_location else \
-            "pass location= (CLI: --location) with a new folder for icelog's metadata"
-        raise ValidationError(
-            f"Cannot register table: {imported.location}/metadata/{clashes[0]} already exists and icelog would "
-            f"write its own metadata versions from v{first} there; {hint}")
+    highest = max((versioned_number(n) or 0 for n in metadata_files_in(catalog.io, imported.location)), default=0)
+    return max(0, highest + 1 - first)
 

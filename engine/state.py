@@ -118,8 +118,15 @@ class TableState:
     last_updated_ms: int = 0
     version: int = 0
     commit_id: str = ""
+    #: added to a stream version to name its metadata file: a table registered in place whose folder already
+    #: holds the original writer's ``v<N>.metadata.json`` files publishes icelog's versions after them
+    metadata_base: int = 0
 
     # ------------------------------------------------------------ lookups
+    def metadata_number(self, version: int | None = None) -> int:
+        """The N of ``v<N>.metadata.json`` for a stream version (default: this state's)."""
+        return (self.version if version is None else version) + self.metadata_base
+
     @property
     def schema(self) -> Schema:
         return self.schema_by_id(self.current_schema_id)
@@ -258,6 +265,7 @@ def _(event: TableCreated, state: None, at: LogPosition) -> TableState:
         last_partition_id=max([f.field_id for f in event.spec.fields], default=999),
         sort_orders=(event.sort_order,), default_sort_order_id=event.sort_order.order_id,
         properties=event.properties, version=at.version, commit_id=at.commit_id, last_updated_ms=at.time_ms,
+        metadata_base=event.metadata_base,
     )
 
 
@@ -449,7 +457,7 @@ def state_to_json(state: TableState) -> dict[str, Any]:
         "snapshot-log": [list(e) for e in state.snapshot_log],
         "metadata-log": [list(e) for e in state.metadata_log],
         "last-sequence-number": state.last_sequence_number, "last-updated-ms": state.last_updated_ms,
-        "version": state.version, "commit-id": state.commit_id,
+        "version": state.version, "commit-id": state.commit_id, "metadata-base": state.metadata_base,
     }
 
 
@@ -470,7 +478,7 @@ def state_from_json(obj: Mapping[str, Any]) -> TableState:
         snapshot_log=tuple((a, b) for a, b in obj["snapshot-log"]),
         metadata_log=tuple((a, b) for a, b in obj["metadata-log"]),
         last_sequence_number=obj["last-sequence-number"], last_updated_ms=obj["last-updated-ms"],
-        version=obj["version"], commit_id=obj["commit-id"],
+        version=obj["version"], commit_id=obj["commit-id"], metadata_base=obj.get("metadata-base", 0),
     )
 
 

@@ -292,7 +292,7 @@ class HistoricalTable(TableStateReads):
                 raise ValidationError(f"Cannot publish view of table {'.'.join(self.identifier)}: rendered file "
                                       f"{path} falls outside {target}")
             io.write_bytes(path, data)
-        return layout.metadata_file(target, self.version)
+        return layout.metadata_file_of(self.state, self.version, location=target)
 
 
 for _method in WRITE_METHODS:

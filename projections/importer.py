@@ -613,12 +613,14 @@ class _ManifestReader:
         return out
 
 
-def metadata_files_in(io: FileIO, location: str) -> list[str]:
-    """Names of the ``vN[.gz].metadata.json`` files under ``<location>/metadata`` (for collision checks)."""
+def metadata_files_in(io: FileIO, location: str, *, every: bool = False) -> list[str]:
+    """Names of the ``vN[.gz].metadata.json`` files under ``<location>/metadata`` (for collision checks), or of
+    every file there (``every``)."""
     folder = f"{location.rstrip('/')}/metadata"
     if not io.exists(folder):
         return []
-    return [os.path.basename(p) for p in io.list_dir(folder) if _VERSIONED.match(os.path.basename(p))]
+    names = [os.path.basename(p) for p in io.list_dir(folder)]
+    return names if every else [n for n in names if _VERSIONED.match(n)]
 
 
 def versioned_number(name: str) -> int | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from typing import Any
 
 METADATA_DIR = "metadata"
 DATA_DIR = "data"
@@ -17,6 +18,12 @@ VERSION_HINT = "version-hint.text"
 
 def metadata_dir(location: str) -> str:
     return f"{location.rstrip('/')}/{METADATA_DIR}"
+
+
+def metadata_file_of(state: Any, version: int | None = None, location: str | None = None) -> str:
+    """The metadata file of a table state's stream version (default: the state's own), named with the state's
+    ``metadata_base`` shift, under ``location`` (default: the table's)."""
+    return metadata_file(location or state.location, state.metadata_number(version))
 
 
 def metadata_file(location: str, version: int) -> str:

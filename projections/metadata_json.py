@@ -84,7 +84,7 @@ def metadata_dict(state: TableState) -> dict[str, Any]:
     out["partition-statistics"] = []
     kept = {s.snapshot_id for s in published}
     out["snapshot-log"] = [{"timestamp-ms": ts, "snapshot-id": sid} for ts, sid in state.snapshot_log if sid in kept]
-    out["metadata-log"] = [{"timestamp-ms": ts, "metadata-file": layout.metadata_file(state.location, version)}
+    out["metadata-log"] = [{"timestamp-ms": ts, "metadata-file": layout.metadata_file_of(state, version)}
                            for ts, version in state.metadata_log]
     return out
 

@@ -419,13 +419,14 @@ class Projector:
         for state in states:
             write_commit(state, renderer, index, changes_of, self._write)
         newest = states[-1]
-        location = layout.metadata_file(newest.location, newest.version)
+        location = layout.metadata_file_of(newest)
         ns = ".".join(namespace)
         with self._derived_transaction():
             self.index.put_many(newest.table_uuid, index.added)
             if self.published_version(newest.table_uuid) >= newest.version:
                 return location  # another process got here first with the same (or a newer) version
-            self.io.write_bytes(layout.version_hint_file(newest.location), str(newest.version).encode("ascii"))
+            self.io.write_bytes(layout.version_hint_file(newest.location),
+                                str(newest.metadata_number()).encode("ascii"))
             row = self.log.db.execute(
                 "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
                 "AND table_name = ?", [self.catalog_name, ns, name]).fetchone()
@@ -529,7 +530,7 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
         write(list_path, data)
         written[list_path] = data
         index.put(state.table_uuid, snap.snapshot_id, manifests)
-    meta_path = layout.metadata_file(state.location, state.version)
+    meta_path = layout.metadata_file_of(state)
     meta = render_metadata(state)
     write(meta_path, meta)
     written[meta_path] = meta
@@ -561,5 +562,5 @@ def render_all(states: Iterable[TableState], changes_of: ChangesOf,
         write_commit(state, renderer, index, changes_of, files.__setitem__)
         last = state
     if last is not None:
-        files[layout.version_hint_file(last.location)] = str(last.version).encode("ascii")
+        files[layout.version_hint_file(last.location)] = str(last.metadata_number()).encode("ascii")
     return files

@@ -125,8 +125,7 @@ def s3_bucket(s3_endpoint: str) -> str:
     return name
 
 
-@pytest.fixture
-def duckdb_connection() -> Iterator[Any]:
+def duckdb_connect() -> Any:
     """A DuckDB 1.4.4 connection with the iceberg, avro and httpfs extensions loaded from the files their PyPI
     packages (duckdb-ext-*) install: no download at run time."""
     import duckdb
@@ -137,6 +136,13 @@ def duckdb_connection() -> Iterator[Any]:
     con = duckdb.connect()
     for name in ("httpfs", "avro", "iceberg"):
         con.execute(f"LOAD '{folder / (name + '.duckdb_extension')}'")
+    return con
+
+
+@pytest.fixture
+def duckdb_connection() -> Iterator[Any]:
+    """A connection of :func:`duckdb_connect`, closed after the test."""
+    con = duckdb_connect()
     try:
         yield con
     finally:

@@ -360,7 +360,7 @@ def _table_result(cat: Catalog, table: Table, state: TableState | None = None) -
         table.publish()
         version = cat.projector.published_version(table.uuid) or cat.store.log.head(table.uuid)
         state = cat.store.table(table.uuid, version)
-    return {"metadata-location": layout.metadata_file(state.location, state.version),
+    return {"metadata-location": layout.metadata_file_of(state),
             "metadata": metadata_dict(state), "config": {}}
 
 

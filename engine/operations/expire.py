@@ -183,11 +183,11 @@ def projection_files(table: Table, state: TableState) -> set[str] | None:
     snapshot's manifest list was never projected, so its manifests are unknown)."""
     catalog = table.catalog
     location = state.location
-    paths = {layout.version_hint_file(location), layout.metadata_file(location, state.version)}
+    paths = {layout.version_hint_file(location), layout.metadata_file_of(state)}
     published = catalog.projector.published_version(state.table_uuid)
     if published:
-        paths.add(layout.metadata_file(location, published))
-    paths.update(layout.metadata_file(location, v) for _, v in state.metadata_log)
+        paths.add(layout.metadata_file_of(state, published))
+    paths.update(layout.metadata_file_of(state, v) for _, v in state.metadata_log)
     paths.update(layout.manifest_list_file(location, s.snapshot_id, s.commit_id) for s in state.snapshots)
     manifests, complete = _manifest_paths(catalog.projector.index, state.table_uuid,
                                           [s.snapshot_id for s in state.snapshots])
@@ -323,7 +323,7 @@ def _delete_old_metadata(table: Table, state: TableState, owned: Ownership) -> l
         match = _METADATA_FILE.match(os.path.basename(path))
         if match is None:
             continue
-        version = int(match.group(1))
+        version = int(match.group(1)) - state.metadata_base  # the stream version it was published for
         if version < state.version and version not in keep and owned.owns(path) and _delete(io, path):
             deleted.append(path)
     return deleted
@@ -360,6 +360,8 @@ def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[
         protected.append(metadata + "/")
     else:
         referenced.update(io.canonical(p) for p in projection)
+    # the original writer's metadata files of a table registered in place are never icelog's to delete
+    referenced.update(f"{metadata}/{name}" for name in table.original_metadata())
 
     deleted = []
     # icelog's own orphans first, from its staging records (no listing needed): files it staged before the
@@ -414,7 +416,7 @@ def purge_files(catalog: Catalog, table_uuid: str, owned: Ownership, *, delete_e
     last_versions: dict[str, int] = {}
     for event in store.log.read_stream(table_uuid):
         last_versions[event.commit_id] = event.version
-    candidates.update(layout.metadata_file(location, v) for v in last_versions.values())
+    candidates.update(layout.metadata_file_of(state, v) for v in last_versions.values())
     manifest_names = set()
     for snap in lineage.snapshots:
         if snap.commit_id:

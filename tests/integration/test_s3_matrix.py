@@ -75,7 +75,8 @@ def built(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: str) -> Iterato
             entries = cat.store.live_entries(t.state, snap.snapshot_id)
             if any(e.file.content.value == 2 for e in entries):
                 with_equality_deletes.add(snap.snapshot_id)
-        yield {"catalog_dir": catalog_dir, "warehouse": warehouse, "bucket": bucket, "properties": props,
+        operations = {s.snapshot_id: s.operation for s in t.state.snapshots}
+        yield {"operations": operations, "catalog_dir": catalog_dir, "warehouse": warehouse, "bucket": bucket, "properties": props,
                "expected": expected, "equality": with_equality_deletes, "metadata": t.metadata_location,
                "dev": sorted(t.scan(ref="dev").to_arrow().column("id").to_pylist()),
                "tag": sorted(t.scan(ref="before-evolution").to_arrow().column("id").to_pylist())}
@@ -109,21 +110,27 @@ def test_pyiceberg_reads_every_snapshot(built: dict[str, Any], server: RunningSe
         assert sorted(table.scan(snapshot_id=tag).to_arrow().column("id").to_pylist()) == built["tag"]
 
 
-def test_duckdb_reads_every_snapshot(built: dict[str, Any], server: RunningServer, duckdb_connection: Any) -> None:
-    con = duckdb_connection
+def test_duckdb_reads_every_snapshot(built: dict[str, Any], server: RunningServer) -> None:
+    from tests.conftest import duckdb_connect
+
     props = built["properties"]
-    con.execute(f"CREATE SECRET matrix (TYPE s3, KEY_ID '{props['s3.access-key-id']}', "
-                f"SECRET '{props['s3.secret-access-key']}', ENDPOINT '{props['s3.endpoint'].split('//')[1]}', "
-                f"URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')")
-    con.execute(f"ATTACH 'wh' AS ice (TYPE iceberg, ENDPOINT '{server.uri}', AUTHORIZATION_TYPE 'oauth2', "
-                f"TOKEN '{server.token}')")
+    secret = (f"CREATE SECRET matrix (TYPE s3, KEY_ID '{props['s3.access-key-id']}', "
+              f"SECRET '{props['s3.secret-access-key']}', ENDPOINT '{props['s3.endpoint'].split('//')[1]}', "
+              f"URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')")
     for snapshot_id, ids in built["expected"].items():
+        # a connection per snapshot: DuckDB 1.4.4 answers later snapshots of one table wrongly now and then when a
+        # connection has scanned other snapshots of it before (its caches), which is not what is tested here
+        con = duckdb_connect()
+        con.execute(secret)
+        con.execute(f"ATTACH 'wh' AS ice (TYPE iceberg, ENDPOINT '{server.uri}', AUTHORIZATION_TYPE 'oauth2', "
+                    f"TOKEN '{server.token}')")
         # DuckDB applies equality deletes only when their columns are selected
         by_path = con.execute(f"SELECT id, cat, ts FROM iceberg_scan('{built['metadata']}', "
                               f"snapshot_from_id => {snapshot_id})").fetchall()
-        assert sorted(r[0] for r in by_path) == ids, snapshot_id
+        assert sorted(r[0] for r in by_path) == ids, (snapshot_id, built["operations"][snapshot_id])
         served = con.execute(f"SELECT id, cat, ts FROM ice.db.t AT (VERSION => {snapshot_id})").fetchall()
-        assert sorted(r[0] for r in served) == ids, snapshot_id
+        assert sorted(r[0] for r in served) == ids, (snapshot_id, built["operations"][snapshot_id])
+        con.close()
 
 
 def test_spark_reads_every_snapshot(built: dict[str, Any], spark: Any) -> None:

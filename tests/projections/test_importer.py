@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine import Catalog
-from engine.errors import AlreadyExists, CorruptFileError, NotFound, ValidationError
+from engine.errors import AlreadyExists, CorruptFileError, NamespaceNotFound, NotFound, ValidationError
 from engine.events import RefSet, SnapshotAdded, TableCreated
 from engine.register import PositionDeleteRelocation, register_table
 from projections.importer import Relocator, all_paths, import_table, resolve_metadata_location
@@ -171,17 +171,33 @@ def test_relocator_matches_scheme_spellings() -> None:
     assert Relocator({"s3://b/x": "s3://c/y", "s3://b": "s3://d"})("s3://b/x/f") == "s3://c/y/f"  # longest wins
 
 
-def test_in_place_clash_is_refused_with_a_hint(tmp_path: Path) -> None:
+def test_in_place_registration_publishes_after_the_original_versions(tmp_path: Path) -> None:
     _, src = make_source(tmp_path)
-    # the import holds fewer events than the source's stream has versions: icelog's v<N> would overwrite one
+    # the import holds fewer events than the source's stream has versions: icelog's v<N> would land on an
+    # original file, so its numbers start after the highest original one instead
     cat = target(tmp_path)
     n = len(import_table(FileIO(), src.location).events)
-    with pytest.raises(ValidationError, match=rf"/metadata/v{n}.metadata.json already exists.*location="):
-        register_table(cat, "db.copy", src.metadata_location)
-    assert not cat.table_exists("db.copy")
-    before = sorted(p.name for p in (Path(src.location) / "metadata").iterdir())
-    register_table(cat, "db.copy", src.metadata_location, location=str(tmp_path / "proj"))
-    assert sorted(p.name for p in (Path(src.location) / "metadata").iterdir()) == before  # source untouched
+    folder = Path(src.location) / "metadata"
+    originals = {p.name: p.read_bytes() for p in folder.iterdir()}
+    highest = max(int(name[1:].split(".")[0]) for name in originals if name.endswith(".metadata.json"))
+    assert highest >= n
+    t = register_table(cat, "db.copy", src.metadata_location)  # in place, no other argument
+    assert t.metadata_location == str(folder / f"v{highest + 1}.metadata.json")
+    assert (folder / "version-hint.text").read_text() == str(highest + 1)
+    for name, data in originals.items():
+        if name != "version-hint.text":
+            assert (folder / name).read_bytes() == data, name  # never overwritten
+    t.append(t.scan().to_arrow().slice(0, 1))
+    assert t.metadata_location == str(folder / f"v{highest + 2}.metadata.json")
+    assert cat.verify("db.copy") == []
+    assert t.remove_orphan_files(older_than_ms=2**62) == []  # the originals are not orphans
+    stray = folder / "appeared-later.avro"
+    stray.write_bytes(b"x")  # a file that came after the registration is reported
+    assert any("appeared-later.avro" in p for p in cat.verify("db.copy"))
+    stray.unlink()
+    for name, data in originals.items():
+        if name != "version-hint.text":
+            assert (folder / name).read_bytes() == data, name
 
 
 def test_name_taken_and_uuid_registered_twice(tmp_path: Path) -> None:
@@ -318,10 +334,9 @@ def test_relocating_position_deletes_rewrites_them(tmp_path: Path) -> None:
         import_table(FileIO(), new, relocate={t.location: new})
     shutil.rmtree(t.location)  # the original is gone
     cat = target(tmp_path)
-    # in place it would clash with the source's metadata versions: refused, and the delete file copies it
-    # made are removed again
-    with pytest.raises(ValidationError, match="location="):
-        register_table(cat, "db.copy", new, relocate={t.location: new})
+    # a registration refused at its commit (no such namespace) removes the delete file copies it made
+    with pytest.raises(NamespaceNotFound):
+        register_table(cat, "nope.copy", new, relocate={t.location: new})
     assert not list(Path(new).rglob("relocated-*"))
     proj = str(tmp_path / "proj")
     r = register_table(cat, "db.copy", new, relocate={t.location: new}, location=proj)
@@ -340,7 +355,7 @@ def test_relocating_position_deletes_rewrites_them(tmp_path: Path) -> None:
     again = import_table(FileIO(), new, relocate={t.location: new}, location=proj,
                          relocate_position_deletes=PositionDeleteRelocation(FileIO()))
     assert sorted(p for p in all_paths(again.events) if "relocated-" in p) == sorted(f.file_path for f in deletes)
-    with pytest.raises(ValidationError, match="already exists"):  # icelog's own projection is there now
+    with pytest.raises(AlreadyExists, match="already registered"):  # the same table, a second time
         register_table(cat, "db.copy2", new, relocate={t.location: new}, location=proj)
     assert all(Path(f.file_path).exists() for f in deletes)
     assert ids(r, r.current_snapshot().snapshot_id) == [1, 4]
