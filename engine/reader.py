@@ -34,6 +34,7 @@ from engine.model.arrow_schema import (
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import BooleanExpression, evaluate_arrow
 from engine.model.name_mapping import name_mapping
+from engine.model.paths import normalize_path
 from engine.model.schema import Schema
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
@@ -51,37 +52,7 @@ POS_COLUMN_ID = 2147483645
 MappingEntries = Sequence[Mapping[str, Any]]
 
 
-# -- paths -----------------------------------------------------------------------------------------------------
-
-
-#: (pattern, replacement) pairs giving one spelling of a location; RE2 syntax, so Arrow applies them too.
-_PATH_RULES = (
-    (r"^file:(//[^/]*)?/", "/"),  # file:/x, file:///x and file://host/x are /x
-    (r"^(hdfs|viewfs)://[^/]*/", "/"),  # a name node authority: hdfs://host:port/x is /x
-    (r"^s3[an]://", "s3://"),  # Hadoop's S3 connectors' schemes name the same objects
-)
-_PATH_PATTERNS = tuple((re.compile(p), r) for p, r in _PATH_RULES)
-
-
-def normalize_path(path: str) -> str:
-    """A location in one spelling, for matching a position delete's ``file_path`` with its data file:
-    ``file:/x``, ``file:///x`` and ``/x`` all give ``/x``, ``hdfs://host:port/x`` gives ``/x``, and ``s3a://``
-    or ``s3n://`` give ``s3://``."""
-    for pattern, replacement in _PATH_PATTERNS:
-        path = pattern.sub(replacement, path, count=1)
-    return path
-
-
-def _normalize_paths(paths: pa.Array) -> pa.Array:
-    """:func:`normalize_path` over a string array."""
-    for pattern, replacement in _PATH_RULES:
-        paths = pc.replace_substring_regex(paths, pattern=pattern, replacement=replacement, max_replacements=1)
-    return paths
-
-
 # -- field ids -------------------------------------------------------------------------------------------------
-
-
 
 
 
@@ -440,10 +411,14 @@ class DeleteLoader:
 
     def _read_positions(self, delete_file: DataFile) -> dict[str, pa.Array]:
         rows = read_position_delete_rows(delete_file, io=self.io)
-        table = pa.table({"file_path": _normalize_paths(rows.column(DELETE_FILE_PATH)), "pos": rows.column(DELETE_POS)})
+        table = pa.table({"file_path": rows.column(DELETE_FILE_PATH), "pos": rows.column(DELETE_POS)})
         grouped = table.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
         lists = grouped.column("pos_list").combine_chunks()
-        return {p: lists[i].values for i, p in enumerate(grouped.column("file_path").to_pylist())}
+        out: dict[str, pa.Array] = {}
+        for i, p in enumerate(grouped.column("file_path").to_pylist()):
+            key = normalize_path(p) if p is not None else p  # one spelling per file, once per distinct path
+            out[key] = lists[i].values if key not in out else pa.concat_arrays([out[key], lists[i].values])
+        return out
 
     def equality_keys(self, delete_file: DataFile) -> list[pa.Array]:
         """The deleted values of an equality delete file, one array per equality field id (in their order)."""

@@ -30,9 +30,11 @@ import attrs
 
 from engine.delete_files import relocate_position_deletes, relocated_position_deletes_path
 from engine.errors import AlreadyExists, NamespaceNotFound, ValidationError
-from engine.events import CATALOG_STREAM, TableCreated, TableRegistered
-from engine.model.data_file import DataFile
+from engine.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
+from engine.model.data_file import DataFile, DataFileContent
+from engine.model.paths import normalize_path
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams
+from engine.reader import read_position_delete_rows
 from engine.ownership import check_identifier, refuse_catalog_database
 from projections import layout
 from projections.importer import (
@@ -81,6 +83,7 @@ def _register(catalog: Catalog, ns: tuple[str, ...], name: str, metadata_locatio
 
     imported = import_table(catalog.io, metadata_location, relocate=relocate, location=location,
                             relocate_position_deletes=relocation)
+    check_position_deletes(catalog.io, imported)
     events = list(imported.events)
     created = events[0]
     assert isinstance(created, TableCreated)
@@ -144,6 +147,41 @@ class PositionDeleteRelocation:
 def first_version(imported: ImportedTable) -> int:
     """The stream version (and metadata file number) of icelog's first projection of the imported table."""
     return len(imported.events)
+
+
+def check_position_deletes(io: FileIO, imported: ImportedTable) -> None:
+    """Refuse a position delete file that names a data file of the table by a spelling that does not match it
+    (another authority, scheme or escape than the scan will see): its deletes would silently not apply. A delete
+    naming a file the table never had (a dangling delete after compaction) is harmless and passes.
+
+    :raises ValidationError: naming the delete file and the path it cannot match
+    """
+    data: dict[str, set[str]] = {}  # file name -> the normalized paths of the table's data files of that name
+    deletes: dict[str, DataFile] = {}
+    for event in imported.events:
+        for change in getattr(event, "changes", ()) if isinstance(event, SnapshotAdded) else ():
+            df, path = change.file, change.file.file_path
+            if not change.added:
+                continue
+            if df.content == DataFileContent.DATA:
+                key = normalize_path(path)
+                data.setdefault(key.rsplit("/", 1)[-1], set()).add(key)
+            elif df.content == DataFileContent.POSITION_DELETES:
+                deletes.setdefault(path, df)
+    if not deletes:
+        return
+    known = set().union(*data.values()) if data else set()
+    for path, df in sorted(deletes.items()):
+        rows = read_position_delete_rows(df, io=io).column("file_path")  # the rows, not bounds that may disagree
+        for named in sorted({normalize_path(p) for p in rows.unique().to_pylist() if p is not None}):
+            if named in known:
+                continue
+            same_name = data.get(named.rsplit("/", 1)[-1])
+            if same_name:
+                raise ValidationError(
+                    f"Cannot import position delete file {path}: it deletes rows of {named}, which matches no data "
+                    f"file of the table, but {sorted(same_name)[0]} has the same name (another spelling of the "
+                    f"path? pass relocate= with the prefix the delete file uses)")
 
 
 def metadata_base(catalog: Catalog, imported: ImportedTable) -> int:

@@ -79,6 +79,7 @@ from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.model.values import from_bytes, to_bytes
+from engine.model.paths import normalize_path
 from projections.manifests import read_manifest, read_manifest_list
 from storage.errors import FileNotFound, LogError
 from storage.files import FileIO
@@ -124,16 +125,27 @@ class Relocator:
 
     def __init__(self, mapping: Mapping[str, str] | None) -> None:
         self.rules = sorted(((str(k), str(v)) for k, v in (mapping or {}).items()), key=lambda kv: -len(kv[0]))
-        self.normalized = [(_bare(k), v) for k, v in self.rules]
+        self.normalized = [(normalize_path(k), v) for k, v in self.rules]
+        #: the original table location: a relative path in the metadata is relative to it
+        self.base: str | None = None
+
+    def absolute(self, path: str) -> str:
+        """``path`` made absolute against the original table location when it is relative (no scheme, no
+        leading slash), as some writers put paths in metadata and manifests."""
+        if self.base and path and not path.startswith("/") and "://" not in path and ":" not in path.split("/")[0]:
+            return f"{self.base.rstrip('/')}/{path}"
+        return path
 
     def __call__(self, path: str) -> str:
+        path = self.absolute(path)
         for old, new in self.rules:
             if path.startswith(old):
                 return new + path[len(old):]
-        bare = _bare(path)
+        # every spelling of the same place: file: forms, another name node authority, s3a/s3n, escapes
+        key = normalize_path(path)
         for old, new in self.normalized:
-            if bare.startswith(old) and (len(bare) == len(old) or old.endswith("/") or bare[len(old)] == "/"):
-                return new + bare[len(old):]
+            if key.startswith(old) and (len(key) == len(old) or old.endswith("/") or key[len(old)] == "/"):
+                return new + key[len(old):]
         return path
 
     def __bool__(self) -> bool:
@@ -342,6 +354,7 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     table_uuid = f.get("table-uuid", str) or str(uuid_mod.uuid4())
     original_location = f.get("location", str, required=True)
     table_location = (location or reloc(original_location)).rstrip("/")
+    reloc.base = original_location
 
     # schemas
     if "schemas" in meta and meta["schemas"] is not None:
