@@ -344,13 +344,14 @@ def _entry_record(e: ManifestEntry, format_version: int, content: ManifestConten
         if snapshot_id is None:
             raise ValidationError(f"Cannot render v1 manifest: entry for {f.file_path} has no snapshot id "
                                   "and no snapshot_id_for_v1 was given")
-        return {"status": int(e.status), "snapshot_id": snapshot_id,
+        return {"status": int(e.status), "snapshot_id": avro_long(snapshot_id),
                 "data_file": _data_file_record(f, format_version, partition)}
     if e.status != EntryStatus.ADDED and (e.snapshot_id is None or e.data_sequence_number is None):
         raise ValidationError(f"Cannot render manifest: {e.status.name} entry for {f.file_path} needs an explicit "
                               "snapshot id and data sequence number (only ADDED entries inherit them)")
-    return {"status": int(e.status), "snapshot_id": e.snapshot_id, "sequence_number": e.data_sequence_number,
-            "file_sequence_number": e.file_sequence_number,
+    return {"status": int(e.status), "snapshot_id": avro_long(e.snapshot_id),
+            "sequence_number": avro_long(e.data_sequence_number),
+            "file_sequence_number": avro_long(e.file_sequence_number),
             "data_file": _data_file_record(f, format_version, partition)}
 
 
@@ -402,6 +403,14 @@ def render_manifest(entries: Sequence[ManifestEntry], *, format_version: int, co
                        sync_marker, codec, "manifest")
 
 
+def avro_long(value: int | None) -> int | None:
+    """An id or sequence number as Avro's signed 64-bit long: a value some writers put in metadata.json past
+    2**63 - 1 (the unsigned range) is written as the long with the same 64 bits, as Java reads it."""
+    if value is None or -(1 << 63) <= value < (1 << 63):
+        return value
+    return ((value + (1 << 63)) % (1 << 64)) - (1 << 63)
+
+
 def _manifest_file_record(m: ManifestFile, format_version: int) -> dict[str, Any]:
     partitions = None if m.partitions is None else [
         {"contains_null": s.contains_null, "contains_nan": s.contains_nan, "lower_bound": s.lower_bound,
@@ -410,12 +419,12 @@ def _manifest_file_record(m: ManifestFile, format_version: int) -> dict[str, Any
                            "partition_spec_id": m.partition_spec_id}
     if format_version >= 2:
         out["content"] = int(m.content)
-        out["sequence_number"] = m.sequence_number
-        out["min_sequence_number"] = m.min_sequence_number
+        out["sequence_number"] = avro_long(m.sequence_number)
+        out["min_sequence_number"] = avro_long(m.min_sequence_number)
     elif m.content != ManifestContent.DATA:
         raise ValidationError(f"Cannot render v1 manifest list: delete manifest {m.manifest_path} needs v2")
     out.update({
-        "added_snapshot_id": m.added_snapshot_id,
+        "added_snapshot_id": avro_long(m.added_snapshot_id),
         "added_files_count": m.added_files_count, "existing_files_count": m.existing_files_count,
         "deleted_files_count": m.deleted_files_count, "added_rows_count": m.added_rows_count,
         "existing_rows_count": m.existing_rows_count, "deleted_rows_count": m.deleted_rows_count,

@@ -35,6 +35,7 @@ from engine.model.data_file import (
 from engine.state import Snapshot, TableState
 from projections import layout
 from projections.manifests import (
+    avro_long,
     partition_summaries,
     read_manifest,
     render_manifest,
@@ -136,14 +137,14 @@ class SqliteIndex:
 
     def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None:
         row = self.log.db.execute(f"SELECT manifests FROM {self.TABLE} WHERE table_uuid = ? AND snapshot_id = ?",
-                                  [table_uuid, snapshot_id]).fetchone()
+                                  [table_uuid, avro_long(snapshot_id)]).fetchone()
         return None if row is None else [manifest_file_from_json(m) for m in json.loads(row[0])]
 
     def put(self, table_uuid: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None:
         self.put_many(table_uuid, {snapshot_id: manifests})
 
     def put_many(self, table_uuid: str, lists: Mapping[int, Sequence[ManifestFile]]) -> None:
-        rows = [(table_uuid, sid, json.dumps([manifest_file_to_json(m) for m in ms], separators=(",", ":")))
+        rows = [(table_uuid, avro_long(sid), json.dumps([manifest_file_to_json(m) for m in ms], separators=(",", ":")))
                 for sid, ms in lists.items()]
         with self.log.transaction():
             self.log.db.conn.executemany(f"INSERT OR IGNORE INTO {self.TABLE} VALUES (?, ?, ?)", rows)
