@@ -549,7 +549,15 @@ def _read_avro(data: bytes) -> tuple[dict[str, str], dict[str, Any], list[dict[s
 def _pairs(records: list[dict[str, Any]] | None) -> tuple[tuple[int, Any], ...] | None:
     if records is None:
         return None
-    return tuple((int(r["key"]), r["value"]) for r in records)
+    return tuple(_pair(r) for r in records)
+
+
+def _pair(record: dict[str, Any]) -> tuple[int, Any]:
+    """A map record's key and value: the spec names them key and value; other writers' names go by position."""
+    if "key" in record:
+        return int(record["key"]), record["value"]
+    key, value = list(record.values())[:2]
+    return int(key), value
 
 
 def _get(record: dict[str, Any], names: dict[int, str], field_id: int, default: Any = None) -> Any:
@@ -574,8 +582,10 @@ def read_manifest(data: bytes, path: str) -> tuple[dict[str, str], list[Manifest
         file_names = _names_by_id(file_schema)
         partition_schema = _field_type(file_schema, DATA_FILE_IDS["partition"])
         named: dict[str, Any] = {}
-        partition_layout = [
-            (f["name"], _avro_type_to_iceberg(f["type"], named)) for f in _names_and_fields(partition_schema)]
+        partition_fields = _names_and_fields(partition_schema)
+        if any(FIELD_ID_PROP in f for f in partition_fields):  # a writer's extra fields have no partition field id
+            partition_fields = [f for f in partition_fields if FIELD_ID_PROP in f]
+        partition_layout = [(f["name"], _avro_type_to_iceberg(f["type"], named)) for f in partition_fields]
         spec_id = int(metadata.get("partition-spec-id", "0"))
         entries = [_entry_from_record(r, entry_names, file_names, partition_layout, spec_id) for r in records]
     except _DECODE_ERRORS as e:
