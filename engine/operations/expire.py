@@ -318,10 +318,11 @@ def _delete_old_metadata(table: Table, state: TableState, owned: Ownership) -> l
         return []
     keep = {state.version, catalog.projector.published_version(state.table_uuid)}
     keep.update(v for _, v in state.metadata_log)
+    originals = table.original_metadata()  # a table registered in place: the original writer's stay
     deleted = []
     for path in io.list_dir(directory):
         match = _METADATA_FILE.match(os.path.basename(path))
-        if match is None:
+        if match is None or os.path.basename(path) in originals:
             continue
         version = int(match.group(1)) - state.metadata_base  # the stream version it was published for
         if version < state.version and version not in keep and owned.owns(path) and _delete(io, path):
