@@ -611,13 +611,14 @@ class Table(TableStateReads):
         files: list[DataFile] = []
         seen: set[str] = set()
         without_ids = False
+        io = self.catalog.io
         for p in paths:
             refuse_catalog_database(os.fspath(p), "append file")
-            io = self.catalog.io
             path = os.fspath(p) if is_s3(p) else io.fs_path(p)
-            if io.canonical(path) in seen:
+            key = io.canonical(path)
+            if key in seen:
                 raise ValidationError(f"Cannot append files: {path} is listed twice")
-            seen.add(io.canonical(path))
+            seen.add(key)
             owned.check_external_file(path, "append file")
             try:
                 found = io.exists(path)
@@ -625,9 +626,9 @@ class Table(TableStateReads):
                 raise storage_error(e, path) from e
             if not found:
                 raise CorruptFileError(f"Cannot append file: {path} does not exist", path=path)
-            check_file_columns(path, state.schema, state.prop(NAME_MAPPING_PROPERTY), io=self.catalog.io)
+            check_file_columns(path, state.schema, state.prop(NAME_MAPPING_PROPERTY), io=io)
             files.append(self._describe_file(state, path))
-            without_ids = without_ids or not carries_field_ids(path, io=self.catalog.io)
+            without_ids = without_ids or not carries_field_ids(path, io=io)
         mapping = None
         if without_ids and state.prop(NAME_MAPPING_PROPERTY) is None:
             mapping = name_mapping_json(state.schema)

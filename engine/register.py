@@ -34,8 +34,8 @@ from engine.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegi
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.paths import normalize_path
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams
-from engine.reader import read_position_delete_rows
 from engine.ownership import check_identifier, refuse_catalog_database
+from engine.reader import read_position_delete_rows
 from projections import layout
 from projections.importer import (
     ImportedTable,
@@ -87,8 +87,8 @@ def _register(catalog: Catalog, ns: tuple[str, ...], name: str, metadata_locatio
     events = list(imported.events)
     created = events[0]
     assert isinstance(created, TableCreated)
-    originals = tuple(sorted(metadata_files_in(catalog.io, imported.location, every=True)))
-    events[0] = attrs.evolve(created, metadata_base=metadata_base(catalog, imported), original_metadata=originals)
+    originals = tuple(sorted(metadata_files_in(catalog.io, imported.location, every=True)))  # one listing
+    events[0] = attrs.evolve(created, metadata_base=metadata_base(imported, originals), original_metadata=originals)
     table_uuid = imported.table_uuid
 
     def build(ctx: CommitContext) -> list:
@@ -184,11 +184,11 @@ def check_position_deletes(io: FileIO, imported: ImportedTable) -> None:
                     f"path? pass relocate= with the prefix the delete file uses)")
 
 
-def metadata_base(catalog: Catalog, imported: ImportedTable) -> int:
+def metadata_base(imported: ImportedTable, names: Sequence[str]) -> int:
     """How far to shift icelog's metadata file numbers so that its first ``v<N>.metadata.json`` comes after every
-    ``v<M>[.gz].metadata.json`` already at the location (0 when none is in the way): icelog never overwrites
-    an original file, and a Hadoop-catalog reader following the version hint moves on to icelog's versions."""
-    first = first_version(imported)
-    highest = max((versioned_number(n) or 0 for n in metadata_files_in(catalog.io, imported.location)), default=0)
-    return max(0, highest + 1 - first)
+    ``v<M>[.gz].metadata.json`` among ``names`` (the location's metadata folder; 0 when none is in the way):
+    icelog never overwrites an original file, and a Hadoop-catalog reader following the version hint moves on to
+    icelog's versions."""
+    highest = max((versioned_number(n) or 0 for n in names), default=0)
+    return max(0, highest + 1 - first_version(imported))
 

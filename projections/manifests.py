@@ -530,10 +530,7 @@ def _names_by_id(record_schema: Any) -> dict[int, str]:
 def _field_type(record_schema: dict[str, Any], field_id: int) -> Any:
     for f in _non_null(record_schema)["fields"]:
         if f.get(FIELD_ID_PROP) == field_id:
-            t = f["type"]
-            if isinstance(t, list):
-                t = next(b for b in t if b != "null")
-            return t
+            return _non_null(f["type"])
     raise KeyError(f"field id {field_id}")
 
 

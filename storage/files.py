@@ -1,12 +1,13 @@
 """File IO for the warehouse: local paths, ``file://`` URIs and S3 objects (``s3://``, ``s3a://``, ``s3n://``),
 over ``pyarrow.fs``.
 
-Layer: storage. May touch: the local file system (``os``, ``pyarrow.fs``), an S3 endpoint (``pyarrow.fs``) and
-``storage.errors``. Knows nothing of Iceberg. Local reads, listings and deletes go through
+Layer: storage. May touch: the local file system (``os``, ``pyarrow.fs``), an S3 endpoint (``pyarrow.fs``,
+``storage.s3``) and ``storage.errors``. Knows nothing of Iceberg. Local reads, listings and deletes go through
 ``pyarrow.fs.LocalFileSystem`` (the same object the engine hands to ``pyarrow.parquet``); local writes use ``os``
 directly because they need what ``pyarrow.fs`` lacks: ``fsync``, an atomic rename over the target, and a no-clobber
-publish (``link``). On S3 an object appears whole when its upload completes, so every write is atomic; a
-no-clobber write checks that the key is free first (S3's conditional put is not reachable through ``pyarrow.fs``).
+publish (``link``). On S3 an object appears whole when its upload completes, so every write is atomic; small
+objects, existence checks, whole reads and no-clobber writes (a conditional PUT) go through ``storage.s3`` in one
+request each when botocore is there, the rest (random-access reads, listings, large uploads) through ``pyarrow.fs``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import pyarrow as pa
@@ -108,7 +109,7 @@ def check_not_database(location: str | os.PathLike[str]) -> None:
 
 
 class FileIO:
-    """Reads and writes whole files by local path or ``file://`` URI.
+    """Reads and writes files by local path, ``file://`` URI or ``s3://`` (``s3a://``, ``s3n://``) URI.
 
     ::
 
