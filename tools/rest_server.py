@@ -77,7 +77,7 @@ from engine.operations.table_updates import (
     named_files,
     parse_table_commit,
 )
-from engine.ownership import Ownership, catalog_files, check_identifier, is_local, normalize_location
+from engine.ownership import Ownership, catalog_files, check_identifier, is_local, is_within, normalize_location
 from engine.state import LogPosition, TableState, apply
 from projections import layout
 from projections.metadata_json import metadata_dict
@@ -462,10 +462,12 @@ def create_table(rc: RestCatalog, ns: tuple[str, ...], body: Mapping[str, Any]) 
     if body.get("stage-create"):
         check(cat.store.catalog())
         created = created_at(cat.place_table(ns, name, table_uuid, requested or None))
-        if is_local(created.location):
-            # the client writes its files before the create commits (CTAS), and DuckDB makes no folders for
-            # its manifests: the table's (fresh, empty) folder and its metadata folder must exist
-            os.makedirs(layout.metadata_dir(normalize_location(created.location)), exist_ok=True)
+        folder = normalize_location(created.location) if is_local(created.location) else None
+        if folder is not None and is_within(folder, normalize_location(cat.warehouse)):
+            # the client writes its files before the create commits (CTAS), and DuckDB makes no folders for its
+            # manifests: the table's (fresh, empty) folder and its metadata folder must exist. Only inside the
+            # warehouse: an uncommitted table owns nothing, so a location a client names elsewhere stays untouched
+            os.makedirs(layout.metadata_dir(folder), exist_ok=True)
         state = apply(created, None, LogPosition(position=0, version=0, commit_id="staged", time_ms=0))
         return {"metadata-location": None, "metadata": metadata_dict(state), "config": {}}
 

@@ -359,3 +359,25 @@ def test_cli_purge_and_expire_leave_external_files_unless_asked(cat, site, capsy
     assert cli(["--warehouse", wh, "drop-table", "db.u", "--purge", "--delete-external-files"]) == 0
     assert not external.exists()
     assert (site / "sentinel.txt").exists() and (site / "full" / "mine.txt").exists()
+
+
+def test_a_staged_job_folder_must_be_under_the_data_folder(tmp_path) -> None:
+    """A job folder staged for a distributed write is later listed and its files deleted as orphans: one that
+    climbs out of the table's data folder (``..``) or lies elsewhere is refused and nothing is recorded."""
+    import pyarrow as pa
+    import pytest
+
+    from engine import Catalog
+    from engine.errors import ValidationError
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+        data = f"{t.state.location}/data"
+        for folder in (f"{data}/../../other", f"{data}/job/../../../x", str(tmp_path / "elsewhere"),
+                       f"s3://bucket{data}/job"):
+            with pytest.raises(ValidationError, match="Cannot stage folder"):
+                t.stage_folder(folder)
+        assert cat.log.staged_files(t.uuid) == []
+        t.stage_folder(f"{data}/spark-job")
+        assert [p for p, _ in cat.log.staged_files(t.uuid)] == [f"{data}/spark-job/"]

@@ -149,3 +149,55 @@ def test_a_client_adding_another_tables_data_file_is_refused(server, site):
     assert head(site / "wh") == position
     with Catalog.open(site / "wh") as cat:
         assert sorted(cat.load_table("db.victim").scan().to_arrow().column("id").to_pylist()) == [1, 2, 3]
+
+
+def test_a_staged_create_makes_folders_only_where_the_table_may_live(site: Path) -> None:
+    """A staged create (DuckDB's and Spark's CTAS) makes the table's folder before its commit: only at a location
+    the table may own; a hostile location is refused with 4xx and nothing is made or committed."""
+    before = files_under(site)
+    position = head(site / "wh")
+    folders = {p for p, _, _ in os.walk(site)}
+    with running_server(site / "wh", token=TOKEN) as server:
+        url = f"{server.uri}/v1/namespaces/db/tables"
+        for location in (str(site / "wh"), str(site / "wh" / "db" / "victim"),
+                         str(site / "wh" / "db" / "victim" / "inside"), str(site / "full"),
+                         str(site / "wh" / "db" / "victim" / ".." / "victim")):
+            answer = requests.post(url, json={"name": "staged", "schema": SCHEMA_JSON, "stage-create": True,
+                                              "location": location}, headers=AUTH, timeout=30)
+            assert 400 <= answer.status_code < 500, (location, answer.text)
+        assert {p for p, _, _ in os.walk(site)} == folders  # no folder made for a refused location
+        # an allowed location outside the warehouse: the staged table owns nothing yet, so nothing is made there
+        outside = str(site / "wh" / "x" / ".." / ".." / "elsewhere")
+        answer = requests.post(url, json={"name": "outside", "schema": SCHEMA_JSON, "stage-create": True,
+                                          "location": outside}, headers=AUTH, timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert not (site / "elsewhere").exists() and {p for p, _, _ in os.walk(site)} == folders
+        answer = requests.post(url, json={"name": "staged", "schema": SCHEMA_JSON, "stage-create": True},
+                               headers=AUTH, timeout=30)
+        assert answer.status_code == 200, answer.text
+        made = Path(answer.json()["metadata"]["location"])
+    assert made.is_relative_to(site / "wh") and (made / "metadata").is_dir()
+    assert not any((made / "metadata").iterdir())  # empty folders, no file
+    assert files_under(site) == before and head(site / "wh") == position  # nothing written, nothing committed
+
+
+def test_a_refused_commit_never_stages_another_tables_files(site: Path) -> None:
+    """A commit refused while its files are read stages them as the table's orphans only when the table owns
+    them: a manifest list named in another table's folder is neither staged nor ever deleted."""
+    with Catalog.open(site / "wh") as cat:
+        cat.create_table("db.thief", pa.schema([("id", pa.int64())]))
+        victim_location = Path(cat.load_table("db.victim").state.location)
+    borrowed = next((victim_location / "metadata").glob("snap-*.avro"))
+    keep = borrowed.read_bytes()
+    body = {"requirements": [], "updates": [{"action": "add-snapshot", "snapshot": {
+        "snapshot-id": 77, "timestamp-ms": 1_700_000_000_000, "manifest-list": str(borrowed),
+        "summary": {"operation": "append"}, "schema-id": 0}}]}
+    with running_server(site / "wh", token=TOKEN) as server:
+        answer = requests.post(f"{server.uri}/v1/namespaces/db/tables/thief", json=body, headers=AUTH, timeout=30)
+    assert 400 <= answer.status_code < 500, answer.text
+    with Catalog.open(site / "wh") as cat:
+        thief = cat.load_table("db.thief")
+        assert cat.log.staged_files(thief.uuid) == []
+        assert thief.remove_orphan_files(older_than_ms=2**62) == []
+        assert cat.verify("db.victim") == []
+    assert borrowed.read_bytes() == keep
