@@ -176,6 +176,8 @@ class TableCreated(Event):
     #: the names of the files in the table's metadata folder when it was registered in place: the original
     #: writer's, which icelog never overwrites or deletes and ``verify`` does not call foreign
     original_metadata: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    #: format version 3: the table's next row id when created (0; an imported table's ``next-row-id``)
+    next_row_id: int | None = None
 
     def payload(self) -> dict[str, Any]:
         out = {
@@ -191,6 +193,8 @@ class TableCreated(Event):
             out["metadata-base"] = self.metadata_base
         if self.original_metadata:
             out["original-metadata"] = list(self.original_metadata)
+        if self.next_row_id is not None:
+            out["next-row-id"] = self.next_row_id
         return out
 
     @classmethod
@@ -199,7 +203,7 @@ class TableCreated(Event):
                    schema=Schema.from_json(p["schema"]), spec=PartitionSpec.from_json(p["partition-spec"]),
                    sort_order=SortOrder.from_json(p["sort-order"]), properties=p["properties"],
                    metadata_base=int(p.get("metadata-base", 0)),
-                   original_metadata=tuple(p.get("original-metadata", ())))
+                   original_metadata=tuple(p.get("original-metadata", ())), next_row_id=p.get("next-row-id"))
 
 
 @attrs.frozen(kw_only=True)
@@ -285,9 +289,12 @@ class SnapshotAdded(Event):
     branch: str = "main"
     changes: tuple[FileChange, ...] = attrs.field(default=(), converter=tuple)
     partition_types: Mapping[int, StructType] | None = attrs.field(default=None, eq=False, repr=False)
+    #: format version 3 row lineage: the snapshot's first row id and the row ids it assigned (None before v3)
+    first_row_id: int | None = None
+    added_rows: int | None = None
 
     def payload(self) -> dict[str, Any]:
-        return {
+        out = {
             "snapshot-id": self.snapshot_id,
             "parent-snapshot-id": self.parent_snapshot_id,
             "sequence-number": self.sequence_number,
@@ -297,6 +304,10 @@ class SnapshotAdded(Event):
             "schema-id": self.schema_id,
             "branch": self.branch,
         }
+        if self.first_row_id is not None:  # only in v3: older payloads keep their bytes
+            out["first-row-id"] = self.first_row_id
+            out["added-rows"] = self.added_rows
+        return out
 
     def parts(self) -> tuple[str, ...]:
         if self.changes and self.partition_types is None:
@@ -308,7 +319,8 @@ class SnapshotAdded(Event):
         # Files are decoded lazily by the reader that needs them (it knows the partition types).
         return cls(snapshot_id=p["snapshot-id"], parent_snapshot_id=p["parent-snapshot-id"],
                    sequence_number=p["sequence-number"], timestamp_ms=p["timestamp-ms"], operation=p["operation"],
-                   summary=p["summary"], schema_id=p["schema-id"], branch=p["branch"])
+                   summary=p["summary"], schema_id=p["schema-id"], branch=p["branch"],
+                   first_row_id=p.get("first-row-id"), added_rows=p.get("added-rows"))
 
 
 @attrs.frozen(kw_only=True)

@@ -43,12 +43,12 @@ from typing import Any
 import attrs
 
 from engine.errors import ValidationError
-from engine.model.data_file import DataFile, DataFileContent, FieldSummary
+from engine.model.data_file import DataFile, DataFileContent, FieldSummary, blob_key
 from engine.model.types import DoubleType, FloatType, StructType
 from engine.model.values import to_bytes, value_from_json, value_to_json
 
 #: Bumped whenever the encoding changes: blocks of another format are rebuilt, never read.
-FORMAT = 1
+FORMAT = 2
 TABLE = "file_blocks"
 #: the digest of every path the log's commits added, and the position through which that registry is complete
 PATHS_TABLE = "file_block_paths"
@@ -56,7 +56,10 @@ PATHS_THROUGH_TABLE = "file_block_paths_through"
 #: The ``DataFile`` fields a block stores column by column after path, content, spec id and partition, in order.
 REST_FIELDS = ("file_format", "record_count", "file_size_in_bytes", "column_sizes", "value_counts",
                "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds", "split_offsets",
-               "equality_ids", "sort_order_id", "key_metadata")
+               "equality_ids", "sort_order_id", "key_metadata", "first_row_id", "referenced_data_file",
+               "content_offset", "content_size_in_bytes")
+#: the column of REST_FIELDS holding ``content_offset`` (a deletion vector's key is its path and offset)
+OFFSET_COLUMN = REST_FIELDS.index("content_offset")
 _ALL_FIELDS = {"file_path", "content", "spec_id", "partition", *REST_FIELDS}
 if {a.name for a in attrs.fields(DataFile)} != _ALL_FIELDS:  # pragma: no cover - a guard for model changes
     raise ImportError("engine.file_blocks: DataFile's fields changed; update REST_FIELDS and FORMAT")
@@ -75,8 +78,10 @@ class BlockHead:
     :param data_adds: data files the commit added
     :param delete_adds: delete files the commit added
     :param summaries: per spec id, one :class:`FieldSummary` per partition field over the added data files
-    :param digests: 8 bytes per added file (data and delete), in the body's row order
-    :param removed: paths of the files the commit removed
+    :param digests: 8 bytes per added file (data and delete; the digest of its ``DataFile.key``), in the body's
+        row order
+    :param removed: keys of the files the commit removed (``DataFile.key``: the path, or a deletion vector's
+        path and offset)
     :param fresh: True when, as the commit was written, no commit before it in the log had added any of its paths
         (so the adds of a snapshot's history are all distinct when every commit in it is fresh)
     """
@@ -135,8 +140,8 @@ def _summaries(values: list[tuple[Any, ...]], ptype: StructType) -> tuple[FieldS
     return tuple(out)
 
 
-#: one file change as a block takes it: (added, path, content, spec id, partition as JSON values, the
-#: REST_FIELDS values, explicit data sequence number or None)
+#: one file change as a block takes it: (added, path (a removal: the file's key), content, spec id, partition as
+#: JSON values, the REST_FIELDS values, explicit data sequence number or None)
 _Row = tuple[bool, str, DataFileContent, int, tuple[Any, ...], list[Any], "int | None"]
 
 
@@ -150,7 +155,8 @@ def _rows_of_parts(texts: Sequence[str], partition_types: Mapping[int, StructTyp
             if type(path) is not str or type(spec_id) is not int:
                 raise ValueError("file-path or spec-id")
             if obj["change"] != "add":
-                yield False, path, content, spec_id, raw, [], None
+                offset = j.get("content-offset")
+                yield False, path if offset is None else blob_key(path, offset), content, spec_id, raw, [], None
                 continue
             # the columns as data_file_from_json and DataFile's converters would make them
             values = [j["file-format"], j["record-count"], j["file-size-in-bytes"]]
@@ -167,6 +173,8 @@ def _rows_of_parts(texts: Sequence[str], partition_types: Mapping[int, StructTyp
             values.append(j.get("sort-order-id"))
             km = j.get("key-metadata")
             values.append(None if km is None else binascii.a2b_base64(km))
+            values += [j.get("first-row-id"), j.get("referenced-data-file"), j.get("content-offset"),
+                       j.get("content-size-in-bytes")]
             if values[0] is None or values[1] is None:
                 raise ValueError("file-format or record-count")
             sequence_number = obj.get("data-sequence-number")
@@ -189,11 +197,12 @@ def _rows_of_changes(changes: Sequence[Any], partition_types: Mapping[int, Struc
         # the partition's JSON values exactly as FileChange.encode writes them into the part
         raw = tuple(None if v is None else value_to_json(t.field_type, v) for t, v in zip(fields, f.partition))
         if not change.added:
-            yield False, f.file_path, f.content, f.spec_id, raw, [], None
+            yield False, f.key, f.content, f.spec_id, raw, [], None
             continue
         values = [f.file_format, f.record_count, f.file_size_in_bytes, f.column_sizes, f.value_counts,
                   f.null_value_counts, f.nan_value_counts, f.lower_bounds, f.upper_bounds, f.split_offsets,
-                  f.equality_ids, f.sort_order_id, f.key_metadata]
+                  f.equality_ids, f.sort_order_id, f.key_metadata, f.first_row_id, f.referenced_data_file,
+                  f.content_offset, f.content_size_in_bytes]
         yield True, f.file_path, f.content, f.spec_id, raw, values, getattr(change, "data_sequence_number", None)
 
 
@@ -284,7 +293,8 @@ def _encode(rows: Iterable[_Row], partition_types: Mapping[int, StructType],
                           for spec_id, values in sorted(typed.items()))
     except (ValueError, TypeError, ValidationError) as e:
         raise ValidationError(f"Cannot summarize partitions of a commit's files ({e})") from e
-    digests = b"".join(path_digest(p) for p in paths)
+    offsets = rest[OFFSET_COLUMN]
+    digests = b"".join(path_digest(p if o is None else blob_key(p, o)) for p, o in zip(paths, offsets))
     fresh = claim_paths is not None and claim_paths(digests)
     try:
         head = marshal.dumps((len(paths) - deletes, deletes, summaries, digests, tuple(removed), fresh))

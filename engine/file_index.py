@@ -52,10 +52,11 @@ from engine.file_blocks import (
     decode_body,
     decode_head,
     encode_block,
+    OFFSET_COLUMN,
     encode_changes,
     path_digest,
 )
-from engine.model.data_file import DataFile, DataFileContent, FieldSummary
+from engine.model.data_file import DataFile, DataFileContent, FieldSummary, blob_key
 from engine.model.types import StructType
 from engine.model.values import value_from_json
 from engine.state import Snapshot, TableState
@@ -71,7 +72,8 @@ _CONTENT = tuple(DataFileContent(i) for i in range(max(DataFileContent) + 1))
 if tuple(a.name for a in attrs.fields(DataFile)) != (
         "file_path", "file_format", "spec_id", "partition", "record_count", "file_size_in_bytes", "content",
         "column_sizes", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds",
-        "split_offsets", "equality_ids", "sort_order_id", "key_metadata"):  # pragma: no cover - model guard
+        "split_offsets", "equality_ids", "sort_order_id", "key_metadata", "first_row_id", "referenced_data_file",
+        "content_offset", "content_size_in_bytes"):  # pragma: no cover - model guard
     raise ImportError("engine.file_index: DataFile's fields changed; update _data_file")
 
 
@@ -85,11 +87,12 @@ def _data_file(body: BlockBody, row: int, partition: tuple[Any, ...], _new: Any 
                _s: tuple[Callable[[Any, Any], None], ...] = _slot_setters(
                    DataFile, "file_path spec_id partition content file_format record_count file_size_in_bytes "
                              "column_sizes value_counts null_value_counts nan_value_counts lower_bounds upper_bounds "
-                             "split_offsets equality_ids sort_order_id key_metadata")) -> DataFile:
+                             "split_offsets equality_ids sort_order_id key_metadata first_row_id "
+                             "referenced_data_file content_offset content_size_in_bytes")) -> DataFile:
     """The ``DataFile`` of a block row (its partition already decoded): slots set directly, since the block holds
     exactly what the constructor's converters would make of them."""
     f = _new(_cls)
-    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16 = _s
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17, s18, s19, s20 = _s
     s0(f, body.paths[row])
     s1(f, body.spec_ids[row])
     s2(f, partition)
@@ -108,12 +111,18 @@ def _data_file(body: BlockBody, row: int, partition: tuple[Any, ...], _new: Any 
     s14(f, r[10][row])
     s15(f, r[11][row])
     s16(f, r[12][row])
+    s17(f, r[13][row])
+    s18(f, r[14][row])
+    s19(f, r[15][row])
+    s20(f, r[16][row])
     return f
 
 
 class FileItem:
     """One file a snapshot added: what planning needs up front, and the full entry on demand.
 
+    :param path: the file's key among a snapshot's files (``DataFile.key``: its path, or a deletion vector's
+        Puffin path and offset)
     :param data_sequence_number: the file's data sequence number (its own when the log gave one explicitly,
         else its snapshot's)
     """
@@ -139,7 +148,7 @@ class FileItem:
         """The item of a file added by a snapshot staged in a transaction (not in the log: never cached)."""
         f = change.file
         seq = snap.sequence_number if change.data_sequence_number is None else change.data_sequence_number
-        item = cls(f.file_path, f.content, f.spec_id, f.partition, seq, snap, None, -1)
+        item = cls(f.key, f.content, f.spec_id, f.partition, seq, snap, None, -1)
         item._file = f
         return item
 
@@ -402,8 +411,10 @@ class FileIndex:
     def _items(self, snap: Snapshot, body: BlockBody, types: dict[int, StructType], type_id: int,
                rows: Iterable[int] | None = None) -> list[FileItem]:
         parts = self._block_partitions(snap.log_position, body, types, type_id)
-        paths, contents, spec_ids, keys, seqs = (body.paths, body.contents, body.spec_ids, body.partition_keys,
-                                                 body.sequence_numbers)
+        contents, spec_ids, keys, seqs = body.contents, body.spec_ids, body.partition_keys, body.sequence_numbers
+        offsets = body.rest[OFFSET_COLUMN]
+        paths = body.paths if all(o is None for o in offsets) else tuple(
+            p if o is None else blob_key(p, o) for p, o in zip(body.paths, offsets))
         own = snap.sequence_number
         wanted = range(len(paths)) if rows is None else rows
         if seqs is None:
@@ -469,7 +480,7 @@ class FileIndex:
         live = dict(start)
         for snap in reversed(todo):  # oldest first
             if snap.staged_changes is not None:
-                snap_changes = Changes(tuple(c.file.file_path for c in snap.staged_changes if not c.added),
+                snap_changes = Changes(tuple(c.file.key for c in snap.staged_changes if not c.added),
                                        tuple(FileItem.staged(c, snap) for c in snap.staged_changes if c.added))
             else:
                 snap_changes = changes[snap.log_position]

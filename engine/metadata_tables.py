@@ -211,8 +211,9 @@ def _data_file_row(f: DataFile, parts: _Partitions) -> dict[str, Any]:
         "key_metadata": f.key_metadata,
         "split_offsets": None if f.split_offsets is None else list(f.split_offsets),
         "equality_ids": None if f.equality_ids is None else list(f.equality_ids),
-        "sort_order_id": f.sort_order_id, "first_row_id": None, "referenced_data_file": None,
-        "content_offset": None, "content_size_in_bytes": None,
+        "sort_order_id": f.sort_order_id, "first_row_id": f.first_row_id,
+        "referenced_data_file": f.referenced_data_file,
+        "content_offset": f.content_offset, "content_size_in_bytes": f.content_size_in_bytes,
     })
     return row
 

@@ -68,6 +68,9 @@ class Snapshot:
     commit_id: str
     log_position: int
     log_version: int
+    #: format version 3 row lineage: the first row id the snapshot could assign, and how many it assigned
+    first_row_id: int | None = None
+    added_rows: int | None = None
     #: a snapshot staged in a transaction, not in the log yet: the file changes its event carries (None for a
     #: snapshot the log recorded; never compared, never serialized)
     staged_changes: tuple[Any, ...] | None = attrs.field(default=None, eq=False, repr=False)
@@ -121,6 +124,8 @@ class TableState:
     #: added to a stream version to name its metadata file: a table registered in place whose folder already
     #: holds the original writer's ``v<N>.metadata.json`` files publishes icelog's versions after them
     metadata_base: int = 0
+    #: format version 3: the row id the next snapshot's first added row gets (None before v3)
+    next_row_id: int | None = None
 
     # ------------------------------------------------------------ lookups
     def metadata_number(self, version: int | None = None) -> int:
@@ -266,6 +271,7 @@ def _(event: TableCreated, state: None, at: LogPosition) -> TableState:
         sort_orders=(event.sort_order,), default_sort_order_id=event.sort_order.order_id,
         properties=event.properties, version=at.version, commit_id=at.commit_id, last_updated_ms=at.time_ms,
         metadata_base=event.metadata_base,
+        next_row_id=(event.next_row_id or 0) if event.format_version >= 3 else None,
     )
 
 
@@ -288,7 +294,11 @@ def _(event: SnapshotAdded, state: TableState, at: LogPosition) -> TableState:
     snap = Snapshot(snapshot_id=event.snapshot_id, parent_snapshot_id=event.parent_snapshot_id,
                     sequence_number=event.sequence_number, timestamp_ms=event.timestamp_ms,
                     operation=event.operation, summary=event.summary, schema_id=event.schema_id,
-                    commit_id=at.commit_id, log_position=at.position, log_version=at.version)
+                    commit_id=at.commit_id, log_position=at.position, log_version=at.version,
+                    first_row_id=event.first_row_id, added_rows=event.added_rows)
+    next_row_id = state.next_row_id
+    if event.first_row_id is not None:
+        next_row_id = max(next_row_id or 0, event.first_row_id + (event.added_rows or 0))
     refs = dict(state.refs)
     old = refs.get(event.branch)
     refs[event.branch] = attrs.evolve(old, snapshot_id=event.snapshot_id) if old else SnapshotRef(
@@ -298,7 +308,7 @@ def _(event: SnapshotAdded, state: TableState, at: LogPosition) -> TableState:
     if event.branch == MAIN_BRANCH:
         snapshot_log = snapshot_log + ((event.timestamp_ms, event.snapshot_id),)
     return attrs.evolve(state, snapshots=state.snapshots + (snap,), refs=tuple(sorted(refs.items())),
-                        snapshot_log=snapshot_log,
+                        snapshot_log=snapshot_log, next_row_id=next_row_id,
                         last_sequence_number=max(state.last_sequence_number, event.sequence_number))
 
 
@@ -349,7 +359,10 @@ def _(event: FormatVersionUpgraded, state: TableState, at: LogPosition) -> Table
     if event.format_version < state.format_version:
         raise ValidationError(f"Cannot downgrade format version from {state.format_version} to "
                               f"{event.format_version}")
-    return attrs.evolve(_next_commit(state, at), format_version=event.format_version)
+    next_row_id = state.next_row_id
+    if event.format_version >= 3 and next_row_id is None:
+        next_row_id = 0  # rows written before v3 have no row ids; the next commit assigns them (spec: upgrade)
+    return attrs.evolve(_next_commit(state, at), format_version=event.format_version, next_row_id=next_row_id)
 
 
 @apply.register
@@ -449,15 +462,14 @@ def state_to_json(state: TableState) -> dict[str, Any]:
         "default-spec-id": state.default_spec_id, "last-partition-id": state.last_partition_id,
         "sort-orders": [o.to_json() for o in state.sort_orders], "default-sort-order-id": state.default_sort_order_id,
         "properties": [list(p) for p in state.properties],
-        "snapshots": [[s.snapshot_id, s.parent_snapshot_id, s.sequence_number, s.timestamp_ms, s.operation,
-                       [list(p) for p in s.summary], s.schema_id, s.commit_id, s.log_position, s.log_version]
-                      for s in state.snapshots],
+        "snapshots": [_snapshot_to_json(s) for s in state.snapshots],
         "refs": [[name, attrs.asdict(r)] for name, r in state.refs],
         "expired-snapshots": [_snapshot_to_json(s) for s in state.expired_snapshots],
         "snapshot-log": [list(e) for e in state.snapshot_log],
         "metadata-log": [list(e) for e in state.metadata_log],
         "last-sequence-number": state.last_sequence_number, "last-updated-ms": state.last_updated_ms,
         "version": state.version, "commit-id": state.commit_id, "metadata-base": state.metadata_base,
+        "next-row-id": state.next_row_id,
     }
 
 
@@ -470,27 +482,30 @@ def state_from_json(obj: Mapping[str, Any]) -> TableState:
         sort_orders=tuple(SortOrder.from_json(o) for o in obj["sort-orders"]),
         default_sort_order_id=obj["default-sort-order-id"],
         properties=tuple((k, v) for k, v in obj["properties"]),
-        snapshots=tuple(Snapshot(snapshot_id=s[0], parent_snapshot_id=s[1], sequence_number=s[2], timestamp_ms=s[3],
-                                 operation=s[4], summary=tuple((k, v) for k, v in s[5]), schema_id=s[6],
-                                 commit_id=s[7], log_position=s[8], log_version=s[9]) for s in obj["snapshots"]),
+        snapshots=tuple(_snapshot_from_json(s) for s in obj["snapshots"]),
         refs=tuple((name, SnapshotRef(**r)) for name, r in obj["refs"]),
         expired_snapshots=tuple(_snapshot_from_json(s) for s in obj.get("expired-snapshots", ())),
         snapshot_log=tuple((a, b) for a, b in obj["snapshot-log"]),
         metadata_log=tuple((a, b) for a, b in obj["metadata-log"]),
         last_sequence_number=obj["last-sequence-number"], last_updated_ms=obj["last-updated-ms"],
         version=obj["version"], commit_id=obj["commit-id"], metadata_base=obj.get("metadata-base", 0),
+        next_row_id=obj.get("next-row-id"),
     )
 
 
 def _snapshot_to_json(s: Snapshot) -> list[Any]:
-    return [s.snapshot_id, s.parent_snapshot_id, s.sequence_number, s.timestamp_ms, s.operation,
-            [list(p) for p in s.summary], s.schema_id, s.commit_id, s.log_position, s.log_version]
+    out = [s.snapshot_id, s.parent_snapshot_id, s.sequence_number, s.timestamp_ms, s.operation,
+           [list(p) for p in s.summary], s.schema_id, s.commit_id, s.log_position, s.log_version]
+    if s.first_row_id is not None:
+        out += [s.first_row_id, s.added_rows]
+    return out
 
 
 def _snapshot_from_json(s: list[Any]) -> Snapshot:
     return Snapshot(snapshot_id=s[0], parent_snapshot_id=s[1], sequence_number=s[2], timestamp_ms=s[3], operation=s[4],
                     summary=tuple((k, v) for k, v in s[5]), schema_id=s[6], commit_id=s[7], log_position=s[8],
-                    log_version=s[9])
+                    log_version=s[9], first_row_id=s[10] if len(s) > 10 else None,
+                    added_rows=s[11] if len(s) > 11 else None)
 
 
 class TableStateReads:

@@ -38,7 +38,7 @@ from engine.model.types import (
     UUIDType,
 )
 
-FORMAT_VERSIONS = (1, 2)
+FORMAT_VERSIONS = (1, 2, 3)
 
 MANIFEST_ENTRY_RECORD = "manifest_entry"
 MANIFEST_FILE_RECORD = "manifest_file"
@@ -117,6 +117,10 @@ _SPLIT_OFFSETS = _opt(132, "split_offsets", RequiredList(133, "long"))
 _EQUALITY_IDS = _opt(135, "equality_ids", RequiredList(136, "int"))
 _SORT_ORDER_ID = _opt(140, "sort_order_id", "int")
 _CONTENT = _req(134, "content", "int")
+_FIRST_ROW_ID = _opt(142, "first_row_id", "long")
+_REFERENCED_DATA_FILE = _opt(143, "referenced_data_file", "string")
+_CONTENT_OFFSET = _opt(144, "content_offset", "long")
+_CONTENT_SIZE = _opt(145, "content_size_in_bytes", "long")
 
 DATA_FILE_FIELDS: Mapping[int, tuple[Field, ...]] = MappingProxyType({
     1: (_FILE_PATH, _FILE_FORMAT, _PARTITION, _RECORD_COUNT, _FILE_SIZE, _BLOCK_SIZE, _COLUMN_SIZES,
@@ -125,6 +129,10 @@ DATA_FILE_FIELDS: Mapping[int, tuple[Field, ...]] = MappingProxyType({
     2: (_CONTENT, _FILE_PATH, _FILE_FORMAT, _PARTITION, _RECORD_COUNT, _FILE_SIZE, _COLUMN_SIZES,
         _VALUE_COUNTS, _NULL_VALUE_COUNTS, _NAN_VALUE_COUNTS, _LOWER_BOUNDS, _UPPER_BOUNDS, _KEY_METADATA,
         _SPLIT_OFFSETS, _EQUALITY_IDS, _SORT_ORDER_ID),
+    3: (_CONTENT, _FILE_PATH, _FILE_FORMAT, _PARTITION, _RECORD_COUNT, _FILE_SIZE, _COLUMN_SIZES,
+        _VALUE_COUNTS, _NULL_VALUE_COUNTS, _NAN_VALUE_COUNTS, _LOWER_BOUNDS, _UPPER_BOUNDS, _KEY_METADATA,
+        _SPLIT_OFFSETS, _EQUALITY_IDS, _SORT_ORDER_ID, _FIRST_ROW_ID, _REFERENCED_DATA_FILE, _CONTENT_OFFSET,
+        _CONTENT_SIZE),
 })
 
 # manifest_entry: v1 requires the snapshot id and has no sequence numbers; v2 inherits them when null.
@@ -134,6 +142,9 @@ MANIFEST_ENTRY_FIELDS: Mapping[int, tuple[Field, ...]] = MappingProxyType({
     2: (_req(0, "status", "int"), _opt(1, "snapshot_id", "long"), _opt(3, "sequence_number", "long"),
         _opt(4, "file_sequence_number", "long"),
         _req(DATA_FILE_FIELD_ID, "data_file", Record(DATA_FILE_FIELDS[2]))),
+    3: (_req(0, "status", "int"), _opt(1, "snapshot_id", "long"), _opt(3, "sequence_number", "long"),
+        _opt(4, "file_sequence_number", "long"),
+        _req(DATA_FILE_FIELD_ID, "data_file", Record(DATA_FILE_FIELDS[3]))),
 })
 
 # field_summary (r508), the element of manifest_file.partitions.
@@ -145,6 +156,15 @@ FIELD_SUMMARY_FIELDS: tuple[Field, ...] = (
 )
 _PARTITIONS = _opt(507, "partitions", RequiredList(PARTITIONS_ELEMENT_ID, Record(FIELD_SUMMARY_FIELDS)))
 _LIST_KEY_METADATA = _opt(519, "key_metadata", "bytes")
+_V2_MANIFEST_FILE = (
+    _req(500, "manifest_path", "string"), _req(501, "manifest_length", "long"),
+    _req(502, "partition_spec_id", "int"), _req(517, "content", "int"),
+    _req(515, "sequence_number", "long"), _req(516, "min_sequence_number", "long"),
+    _req(503, "added_snapshot_id", "long"),
+    _req(504, "added_files_count", "int"), _req(505, "existing_files_count", "int"),
+    _req(506, "deleted_files_count", "int"), _req(512, "added_rows_count", "long"),
+    _req(513, "existing_rows_count", "long"), _req(514, "deleted_rows_count", "long"),
+    _PARTITIONS, _LIST_KEY_METADATA)
 
 MANIFEST_FILE_FIELDS: Mapping[int, tuple[Field, ...]] = MappingProxyType({
     1: (_req(500, "manifest_path", "string"), _req(501, "manifest_length", "long"),
@@ -153,14 +173,8 @@ MANIFEST_FILE_FIELDS: Mapping[int, tuple[Field, ...]] = MappingProxyType({
         _opt(506, "deleted_files_count", "int"), _PARTITIONS,
         _opt(512, "added_rows_count", "long"), _opt(513, "existing_rows_count", "long"),
         _opt(514, "deleted_rows_count", "long"), _LIST_KEY_METADATA),
-    2: (_req(500, "manifest_path", "string"), _req(501, "manifest_length", "long"),
-        _req(502, "partition_spec_id", "int"), _req(517, "content", "int"),
-        _req(515, "sequence_number", "long"), _req(516, "min_sequence_number", "long"),
-        _req(503, "added_snapshot_id", "long"),
-        _req(504, "added_files_count", "int"), _req(505, "existing_files_count", "int"),
-        _req(506, "deleted_files_count", "int"), _req(512, "added_rows_count", "long"),
-        _req(513, "existing_rows_count", "long"), _req(514, "deleted_rows_count", "long"),
-        _PARTITIONS, _LIST_KEY_METADATA),
+    2: _V2_MANIFEST_FILE,
+    3: _V2_MANIFEST_FILE + (_opt(520, "first_row_id", "long"),),
 })
 
 
@@ -225,7 +239,7 @@ def _record_json(name: str, fields: Sequence[Field], partition: dict[str, Any] |
 def manifest_entry_schema(format_version: int, partition_schema: dict[str, Any]) -> dict[str, Any]:
     """The ``manifest_entry`` Avro schema of a manifest for ``format_version``.
 
-    :param format_version: 1 or 2
+    :param format_version: 1, 2 or 3
     :param partition_schema: the ``r102`` record from :func:`partition_avro_schema`
     """
     _check_version(format_version)

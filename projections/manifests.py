@@ -326,6 +326,14 @@ def _data_file_record(f: DataFile, format_version: int, partition: dict[str, Any
     if format_version >= 2:
         out["equality_ids"] = None if f.equality_ids is None else list(f.equality_ids)
     out["sort_order_id"] = f.sort_order_id
+    if format_version >= 3:
+        out["first_row_id"] = f.first_row_id
+        out["referenced_data_file"] = f.referenced_data_file
+        out["content_offset"] = f.content_offset
+        out["content_size_in_bytes"] = f.content_size_in_bytes
+    elif f.is_deletion_vector:
+        raise ValidationError(f"Cannot render v{format_version} manifest: {f.key} is a deletion vector, which "
+                              "needs format version 3")
     return out
 
 
@@ -377,7 +385,7 @@ def render_manifest(entries: Sequence[ManifestEntry], *, format_version: int, co
     """Render one manifest (an Avro file of ``manifest_entry`` records) to bytes.
 
     :param entries: the entries, written in this order
-    :param format_version: 1 or 2
+    :param format_version: 1, 2 or 3
     :param content: DATA or DELETES (DELETES needs v2); every entry's file must match it
     :param schema_json: the table schema as JSON text (metadata key ``schema``)
     :param schema_id: the id of that schema
@@ -430,39 +438,47 @@ def _manifest_file_record(m: ManifestFile, format_version: int) -> dict[str, Any
         "existing_rows_count": m.existing_rows_count, "deleted_rows_count": m.deleted_rows_count,
         "partitions": partitions, "key_metadata": m.key_metadata,
     })
+    if format_version >= 3:
+        out["first_row_id"] = m.first_row_id
     return out
 
 
 def manifest_list_metadata(*, format_version: int, snapshot_id: int, parent_snapshot_id: int | None,
-                           sequence_number: int | None) -> dict[str, str]:
-    """The manifest list's key-value metadata as Java writes it (a missing parent is the text ``null``)."""
+                           sequence_number: int | None, first_row_id: int | None = None) -> dict[str, str]:
+    """The manifest list's key-value metadata as Java writes it (a missing parent is the text ``null``; v3 adds
+    the snapshot's ``first-row-id``)."""
     meta = {"snapshot-id": str(snapshot_id),
             "parent-snapshot-id": "null" if parent_snapshot_id is None else str(parent_snapshot_id)}
     if format_version >= 2:
         if sequence_number is None:
-            raise ValidationError("Cannot render manifest list: format version 2 needs a sequence number")
+            raise ValidationError(f"Cannot render manifest list: format version {format_version} needs a "
+                                  "sequence number")
         meta["sequence-number"] = str(sequence_number)
+    if format_version >= 3 and first_row_id is not None:  # (none for a snapshot from before an upgrade to v3)
+        meta["first-row-id"] = str(first_row_id)
     meta["format-version"] = str(format_version)
     return meta
 
 
 def render_manifest_list(manifests: Sequence[ManifestFile], *, format_version: int, snapshot_id: int,
                          parent_snapshot_id: int | None, sequence_number: int | None, sync_marker: bytes,
-                         codec: str = DEFAULT_CODEC) -> bytes:
+                         codec: str = DEFAULT_CODEC, first_row_id: int | None = None) -> bytes:
     """Render a snapshot's manifest list (an Avro file of ``manifest_file`` records) to bytes.
 
     :param manifests: the manifests, written in this order (their sequence numbers already assigned)
-    :param format_version: 1 or 2 (v1 writes no content or sequence numbers)
+    :param format_version: 1, 2 or 3 (v1 writes no content or sequence numbers)
     :param snapshot_id: the snapshot's id
     :param parent_snapshot_id: its parent's id, or None
     :param sequence_number: the snapshot's sequence number (ignored in v1)
+    :param first_row_id: v3: the snapshot's first row id (the manifests carry their own ``first_row_id``)
     :param sync_marker: the 16-byte Avro sync marker (derive it from the path)
     :param codec: ``"deflate"`` (default) or ``"null"``
     """
     _check_common(format_version, sync_marker, codec, "manifest list")
     records = [_manifest_file_record(m, format_version) for m in manifests]
     metadata = manifest_list_metadata(format_version=format_version, snapshot_id=snapshot_id,
-                                      parent_snapshot_id=parent_snapshot_id, sequence_number=sequence_number)
+                                      parent_snapshot_id=parent_snapshot_id, sequence_number=sequence_number,
+                                      first_row_id=first_row_id)
     return _write_avro(manifest_file_schema(format_version), records, metadata, sync_marker, codec,
                        "manifest list")
 
@@ -563,7 +579,7 @@ def _get(record: dict[str, Any], names: dict[int, str], field_id: int, default: 
 
 
 def read_manifest(data: bytes, path: str) -> tuple[dict[str, str], list[ManifestEntry]]:
-    """Parse a manifest (v1 or v2, any writer) into its key-value metadata and entries.
+    """Parse a manifest (v1, v2 or v3, any writer) into its key-value metadata and entries.
 
     Sequence numbers and snapshot ids are returned as written (None when inherited, or absent in v1);
     the data files' spec id is the manifest's ``partition-spec-id`` (0 when missing); partition values
@@ -623,6 +639,10 @@ def _entry_from_record(r: dict[str, Any], entry_names: dict[int, str], file_name
         split_offsets=None if split_offsets is None else tuple(split_offsets),
         equality_ids=None if equality_ids is None else tuple(equality_ids),
         sort_order_id=_get(f, file_names, d["sort_order_id"]),
+        first_row_id=_get(f, file_names, d["first_row_id"]),
+        referenced_data_file=_get(f, file_names, d["referenced_data_file"]),
+        content_offset=_get(f, file_names, d["content_offset"]),
+        content_size_in_bytes=_get(f, file_names, d["content_size_in_bytes"]),
     )
     return ManifestEntry(status=r[entry_names[e["status"]]], snapshot_id=_get(r, entry_names, e["snapshot_id"]),
                          data_sequence_number=_get(r, entry_names, e["sequence_number"]),
@@ -631,7 +651,7 @@ def _entry_from_record(r: dict[str, Any], entry_names: dict[int, str], file_name
 
 
 def read_manifest_list(data: bytes, path: str) -> list[ManifestFile]:
-    """Parse a manifest list (v1 or v2, any writer).
+    """Parse a manifest list (v1, v2 or v3, any writer).
 
     v1 lists read as DATA manifests with sequence numbers 0, as the spec says. A count that a v1
     writer left null is returned as None (the spec reads it as "not known to be zero").
@@ -676,4 +696,5 @@ def _manifest_file_from_record(r: dict[str, Any], names: dict[int, str],
         deleted_rows_count=_get(r, names, m["deleted_rows_count"]),
         partitions=partitions,
         key_metadata=_get(r, names, m["key_metadata"]),
+        first_row_id=_get(r, names, m["first_row_id"]),
     )

@@ -29,6 +29,9 @@ def snapshot_json(state: TableState, snap: Snapshot) -> dict[str, Any]:
     out["summary"] = summary
     out["manifest-list"] = layout.manifest_list_file(state.location, snap.snapshot_id, snap.commit_id)
     out["schema-id"] = snap.schema_id
+    if state.format_version >= 3 and snap.first_row_id is not None:
+        out["first-row-id"] = snap.first_row_id
+        out["added-rows"] = snap.added_rows or 0
     return out
 
 
@@ -82,6 +85,8 @@ def metadata_dict(state: TableState) -> dict[str, Any]:
     out["snapshots"] = [snapshot_json(state, s) for s in published]
     out["statistics"] = []
     out["partition-statistics"] = []
+    if state.format_version >= 3:
+        out["next-row-id"] = state.next_row_id or 0
     kept = {s.snapshot_id for s in published}
     out["snapshot-log"] = [{"timestamp-ms": ts, "snapshot-id": sid} for ts, sid in state.snapshot_log if sid in kept]
     out["metadata-log"] = [{"timestamp-ms": ts, "metadata-file": layout.metadata_file_of(state, version)}

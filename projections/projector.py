@@ -67,13 +67,16 @@ def manifest_file_to_json(m: ManifestFile) -> dict:
     def b64(b: bytes | None) -> str | None:
         return None if b is None else base64.b64encode(b).decode("ascii")
 
-    return {"path": m.manifest_path, "length": m.manifest_length, "spec": m.partition_spec_id,
-            "content": int(m.content), "seq": m.sequence_number, "min-seq": m.min_sequence_number,
-            "snap": m.added_snapshot_id, "counts": [m.added_files_count, m.existing_files_count,
-                                                   m.deleted_files_count, m.added_rows_count,
-                                                   m.existing_rows_count, m.deleted_rows_count],
-            "parts": None if m.partitions is None else [
-                [p.contains_null, p.contains_nan, b64(p.lower_bound), b64(p.upper_bound)] for p in m.partitions]}
+    out = {"path": m.manifest_path, "length": m.manifest_length, "spec": m.partition_spec_id,
+           "content": int(m.content), "seq": m.sequence_number, "min-seq": m.min_sequence_number,
+           "snap": m.added_snapshot_id, "counts": [m.added_files_count, m.existing_files_count,
+                                                  m.deleted_files_count, m.added_rows_count,
+                                                  m.existing_rows_count, m.deleted_rows_count],
+           "parts": None if m.partitions is None else [
+               [p.contains_null, p.contains_nan, b64(p.lower_bound), b64(p.upper_bound)] for p in m.partitions]}
+    if m.first_row_id is not None:
+        out["first-row-id"] = m.first_row_id
+    return out
 
 
 def manifest_file_from_json(o: Mapping) -> ManifestFile:
@@ -88,7 +91,7 @@ def manifest_file_from_json(o: Mapping) -> ManifestFile:
                         content=o["content"], sequence_number=o["seq"], min_sequence_number=o["min-seq"],
                         added_snapshot_id=o["snap"], added_files_count=c[0], existing_files_count=c[1],
                         deleted_files_count=c[2], added_rows_count=c[3], existing_rows_count=c[4],
-                        deleted_rows_count=c[5], partitions=parts)
+                        deleted_rows_count=c[5], partitions=parts, first_row_id=o.get("first-row-id"))
 
 
 class ManifestListIndex(Protocol):
@@ -206,7 +209,7 @@ class Renderer:
             added_rows_count=status_counts[EntryStatus.ADDED][1],
             existing_rows_count=status_counts[EntryStatus.EXISTING][1],
             deleted_rows_count=status_counts[EntryStatus.DELETED][1],
-            partitions=partition_summaries(pfields, entries))
+            partitions=partition_summaries(pfields, entries), first_row_id=_first_row_id(state, content, entries))
         self._pending[path] = data
         return ManifestWrite(path=path, data=data, record=record)
 
@@ -250,7 +253,7 @@ class Renderer:
         removed: dict[str, DataFile] = {}
         for c in changes:
             if not c.added:
-                removed[c.file.file_path] = c.file
+                removed[c.file.key] = c.file
                 continue
             # an explicit data sequence number other than the snapshot's is written, as Java's
             # ManifestWriter.add(file, dataSequenceNumber) does; the file sequence number stays inherited
@@ -293,18 +296,18 @@ class Renderer:
                 out.append(m)
                 continue
             live = [e for e in self.entries_of(m) if e.status != EntryStatus.DELETED]
-            hits = [e for e in live if e.data_file.file_path in removed]
+            hits = [e for e in live if e.data_file.key in removed]
             if not hits:
                 out.append(m)
                 continue
             entries = [attrs.evolve(e, status=EntryStatus.DELETED, snapshot_id=snap.snapshot_id)
-                       if e.data_file.file_path in removed else attrs.evolve(e, status=EntryStatus.EXISTING)
+                       if e.data_file.key in removed else attrs.evolve(e, status=EntryStatus.EXISTING)
                        for e in live]
             w = self.manifest(state, snap, ordinal, m.partition_spec_id, m.content, entries)
             ordinal += 1
             writes.append(w)
             out.append(w.record)
-            found.update(e.data_file.file_path for e in hits)
+            found.update(e.data_file.key for e in hits)
         missing = sorted(set(removed) - found)
         if missing:
             raise IntegrityError(f"Cannot project snapshot {snap.snapshot_id}: removed file(s) {missing[:3]} are "
@@ -350,6 +353,15 @@ class Renderer:
                 writes.append(w)
                 out.append(w.record)
         return writes, out
+
+
+def _first_row_id(state: TableState, content: ManifestContent, entries: Sequence[ManifestEntry]) -> int | None:
+    """A v3 data manifest's ``first_row_id``: icelog writes every data file's own first row id, so the manifest's
+    is the lowest of them (no entry inherits from it); None for delete manifests and before v3."""
+    if state.format_version < 3 or content != ManifestContent.DATA:
+        return None
+    return min((e.data_file.first_row_id for e in entries
+                if e.status != EntryStatus.DELETED and e.data_file.first_row_id is not None), default=None)
 
 
 def pack_end(items: list[ManifestFile], target: int) -> list[list[ManifestFile]]:
@@ -527,7 +539,7 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
         data = render_manifest_list(manifests, format_version=state.format_version, snapshot_id=snap.snapshot_id,
                                     parent_snapshot_id=snap.parent_snapshot_id,
                                     sequence_number=snap.sequence_number, sync_marker=layout.sync_marker(list_path),
-                                    codec=AVRO_CODEC)
+                                    codec=AVRO_CODEC, first_row_id=snap.first_row_id)
         write(list_path, data)
         written[list_path] = data
         index.put(state.table_uuid, snap.snapshot_id, manifests)

@@ -4,6 +4,11 @@ Layer: engine.model (pure values). These are the facts Iceberg keeps in manifest
 icelog keeps them in the log (snapshot events) and projections render them to Avro.
 Metric maps are tuples of ``(field_id, value)`` pairs sorted by field id; bounds are
 the spec's single-value binary serialization (Appendix D).
+
+Format version 3 adds four fields: a data file's ``first_row_id`` (row lineage) and, for a deletion
+vector (a ``deletion-vector-v1`` blob in a Puffin file), ``referenced_data_file``, ``content_offset``
+and ``content_size_in_bytes``. One Puffin file holds many vectors, so a file's identity in a snapshot
+is :attr:`DataFile.key`, not its path.
 """
 
 from __future__ import annotations
@@ -65,6 +70,34 @@ class DataFile:
     equality_ids: tuple[int, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
     sort_order_id: int | None = None
     key_metadata: bytes | None = None
+    #: v3 row lineage: the ``_row_id`` of the file's first row (data files; None before v3 or not assigned)
+    first_row_id: int | None = None
+    #: v3 deletion vectors (and v2 position delete files that name one data file): the data file it applies to
+    referenced_data_file: str | None = None
+    #: v3 deletion vectors: where the blob starts in the Puffin file, and its length
+    content_offset: int | None = None
+    content_size_in_bytes: int | None = None
+
+    @property
+    def is_deletion_vector(self) -> bool:
+        """A v3 deletion vector: a blob inside a Puffin file, not a whole file."""
+        return self.content == DataFileContent.POSITION_DELETES and self.file_format.upper() == "PUFFIN"
+
+    @property
+    def key(self) -> str:
+        """The file's identity among a snapshot's files: its path, or for a deletion vector its Puffin file's path
+        and the blob's offset (one Puffin file holds the vectors of many data files)."""
+        return self.file_path if self.content_offset is None else blob_key(self.file_path, self.content_offset)
+
+
+def blob_key(path: str, content_offset: int) -> str:
+    """The identity of a blob at ``content_offset`` inside the file at ``path`` (see :attr:`DataFile.key`)."""
+    return f"{path}#{content_offset}"
+
+
+def file_key(f: DataFile) -> str:
+    """:attr:`DataFile.key` as a function (for ``map`` and sort keys)."""
+    return f.key
 
 
 @attrs.frozen(kw_only=True)
@@ -107,6 +140,8 @@ class ManifestFile:
     deleted_rows_count: int
     partitions: tuple[FieldSummary, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
     key_metadata: bytes | None = None
+    #: v3: the first ``_row_id`` assigned to the manifest's data files that have none of their own (data manifests)
+    first_row_id: int | None = None
 
 
 def _b64(b: bytes | None) -> str | None:
@@ -137,7 +172,15 @@ def data_file_to_json(f: DataFile, partition_json: list[Any]) -> dict[str, Any]:
         "equality-ids": None if f.equality_ids is None else list(f.equality_ids),
         "sort-order-id": f.sort_order_id,
         "key-metadata": _b64(f.key_metadata),
+        **_v3_json(f),
     }
+
+
+def _v3_json(f: DataFile) -> dict[str, Any]:
+    """The v3 fields, each only when set: parts written before format version 3 keep their bytes."""
+    values = {"first-row-id": f.first_row_id, "referenced-data-file": f.referenced_data_file,
+              "content-offset": f.content_offset, "content-size-in-bytes": f.content_size_in_bytes}
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def data_file_from_json(obj: dict[str, Any], partition: tuple[Any, ...]) -> DataFile:
@@ -157,7 +200,9 @@ def data_file_from_json(obj: dict[str, Any], partition: tuple[Any, ...]) -> Data
             nan_value_counts=pairs("nan-value-counts"), lower_bounds=pairs("lower-bounds", _unb64),
             upper_bounds=pairs("upper-bounds", _unb64), split_offsets=obj.get("split-offsets"),
             equality_ids=obj.get("equality-ids"), sort_order_id=obj.get("sort-order-id"),
-            key_metadata=_unb64(obj.get("key-metadata")),
+            key_metadata=_unb64(obj.get("key-metadata")), first_row_id=obj.get("first-row-id"),
+            referenced_data_file=obj.get("referenced-data-file"), content_offset=obj.get("content-offset"),
+            content_size_in_bytes=obj.get("content-size-in-bytes"),
         )
     except KeyError as e:
         raise ValidationError(f"Cannot parse data file: missing key {e.args[0]!r}") from e

@@ -639,7 +639,7 @@ def test_sync_marker_codec_and_version_are_checked() -> None:
     with pytest.raises(ValidationError, match="codec"):
         render(2, codec="snappy")
     with pytest.raises(ValidationError, match="format version"):
-        render(3)
+        render(4)
     with pytest.raises(ValidationError, match="sequence number"):
         render_manifest_list([], format_version=2, snapshot_id=1, parent_snapshot_id=None, sequence_number=None,
                              sync_marker=LIST_SYNC)
