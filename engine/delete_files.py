@@ -83,6 +83,9 @@ def write_position_deletes(state: TableState, deletes: Mapping[str, Sequence[int
     """
     action = "position deletes"
     _check_version(state, action)
+    if state.format_version >= 3:
+        raise ValidationError(f"Cannot write {action}: table {state.location} is format version 3, which takes "
+                              f"deletion vectors instead of new position delete files (use copy-on-write deletes)")
     paths: list[str] = []
     positions: list[int] = []
     for path, rows in deletes.items():

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine.deletion_vectors import read_vector
 from engine.errors import CorruptFileError, storage_error
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
@@ -404,9 +405,9 @@ class DeleteLoader:
 
     def positions(self, delete_file: DataFile, data_path: str) -> pa.Array | None:
         """The positions a position delete file deletes in the data file at ``data_path``."""
-        by_path = self._positions.get(delete_file.file_path)
+        by_path = self._positions.get(delete_file.key)
         if by_path is None:
-            by_path = self._positions[delete_file.file_path] = self._read_positions(delete_file)
+            by_path = self._positions[delete_file.key] = self._read_positions(delete_file)
         return by_path.get(normalize_path(data_path))
 
     def _read_positions(self, delete_file: DataFile) -> dict[str, pa.Array]:
@@ -543,10 +544,18 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
 
 
 def read_position_delete_rows(delete_file: DataFile, *, io: FileIO = LOCAL_FILES) -> pa.Table:
-    """A position delete file's ``file_path`` and ``pos`` columns as written (paths not normalised), any format.
+    """A position delete file's ``file_path`` and ``pos`` columns as written (paths not normalised), any format; for
+    a deletion vector, its data file's path and the vector's positions.
 
-    :raises CorruptFileError: the file cannot be read or lacks the two columns
+    :raises CorruptFileError: the file cannot be read or lacks the two columns; a deletion vector is malformed
     """
+    if delete_file.is_deletion_vector:
+        positions = read_vector(delete_file, io=io)
+        if delete_file.referenced_data_file is None:
+            raise CorruptFileError(f"Cannot read deletion vector {delete_file.key}: its manifest entry names no "
+                                   f"referenced data file", path=delete_file.file_path)
+        return pa.table({DELETE_FILE_PATH: pa.array([delete_file.referenced_data_file] * len(positions), pa.string()),
+                         DELETE_POS: positions})
     path = delete_file.file_path
     raw = _RawFile(path, mapping=_POSITION_MAPPING, needed_ids={DELETE_FILE_PATH_ID, DELETE_POS_ID},
                    file_format=delete_file.file_format, io=io)

@@ -15,8 +15,10 @@ metrics rule the filter out are skipped too; :meth:`Scan.plan_stats` counts what
 data file gets the delete files the spec's scoping rules apply to it:
 
 - a position delete file applies to data files in the same partition (spec id and partition tuple) whose data
-  sequence number is less than or equal to its own; when its ``file_path`` bounds are equal it names a single
-  data file, and applies to that file alone;
+  sequence number is less than or equal to its own; when its ``file_path`` bounds are equal (or it names a
+  ``referenced_data_file``) it names a single data file, and applies to that file alone;
+- a deletion vector (format version 3) applies to its ``referenced_data_file`` under the same sequence number
+  rule; its positions are read from its blob in a Puffin file (engine.deletion_vectors);
 - an equality delete file applies to data files whose data sequence number is strictly smaller than its own, in
   the same partition, or in every partition when the delete file's spec is unpartitioned.
 
@@ -92,7 +94,10 @@ class FileScanTask:
 
 
 def referenced_path(delete_file: DataFile) -> str | None:
-    """The one data file a position delete file refers to, when its ``file_path`` bounds say so."""
+    """The one data file a position delete file refers to: a deletion vector's ``referenced_data_file``, or when its
+    ``file_path`` bounds are equal, the path they name."""
+    if delete_file.referenced_data_file is not None:
+        return normalize_path(delete_file.referenced_data_file)
     lower = dict(delete_file.lower_bounds or ()).get(DELETE_FILE_PATH_ID)
     upper = dict(delete_file.upper_bounds or ()).get(DELETE_FILE_PATH_ID)
     if lower is None or lower != upper:

@@ -26,11 +26,15 @@ data files by their original paths: the caller passes a rewriter (``engine.regis
 copies each such file with its paths relocated, and the events record the copy; without one, such a
 file is refused.
 
+Format version 3 tables import as format version 3: deletion vectors (each a blob of a Puffin file, known by
+its path and offset) and row lineage are kept: the table's ``next-row-id``, each snapshot's ``first-row-id`` and
+``added-rows``, and every data file's ``first_row_id``, made explicit by the spec's inheritance (a file without
+one takes its manifest's ``first_row_id`` plus the rows of the live data files before it in that manifest that
+had none). A file that first gets a row id after an upgrade to v3 is recorded as replaced by itself with the
+id. Default values and encryption are refused with a typed error naming the field.
+
 What the events cannot carry is reported in :attr:`ImportedTable.notes`:
 
-- format version 3: read only when no v3-only feature is used (deletion vectors, default values,
-  v3-only types such as timestamp_ns or variant, encryption); the table is imported as format
-  version 2 (row lineage is dropped);
 - a ``last-column-id`` above the only schema's highest field id (icelog continues from the latter).
 
 Metadata locations: a ``*.metadata.json`` / ``*.gz.metadata.json`` file, or a table folder (or its
@@ -161,8 +165,11 @@ def _bare(path: str) -> str:
 
 
 def relocate_file(f: DataFile, relocate: Callable[[str], str]) -> DataFile:
-    """The file with its path (and a position delete file's ``file_path`` bounds) relocated."""
+    """The file with its path (and a position delete file's ``file_path`` bounds, a deletion vector's referenced data
+    file) relocated."""
     new_path = relocate(f.file_path)
+    if f.referenced_data_file is not None:
+        f = attrs.evolve(f, referenced_data_file=relocate(f.referenced_data_file))
     if f.content != DataFileContent.POSITION_DELETES or not (f.lower_bounds or f.upper_bounds):
         return f if new_path == f.file_path else attrs.evolve(f, file_path=new_path)
 
@@ -312,6 +319,8 @@ class _SnapshotInfo:
     schema_id: int
     manifest_list: str | None
     manifests: tuple[str, ...] | None
+    first_row_id: int | None = None
+    added_rows: int | None = None
 
 
 # ---------------------------------------------------------------- the import
@@ -346,11 +355,11 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     if fmt not in SUPPORTED_FORMAT_VERSIONS:
         raise f.fail("format-version", f"is {fmt}: icelog reads format versions 1, 2 and 3")
     notes: list[str] = []
+    next_row_id = None
     if fmt == 3:
         if meta.get("encryption-keys"):
             raise f.fail("encryption-keys", "is set: icelog cannot read encrypted tables")
-        notes.append("format version 3 imported as format version 2: row lineage (next-row-id, first-row-id) "
-                     "is not kept")
+        next_row_id = f.get("next-row-id", int, 0)
     table_uuid = f.get("table-uuid", str) or str(uuid_mod.uuid4())
     original_location = f.get("location", str, required=True)
     table_location = (location or reloc(original_location)).rstrip("/")
@@ -410,8 +419,8 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
 
     reader = _ManifestReader(io, reloc, path, table_location, relocate_position_deletes)
     events: list[Event] = [TableCreated(
-        table_uuid=table_uuid, location=table_location, format_version=min(fmt, 2), schema=schemas[0],
-        spec=specs[0], sort_order=orders[0], properties=properties)]
+        table_uuid=table_uuid, location=table_location, format_version=fmt, schema=schemas[0],
+        spec=specs[0], sort_order=orders[0], properties=properties, next_row_id=next_row_id)]
     running_last_id = schemas[0].highest_field_id
     for i, s in enumerate(schemas[1:], start=1):
         running_last_id = max(running_last_id, s.highest_field_id)
@@ -432,9 +441,13 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
         # a parent expired before the import is not in the metadata: the snapshot keeps its parent id (as Java
         # does) and its changes add every file live in it, with their data sequence numbers
         before = live.get(parent, {}) if parent is not None else {}
-        changes = [FileChange(added=False, file=df) for p, (df, _) in before.items() if p not in files]
+        # a file that got its row id after an upgrade to v3 is replaced by itself with the id
+        relabelled = {p for p, (df, _) in files.items()
+                      if p in before and df.first_row_id is not None and before[p][0].first_row_id is None}
+        changes = [FileChange(added=False, file=df) for p, (df, _) in before.items()
+                   if p not in files or p in relabelled]
         for p, (df, data_seq) in files.items():
-            if p in before:
+            if p in before and p not in relabelled:
                 continue
             # a file whose data sequence number is not its snapshot's (compaction keeping the starting
             # sequence number, an entry of an expired parent) keeps it explicitly
@@ -446,7 +459,8 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
         events.append(SnapshotAdded(
             snapshot_id=snap.snapshot_id, parent_snapshot_id=parent, sequence_number=snap.sequence_number,
             timestamp_ms=snap.timestamp_ms, operation=snap.operation, summary=snap.summary,
-            schema_id=snap.schema_id, branch=branch, changes=tuple(changes), partition_types=partition_types))
+            schema_id=snap.schema_id, branch=branch, changes=tuple(changes), partition_types=partition_types,
+            first_row_id=snap.first_row_id, added_rows=snap.added_rows if snap.first_row_id is not None else None))
 
     if current_schema_id != schemas[0].schema_id:
         events.append(CurrentSchemaSet(schema_id=current_schema_id))
@@ -500,7 +514,9 @@ def _snapshot_info(s: Any, i: int, f: _Fields, fmt: int, current_schema_id: int,
         sequence_number=sf.get("sequence-number", int, 0), timestamp_ms=sf.get("timestamp-ms", int, required=True),
         operation=operation, summary=tuple(summary.items()), schema_id=sf.get("schema-id", int, current_schema_id),
         manifest_list=None if manifest_list is None else reloc(manifest_list),
-        manifests=None if manifests is None else tuple(reloc(str(m)) for m in manifests))
+        manifests=None if manifests is None else tuple(reloc(str(m)) for m in manifests),
+        first_row_id=sf.get("first-row-id", int) if fmt >= 3 else None,
+        added_rows=sf.get("added-rows", int) if fmt >= 3 else None)
 
 
 def _refs(meta: Mapping[str, Any], f: _Fields, by_id: Mapping[int, _SnapshotInfo]) -> dict[str, RefSet]:
@@ -597,32 +613,41 @@ class _ManifestReader:
         return found
 
     def live_files(self, snap: _SnapshotInfo) -> dict[str, tuple[DataFile, int]]:
-        """Files live in the snapshot: path -> (file, relocated; its data sequence number)."""
+        """Files live in the snapshot: key (``DataFile.key``) -> (file, relocated, its first row id inherited; its
+        data sequence number)."""
         if snap.manifest_list is not None:
-            manifests = [(self.reloc(m.manifest_path), m.partition_spec_id, m.sequence_number)
+            manifests = [(self.reloc(m.manifest_path), m.partition_spec_id, m.sequence_number, m.first_row_id)
                          for m in self.manifest_list(snap.manifest_list)]
         else:
-            manifests = [(p, None, 0) for p in snap.manifests or ()]
+            manifests = [(p, None, 0, None) for p in snap.manifests or ()]
         out: dict[str, tuple[DataFile, int]] = {}
-        for path, spec_id, manifest_seq in manifests:
+        for path, spec_id, manifest_seq, first_row_id in manifests:
+            next_row_id = first_row_id
             for e in self.entries(path):
                 if e.status == EntryStatus.DELETED:
                     continue
                 df = e.data_file
-                if df.file_format.upper() == "PUFFIN":
-                    raise CorruptFileError(f"Cannot import manifest {path}: {df.file_path} is a deletion vector "
-                                           f"(format version 3 Puffin), which icelog cannot read", path=path)
+                if df.file_format.upper() == "PUFFIN" and (df.content != DataFileContent.POSITION_DELETES
+                                                          or df.referenced_data_file is None
+                                                          or df.content_offset is None):
+                    raise CorruptFileError(f"Cannot import manifest {path}: {df.file_path} is a Puffin file but not a "
+                                           f"deletion vector (position deletes with a referenced data file, content "
+                                           f"offset and size)", path=path)
+                if df.content == DataFileContent.DATA and df.first_row_id is None and next_row_id is not None:
+                    # the spec's first row id inheritance, made explicit
+                    df = attrs.evolve(df, first_row_id=next_row_id)
+                    next_row_id += df.record_count
                 if spec_id is not None and df.spec_id != spec_id:
                     df = attrs.evolve(df, spec_id=spec_id)
                 moved = relocate_file(df, self.reloc)
-                if self.reloc and df.content == DataFileContent.POSITION_DELETES:
+                if self.reloc and df.content == DataFileContent.POSITION_DELETES and not df.is_deletion_vector:
                     moved = self.relocated_position_deletes(df, moved, path)
                 df = moved
                 if e.data_sequence_number is not None:
                     data_seq = e.data_sequence_number
                 else:
                     data_seq = manifest_seq if e.status == EntryStatus.ADDED else 0
-                out[df.file_path] = (df, data_seq)
+                out[df.key] = (df, data_seq)
         return out
 
 

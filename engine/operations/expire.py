@@ -150,7 +150,8 @@ def lineage_state(store: StateStore, state: TableState) -> TableState:
         extra.append(Snapshot(snapshot_id=event.snapshot_id, parent_snapshot_id=event.parent_snapshot_id,
                               sequence_number=event.sequence_number, timestamp_ms=event.timestamp_ms,
                               operation=event.operation, summary=event.summary, schema_id=event.schema_id,
-                              commit_id=e.commit_id, log_position=e.position, log_version=e.version))
+                              commit_id=e.commit_id, log_position=e.position, log_version=e.version,
+                              first_row_id=event.first_row_id, added_rows=event.added_rows))
     return attrs.evolve(state, snapshots=tuple(extra) + state.snapshots) if extra else state
 
 

@@ -125,9 +125,9 @@ class _Plan:
         for snap in reversed(pending):
             for c in self.pending_changes[snap.snapshot_id]:
                 if c.added:
-                    paths.add(c.file.file_path)
+                    paths.add(c.file.key)
                 else:
-                    paths.discard(c.file.file_path)
+                    paths.discard(c.file.key)
         return paths
 
     # ------------------------------------------------------------ changes
@@ -196,7 +196,7 @@ class ManageSnapshots(PendingUpdate):
         store = self._table.catalog.store
 
         def live_paths(state: TableState, snapshot_id: int) -> set[str]:
-            return {e.file.file_path for e in store.live_entries(state, snapshot_id)}
+            return {e.file.key for e in store.live_entries(state, snapshot_id)}
 
         return _Plan(base, ctx, store.file_changes_of, live_paths)
 
@@ -483,7 +483,7 @@ def _check_overwrite(plan: _Plan, picked: Snapshot, head: int | None, added: Seq
         raise ValidationError(f"Cannot {action}: the overwrite is based on snapshot {parent}, not an ancestor of "
                               f"the current snapshot {head}")
     live = plan.live_paths(head)
-    gone = [f.file_path for f in removed if f.file_path not in live]
+    gone = [f.file_path for f in removed if f.key not in live]
     if gone:
         raise ValidationError(f"Cannot {action}: {gone[0]}, which it removes, is no longer in the table")
     replaced = {(f.spec_id, f.partition) for f in added}

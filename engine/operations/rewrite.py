@@ -309,14 +309,14 @@ def droppable_deletes(all_tasks: Sequence[FileScanTask], rewritten: Sequence[Fil
     applies: dict[str, set[str]] = {}
     for t in all_tasks:
         for d in t.deletes:
-            applies.setdefault(d.file_path, set()).add(t.file.file_path)
+            applies.setdefault(d.key, set()).add(t.file.file_path)
     candidates: dict[str, DataFile] = {}
     for t in rewritten:
         for d in t.deletes:
-            candidates.setdefault(d.file_path, d)
+            candidates.setdefault(d.key, d)
     out = []
-    for path, d in candidates.items():
-        others = applies.get(path, set()) - gone
+    for key, d in candidates.items():
+        others = applies.get(key, set()) - gone
         if not others:
             out.append(d)
         elif d.content == DataFileContent.POSITION_DELETES:
@@ -484,7 +484,10 @@ def manifest_rewrite_events(base: TableState, ctx: CommitContext, *, snapshot_id
         sequence_number=base.last_sequence_number + 1 if base.format_version >= 2 else 0,
         timestamp_ms=max(ctx.time_ms, base.last_updated_ms), operation=REPLACE,
         summary=snapshot_summary((), (), parent), schema_id=base.current_schema_id, branch=branch, changes=(),
-        partition_types={s.spec_id: s.partition_type(base.schema) for s in base.specs})]
+        partition_types={s.spec_id: s.partition_type(base.schema) for s in base.specs},
+        # v3: the files keep their row ids, so the snapshot assigns none
+        first_row_id=base.next_row_id if base.format_version >= 3 else None,
+        added_rows=0 if base.format_version >= 3 else None)]
 
 
 def rewrite_manifests(table: Any) -> Snapshot | None:

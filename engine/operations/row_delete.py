@@ -71,7 +71,8 @@ def delete_mode(state: TableState) -> str:
 
 def dangling_position_deletes(tasks: Sequence[Any], removed: set[str]) -> list[DataFile]:
     """Position delete files every one of whose possible data files is being removed (judged by their
-    ``file_path`` bounds over the live data files): they would only dangle, so they go too."""
+    ``file_path`` bounds over the live data files), and deletion vectors of removed data files: they would only
+    dangle, so they go too."""
     from engine.model.types import StringType
     from engine.model.values import from_bytes
     from engine.reader import normalize_path
@@ -80,7 +81,11 @@ def dangling_position_deletes(tasks: Sequence[Any], removed: set[str]) -> list[D
     out: dict[str, DataFile] = {}
     for task in tasks:
         for d in task.deletes:
-            if d.content != DataFileContent.POSITION_DELETES or d.file_path in out:
+            if d.content != DataFileContent.POSITION_DELETES or d.key in out:
+                continue
+            if d.referenced_data_file is not None:
+                if normalize_path(d.referenced_data_file) in removed:
+                    out[d.key] = d
                 continue
             lo = dict(d.lower_bounds or ()).get(DELETE_FILE_PATH_ID)
             hi = dict(d.upper_bounds or ()).get(DELETE_FILE_PATH_ID)
@@ -90,7 +95,7 @@ def dangling_position_deletes(tasks: Sequence[Any], removed: set[str]) -> list[D
             # upper bounds may be truncated and incremented: a prefix range is still an upper limit
             reach = [p for p in live if low <= p <= high or p.startswith(high)]
             if reach and all(p in removed for p in reach):
-                out[d.file_path] = d
+                out[d.key] = d
     return list(out.values())
 
 

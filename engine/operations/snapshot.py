@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import attrs
+
 from engine.errors import ValidationError
 from engine.events import FileChange, SnapshotAdded
 from engine.model.data_file import DataFile, DataFileContent
@@ -76,10 +78,13 @@ def snapshot_events(base: TableState, ctx: CommitContext, *, operation: str, sna
             raise ValidationError(f"Cannot commit snapshot: parent snapshot {parent_snapshot_id} does not exist")
     if base.format_version < 2 and any(f.content != DataFileContent.DATA for f in added):
         raise ValidationError("Cannot add delete files to a format version 1 table (upgrade it to version 2)")
-    paths = [f.file_path for f in added]
-    if len(set(paths)) != len(paths):
+    keys = [f.key for f in added]
+    if len(set(keys)) != len(keys):
         raise ValidationError("Cannot commit snapshot: a file is added twice")
     sequence_number = base.last_sequence_number + 1 if base.format_version >= 2 else 0
+    first_row_id = added_rows = None
+    if base.format_version >= 3:
+        added, first_row_id, added_rows = assign_row_ids(base, added)
     changes = tuple(FileChange(added=True, file=f) for f in added) + tuple(
         FileChange(added=False, file=f) for f in removed)
     return [SnapshotAdded(
@@ -93,4 +98,26 @@ def snapshot_events(base: TableState, ctx: CommitContext, *, operation: str, sna
         branch=branch,
         changes=changes,
         partition_types={s.spec_id: s.partition_type(base.schema) for s in base.specs},
+        first_row_id=first_row_id,
+        added_rows=added_rows,
     )]
+
+
+def assign_row_ids(base: TableState, added: Sequence[DataFile]) -> tuple[list[DataFile], int, int]:
+    """Format version 3 row lineage of a new snapshot: each added data file without a first row id gets the next ones
+    in order, from the table's ``next-row-id``; returns the files, the snapshot's first row id and the row ids it
+    assigned (its ``added-rows``).
+
+    :raises ValidationError: for a new position delete file (v3 tables take deletion vectors instead)
+    """
+    first = next_id = base.next_row_id or 0
+    out = []
+    for f in added:
+        if f.content == DataFileContent.POSITION_DELETES and not f.is_deletion_vector:
+            raise ValidationError(f"Cannot add position delete file {f.file_path} to a format version 3 table: v3 "
+                                  f"tables take deletion vectors instead")
+        if f.content == DataFileContent.DATA and f.first_row_id is None:
+            f = attrs.evolve(f, first_row_id=next_id)
+            next_id += f.record_count
+        out.append(f)
+    return out, first, next_id - first

@@ -54,7 +54,7 @@ from engine.events import (
     SpecAdded,
     TableCreated,
 )
-from engine.model.data_file import DataFile, EntryStatus, ManifestEntry, ManifestFile
+from engine.model.data_file import DataFile, DataFileContent, EntryStatus, ManifestEntry, ManifestFile
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from engine.model.schema import Schema
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
@@ -654,14 +654,17 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     elif parent_id in run.live:
         before = run.live[parent_id]
     else:
-        before = {e.file.file_path: e.file for e in live_entries(state, parent_id)}
+        before = {e.file.key: e.file for e in live_entries(state, parent_id)}
+    first_row_id = added_rows = None
+    if state.format_version >= 3:
+        first_row_id, added_rows = _row_lineage(state, snap, stream)
     changes = _file_changes(state, client, before, seq)
     after = dict(before)
     for c in changes:
         if c.added:
-            after[c.file.file_path] = c.file
+            after[c.file.key] = c.file
         else:
-            after.pop(c.file.file_path, None)
+            after.pop(c.file.key, None)
     run.live[sid] = after
     if state.format_version < 2 and any(c.added and c.file.content != 0 for c in changes):
         raise ValidationError(f"Cannot add snapshot {sid}: delete files need format version 2")
@@ -673,40 +676,73 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     run.add(SnapshotAdded(
         snapshot_id=sid, parent_snapshot_id=parent_id, sequence_number=seq, timestamp_ms=snap["timestamp-ms"],
         operation=operation, summary=tuple(summary.items()), schema_id=schema_id, branch=branch, changes=changes,
-        partition_types={s.spec_id: s.partition_type(state.schema) for s in state.specs}))
+        partition_types={s.spec_id: s.partition_type(state.schema) for s in state.specs},
+        first_row_id=first_row_id, added_rows=added_rows))
     if branch == UNREFERENCED_BRANCH and not any(
             u["action"] == "set-snapshot-ref" and u.get("snapshot-id") == sid for u in later):
         run.add(RefRemoved(name=UNREFERENCED_BRANCH))
 
 
+def _row_lineage(state: TableState, snap: Mapping[str, Any], stream: str) -> tuple[int, int]:
+    """A v3 client snapshot's ``first-row-id`` and ``added-rows``, checked against the table's ``next-row-id``."""
+    sid = snap["snapshot-id"]
+    first, added = snap.get("first-row-id"), snap.get("added-rows")
+    for name, value in (("first-row-id", first), ("added-rows", added)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValidationError(f"Cannot add snapshot {sid}: a format version 3 snapshot needs {name} (a "
+                                  f"non-negative integer), got {value!r}")
+    if first < (state.next_row_id or 0):
+        raise RequirementFailed(f"Cannot add snapshot {sid}: its first-row-id {first} is below the table's "
+                                f"next-row-id {state.next_row_id} (built on a stale base)", stream=stream)
+    return first, added
+
+
 def _file_changes(state: TableState, client: ClientSnapshot, before: Mapping[str, DataFile],
                   seq: int) -> tuple[FileChange, ...]:
-    """Files the client's snapshot adds and removes relative to its parent's live files ``before``."""
+    """Files the client's snapshot adds and removes relative to its parent's live files ``before`` (both keyed by
+    ``DataFile.key``); in v3, data files take their first row id by the spec's inheritance."""
     new_live: dict[str, tuple[ManifestEntry, int]] = {}
     deleted: set[str] = set()
     by_path = {m.manifest_path: m for m in client.manifests}
+    v3 = state.format_version >= 3
     for path, entries in client.entries.items():
         manifest_seq = by_path[path].sequence_number
+        next_row_id = by_path[path].first_row_id if v3 else None
         for e in entries:
+            f = e.data_file
             if e.status == EntryStatus.DELETED:
-                deleted.add(e.data_file.file_path)
+                deleted.add(f.key)
                 continue
             data_seq = e.data_sequence_number
             if data_seq is None:
                 data_seq = manifest_seq if e.status == EntryStatus.ADDED else seq
-            if e.data_file.file_format.upper() == "PUFFIN":
-                raise ValidationError(f"Cannot add {e.data_file.file_path}: deletion vectors (format version 3) "
-                                      f"are not supported")
-            new_live[e.data_file.file_path] = (e, data_seq)
+            if f.file_format.upper() == "PUFFIN" and not (
+                    v3 and f.is_deletion_vector and f.referenced_data_file is not None
+                    and f.content_offset is not None and f.content_size_in_bytes is not None):
+                raise ValidationError(f"Cannot add {f.file_path}: a Puffin file is a deletion vector only in a "
+                                      f"format version 3 table, with a referenced data file, content offset and size")
+            if v3 and f.content == DataFileContent.DATA and f.first_row_id is None and next_row_id is not None:
+                e = attrs.evolve(e, data_file=attrs.evolve(f, first_row_id=next_row_id))
+                next_row_id += f.record_count
+            new_live[f.key] = (e, data_seq)
     if client.parent_manifests is None:
         removed = [f for p, f in before.items() if p not in new_live]
     else:
-        gone = {e.data_file.file_path for e in client.gone_entries if e.status != EntryStatus.DELETED}
+        gone = {e.data_file.key for e in client.gone_entries if e.status != EntryStatus.DELETED}
         removed = [f for p, f in before.items() if (p in gone or p in deleted) and p not in new_live]
     changes: list[FileChange] = []
     for p, (e, data_seq) in sorted(new_live.items()):
         if p in before:
-            continue
+            if not (v3 and before[p].first_row_id is None and e.data_file.first_row_id is not None):
+                continue
+            # a file that first gets a row id after an upgrade to v3 is replaced by itself with the id
+            changes.append(FileChange(added=False, file=before[p]))
+        if v3 and e.data_file.content == DataFileContent.POSITION_DELETES and not e.data_file.is_deletion_vector:
+            raise ValidationError(f"Cannot add position delete file {e.data_file.file_path} to a format version 3 "
+                                  f"table: v3 tables take deletion vectors instead")
+        if v3 and e.data_file.content == DataFileContent.DATA and e.data_file.first_row_id is None:
+            raise ValidationError(f"Cannot add {e.data_file.file_path} to a format version 3 table: neither the file "
+                                  f"nor its manifest has a first_row_id")
         if state.format_version >= 2 and data_seq not in (None, 0, seq):
             changes.append(FileChange(added=True, file=e.data_file, data_sequence_number=data_seq))
         else:

@@ -101,9 +101,9 @@ class Validator:
                 yield snap, c.added, c.file
 
     def files_still_live(self, removed: Sequence[DataFile], action: str) -> None:
-        paths = {f.file_path for f in removed}
+        keys = {f.key for f in removed}
         for snap, added, f in self._changes():
-            if not added and f.file_path in paths:
+            if not added and f.key in keys:
                 raise ValidationConflict(
                     f"Cannot {action}: file {f.file_path} was removed by commit {snap.commit_id} "
                     f"(snapshot {snap.snapshot_id}, {snap.operation})", commit_id=snap.commit_id,
@@ -139,7 +139,7 @@ class Validator:
                     seq = c.data_sequence_number if c.data_sequence_number is not None else snap.sequence_number
                     entries.append(LiveEntry(file=c.file, data_sequence_number=seq,
                                              file_sequence_number=snap.sequence_number, snapshot_id=snap.snapshot_id))
-                    added_by[c.file.file_path] = snap
+                    added_by[c.file.key] = snap
         unpartitioned = {s.spec_id for s in self.base.specs if s.is_unpartitioned}
         return DeleteIndex(entries, unpartitioned), added_by
 
@@ -169,9 +169,9 @@ class Validator:
         for f in data_files:
             for d in index.for_data_file(f, read_sequence_number):
                 if ignore_equality_deletes and d.content == DataFileContent.EQUALITY_DELETES and (
-                        added_by[d.file_path].sequence_number > kept_sequence_number):
+                        added_by[d.key].sequence_number > kept_sequence_number):
                     continue
-                snap = added_by[d.file_path]
+                snap = added_by[d.key]
                 kind = "position" if d.content == DataFileContent.POSITION_DELETES else "equality"
                 raise ValidationConflict(
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added {kind} delete "

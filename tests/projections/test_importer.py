@@ -286,17 +286,17 @@ def test_unsupported_metadata_is_refused_naming_file_and_field(tmp_path: Path) -
         import_table(io, str(path))
 
 
-def test_v3_without_v3_features_imports_as_v2(tmp_path: Path) -> None:
+def test_v3_imports_as_v3_keeping_next_row_id(tmp_path: Path) -> None:
     _, src = make_source(tmp_path)
     doc = _doc(src)
     doc["format-version"] = 3
-    doc["next-row-id"] = 0
+    doc["next-row-id"] = 42
     path = tmp_path / "v3.metadata.json"
     path.write_text(json.dumps(doc))
     imported = import_table(FileIO(), str(path))
     created = imported.events[0]
-    assert isinstance(created, TableCreated) and created.format_version == 2
-    assert imported.original_format_version == 3 and "row lineage" in imported.notes[0]
+    assert isinstance(created, TableCreated) and created.format_version == 3 and created.next_row_id == 42
+    assert imported.original_format_version == 3 and imported.notes == ()
 
 
 def test_expired_parent_id_is_kept(tmp_path: Path) -> None:
