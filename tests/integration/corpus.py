@@ -4,7 +4,7 @@ writer's own read of every snapshot, and how the table was made.
 Layer: tests (helpers; no test functions). Writers: Spark 3.5.6 with the Iceberg 1.10.2 runtime through a Hadoop
 catalog (format v1, v2 and v3; copy-on-write and merge-on-read; partition and schema evolution; compaction and
 expiry; gzip metadata; snappy, zstd and uncompressed manifests; tables migrated from Hive files), PyIceberg 0.12
-through a SqlCatalog, and DuckDB 1.4.4 through icelog's REST catalog (its data files and manifests, copied
+through a SqlCatalog, Iceberg's Java API called directly (HadoopTables; v2 and v3), and DuckDB 1.4.4 through icelog's REST catalog (its data files and manifests, copied
 elsewhere so they are taken over with ``relocate``).
 """
 
@@ -83,6 +83,21 @@ def _spark_table(spark: Any, catalog: str, warehouse: Path, table: str, statemen
     return CorpusTable(name=table, writer=writer, folder=str(folder), metadata=metadata, expected=expected)
 
 
+#: a format v3 table whose history has every deletion vector case Spark writes: one Puffin file holding the vectors
+#: of several data files, a vector replaced by a merged one, an update (row lineage carried), compaction (vectors
+#: removed, row ids kept in the rewritten file) and an append after it
+V3_STATEMENTS = [
+    "CREATE TABLE {t} (id bigint, v string) USING iceberg TBLPROPERTIES ('format-version'='3', "
+    "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')",
+    "INSERT INTO {t} SELECT /*+ REPARTITION(3) */ id, cast(id as string) FROM range(30)",
+    "DELETE FROM {t} WHERE id % 4 = 0",
+    "DELETE FROM {t} WHERE id = 5",
+    "UPDATE {t} SET v = 'x' WHERE id = 7",
+    "CALL {c}.system.rewrite_data_files(table => '{n}', options => map('min-input-files', '1'))",
+    "INSERT INTO {t} VALUES (100, 'new')",
+]
+
+
 def spark_tables(spark: Any, catalog: str, warehouse: Path, scratch: Path) -> list[CorpusTable]:
     out = []
     out.append(_spark_table(spark, catalog, warehouse, "v2_merge_on_read", [
@@ -144,6 +159,7 @@ def spark_tables(spark: Any, catalog: str, warehouse: Path, scratch: Path) -> li
         "DELETE FROM {t} WHERE id % 5 = 0",
         "DELETE FROM {t} WHERE id = 7",
     ]))
+    out.append(_spark_table(spark, catalog, warehouse, "v3_multi_blob_puffin_compaction", V3_STATEMENTS))
     hive = scratch / "hive_orc"
     hive.mkdir(parents=True, exist_ok=True)
     orc.write_table(pa.table({"id": pa.array([1, 2], pa.int64()),
@@ -154,6 +170,54 @@ def spark_tables(spark: Any, catalog: str, warehouse: Path, scratch: Path) -> li
         f"CALL {{c}}.system.add_files(table => '{{n}}', source_table => '`orc`.`{hive}`')",
         "INSERT INTO {t} VALUES (3, named_struct('k', 'c'))",
     ]))
+    return out
+
+
+# ---------------------------------------------------------------- Iceberg's Java API
+
+
+def java_api_tables(spark: Any, folder: Path) -> list[CorpusTable]:
+    """Tables made through Iceberg's Java API itself (HadoopTables, AppendFiles, DeleteFiles, UpdateSchema, through
+    the Spark session's JVM), over Parquet files pyarrow wrote with field ids: v2 and v3 (row ids assigned by Java)."""
+    import pyarrow.parquet as pq
+
+    jvm = spark._jvm
+    iceberg = jvm.org.apache.iceberg
+    tables = iceberg.hadoop.HadoopTables(spark._jsc.hadoopConfiguration())
+    schema = iceberg.SchemaParser.fromJson(
+        '{"type":"struct","schema-id":0,"fields":[{"id":1,"name":"id","required":false,"type":"long"},'
+        '{"id":2,"name":"name","required":false,"type":"string"}]}')
+    spec = iceberg.PartitionSpec.unpartitioned()
+    out = []
+    for version in (2, 3):
+        location = folder / f"java_api_v{version}"
+        (location / "data").mkdir(parents=True)
+        props = jvm.java.util.HashMap()
+        props.put("format-version", str(version))
+        table = tables.create(schema, spec, props, str(location))
+
+        def data_file(name: str, ids: list[int]) -> Any:
+            path = location / "data" / name
+            arrow_schema = pa.schema([pa.field("id", pa.int64(), metadata={"PARQUET:field_id": "1"}),
+                                      pa.field("name", pa.string(), metadata={"PARQUET:field_id": "2"})])
+            pq.write_table(pa.table({"id": ids, "name": [f"n{i}" for i in ids]}, schema=arrow_schema), str(path))
+            return (iceberg.DataFiles.builder(spec).withPath(str(path)).withFileSizeInBytes(path.stat().st_size)
+                    .withRecordCount(len(ids)).withFormat("PARQUET").build())
+
+        first, second, third = data_file("a.parquet", [1, 2]), data_file("b.parquet", [3, 4]), data_file(
+            "c.parquet", [5])
+        table.newAppend().appendFile(first).appendFile(second).commit()
+        table.newFastAppend().appendFile(third).commit()
+        table.newDelete().deleteFile(first).commit()
+        table.updateSchema().addColumn("extra", getattr(iceberg.types, "Types$StringType").get()).commit()
+        table.newOverwrite().deleteFile(second).addFile(data_file("d.parquet", [6, 7])).commit()
+        table.refresh()
+        snapshots = [s.snapshotId() for s in table.snapshots()]
+        expected = {sid: canon_rows([r.asDict(recursive=True) for r in spark.read.format("iceberg").option(
+            "snapshot-id", sid).load(str(location)).collect()]) for sid in snapshots}
+        hint = int((location / "metadata" / "version-hint.text").read_text())
+        out.append(CorpusTable(name=f"java_api_v{version}", writer="iceberg-java-api", folder=str(location),
+                               metadata=str(location / "metadata" / f"v{hint}.metadata.json"), expected=expected))
     return out
 
 

@@ -2,8 +2,7 @@
 ``register_table``, each snapshot scanned and compared with the writer's own read of it. Prints the figures (how
 many tables and snapshots each gets right) and asserts icelog gets every supported one right.
 
-Layer: tests. Format v3 tables with deletion vectors are in the corpus and counted; icelog does not read them
-yet (refused with a typed error naming the Puffin file, never read wrongly).
+Layer: tests. Format v3 tables with deletion vectors are in the corpus and counted like the others.
 """
 
 from __future__ import annotations
@@ -21,15 +20,12 @@ from tests.integration.corpus import (
     CorpusTable,
     canon_rows,
     duckdb_tables,
+    java_api_tables,
     pyiceberg_tables,
     respelled_copy,
     spark_tables,
     unsigned_ids,
 )
-
-#: tables icelog refuses for now, with the reason (a later issue)
-NOT_YET = {"v3_deletion_vectors": "deletion vectors (Puffin) are not read yet"}
-
 
 def _icelog(table: CorpusTable, catalog_dir: Path) -> tuple[bool, int, str]:
     with Catalog.open(catalog_dir) as cat:
@@ -70,7 +66,8 @@ def test_the_corpus_registers_in_place_and_scans_right(spark: Any, warehouse_cat
     # derived before any registration touches the folders: other spellings and id ranges
     derived = [respelled_copy(by_name["v2_merge_on_read"], tmp_path / "respelled"),
                unsigned_ids(by_name["v2_copy_on_write"])]
-    corpus = (spark_written + derived + pyiceberg_tables(tmp_path / "pyiceberg-writer")
+    corpus = (spark_written + derived + java_api_tables(spark, tmp_path / "java-api-writer")
+              + pyiceberg_tables(tmp_path / "pyiceberg-writer")
               + duckdb_tables(tmp_path / "duckdb-writer", duckdb_connect))
     results = []
     for i, table in enumerate(corpus):
@@ -94,8 +91,4 @@ def test_the_corpus_registers_in_place_and_scans_right(spark: Any, warehouse_cat
             print(f"  {r['table']:<45} {r['snapshots']:>2} snapshots  icelog {r['icelog']:>2} "
                   f"{r['icelog_why'][:80]}  pyiceberg {r['pyiceberg']:>2} {r['pyiceberg_why'][:60]}")
     for r in results:
-        name = r["table"].split("/", 1)[1]
-        if name in NOT_YET:
-            assert not r["icelog_ok"] and "Puffin" in r["icelog_why"] or "deletion vector" in r["icelog_why"]
-            continue
         assert r["icelog_ok"], r
