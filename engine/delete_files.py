@@ -19,7 +19,8 @@ import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.errors import CorruptFileError, ValidationError
+from engine.deletion_vectors import encode_puffin
+from engine.errors import CorruptFileError, ValidationError, storage_error
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.arrow_schema import schema_to_arrow
@@ -32,6 +33,7 @@ from engine.reader import (
     DELETE_FILE_PATH_ID,
     DELETE_POS,
     DELETE_POS_ID,
+    DeleteLoader,
     normalize_path,
 )
 from engine.state import TableState
@@ -39,6 +41,8 @@ from projections import layout
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
 
+#: what icelog's Puffin files say wrote them
+CREATED_BY = "icelog"
 #: The schema of a position delete file without deleted row values.
 POSITION_DELETE_SCHEMA = Schema((
     T.NestedField(field_id=DELETE_FILE_PATH_ID, name=DELETE_FILE_PATH, field_type=T.StringType(), required=True),
@@ -85,7 +89,7 @@ def write_position_deletes(state: TableState, deletes: Mapping[str, Sequence[int
     _check_version(state, action)
     if state.format_version >= 3:
         raise ValidationError(f"Cannot write {action}: table {state.location} is format version 3, which takes "
-                              f"deletion vectors instead of new position delete files (use copy-on-write deletes)")
+                              f"deletion vectors instead of new position delete files (write_row_deletes)")
     paths: list[str] = []
     positions: list[int] = []
     for path, rows in deletes.items():
@@ -108,6 +112,81 @@ def write_position_deletes(state: TableState, deletes: Mapping[str, Sequence[int
     described = read_data_file(path, POSITION_DELETE_SCHEMA, spec_id=spec_id, partition=tuple(partition),
                                properties=props, metadata=footer, file_size=size)
     return attrs.evolve(described, content=DataFileContent.POSITION_DELETES)
+
+
+def write_row_deletes(state: TableState, deletes: Mapping[str, Sequence[int]], *, spec_id: int,
+                      partition: tuple[Any, ...], previous: Mapping[str, Sequence[DataFile]] | None = None,
+                      stage: Callable[[str], None] | None = None,
+                      io: FileIO = LOCAL_FILES) -> tuple[list[DataFile], list[DataFile]]:
+    """Delete rows by position the way the table's format version does: in v2 one position delete file; in v3
+    deletion vectors (:func:`write_deletion_vectors`). Returns the delete files to add and those they replace.
+
+    :param deletes: data file path (as its manifest entry spells it) -> row positions, from 0
+    :param previous: data file path -> the delete files that apply to it now (v3 merges their positions)
+    """
+    if state.format_version >= 3:
+        return write_deletion_vectors(state, deletes, spec_id=spec_id, partition=partition, previous=previous,
+                                      stage=stage, io=io)
+    return [write_position_deletes(state, deletes, spec_id=spec_id, partition=partition, stage=stage, io=io)], []
+
+
+def write_deletion_vectors(state: TableState, deletes: Mapping[str, Sequence[int]], *, spec_id: int,
+                           partition: tuple[Any, ...], previous: Mapping[str, Sequence[DataFile]] | None = None,
+                           stage: Callable[[str], None] | None = None,
+                           io: FileIO = LOCAL_FILES) -> tuple[list[DataFile], list[DataFile]]:
+    """Write one Puffin file holding a deletion vector per data file; returns the vectors' entries and the delete
+    files they replace.
+
+    As the spec requires (at most one vector per data file in a snapshot), a data file's new vector also holds the
+    positions its previous vector and position delete files deleted, and replaces that vector and the position
+    delete files that name this data file alone (an upgraded table's v2 files); a position delete file scoped to
+    the whole partition stays for the other files it deletes from.
+
+    :param deletes: data file path -> row positions, from 0
+    :param previous: data file path -> the delete files that apply to it now
+    :raises ValidationError: for a table before v3, no positions, or a position that is not a row number
+    """
+    from engine.scan import referenced_path
+
+    action = "deletion vectors"
+    if state.format_version < 3:
+        raise ValidationError(f"Cannot write {action}: table {state.location} is format version "
+                              f"{state.format_version} (deletion vectors need version 3)")
+    loader = DeleteLoader(io=io)
+    vectors: list[tuple[str, list[int]]] = []
+    replaced: dict[str, DataFile] = {}
+    for path, rows in deletes.items():
+        merged: set[int] = set()
+        for pos in rows:
+            if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
+                raise ValidationError(f"Cannot write {action}: position {pos!r} of {path} is not a row number")
+            merged.add(pos)
+        for d in (previous or {}).get(path, ()):
+            if d.content != DataFileContent.POSITION_DELETES:
+                continue
+            old = loader.positions(d, path)
+            if old is not None:
+                merged.update(old.to_pylist())
+            if d.is_deletion_vector or referenced_path(d) == normalize_path(path):
+                replaced[d.key] = d
+        if merged:
+            vectors.append((path, sorted(merged)))
+    if not vectors:
+        raise ValidationError(f"Cannot write {action}: no positions given")
+    data, spans = encode_puffin(vectors, created_by=CREATED_BY)
+    puffin = _folder(state, spec_id, partition, action).removesuffix(".parquet") + ".puffin"
+    if stage is not None:
+        stage(puffin)
+    try:
+        io.write_new(puffin, data)
+    except FileError as e:
+        raise storage_error(e, puffin) from e
+    added = [DataFile(file_path=puffin, file_format="PUFFIN", spec_id=spec_id, partition=tuple(partition),
+                      content=DataFileContent.POSITION_DELETES, record_count=len(positions),
+                      file_size_in_bytes=len(data), referenced_data_file=path, content_offset=offset,
+                      content_size_in_bytes=length)
+             for (path, positions), (offset, length) in zip(vectors, spans)]
+    return added, list(replaced.values())
 
 
 def equality_schema(schema: Schema, equality_ids: Sequence[int]) -> Schema:
@@ -274,7 +353,7 @@ def _local(location: str) -> str:
 
 
 __all__ = ["POSITION_DELETE_SCHEMA", "equality_schema", "relocate_position_deletes", "relocated_position_deletes_path",
-           "write_equality_deletes", "write_position_deletes"]
+           "write_deletion_vectors", "write_equality_deletes", "write_position_deletes", "write_row_deletes"]
 
 
 def paths_in_position_deletes(delete_file: DataFile, *, io: FileIO = LOCAL_FILES) -> list[str]:

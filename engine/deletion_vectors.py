@@ -17,9 +17,10 @@ other than the entry's ``record_count``) raises :class:`CorruptFileError` naming
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 from pyroaring import BitMap64
@@ -32,13 +33,39 @@ from storage.files import LOCAL_FILES, FileIO
 VECTOR_MAGIC = b"\xd1\xd3\x39\x64"
 #: the Puffin blob type of a deletion vector
 BLOB_TYPE = "deletion-vector-v1"
+#: the magic that starts and ends a Puffin file and starts its footer
+PUFFIN_MAGIC = b"PFA1"
+#: the field id a deletion vector's blob names: the reserved ``_pos`` column
+POS_FIELD_ID = 2147483645
 _LENGTH = struct.Struct(">I")
+_FOOTER_SIZE = struct.Struct("<ii")  # the footer payload's length, then the flags (0: the payload is not compressed)
 
 
 def encode_vector(positions: Iterable[int]) -> bytes:
     """The blob bytes of a deletion vector deleting ``positions`` (row positions in one data file)."""
     body = VECTOR_MAGIC + BitMap64(positions).serialize()
     return _LENGTH.pack(len(body)) + body + _LENGTH.pack(zlib.crc32(body))
+
+
+def encode_puffin(vectors: Sequence[tuple[str, Sequence[int]]], created_by: str) -> tuple[bytes, list[tuple[int, int]]]:
+    """A Puffin file holding one deletion vector per data file, and each blob's (offset, length).
+
+    :param vectors: (referenced data file, deleted positions) per blob, in the order to write them
+    :param created_by: the footer's ``created-by`` property
+    """
+    out = bytearray(PUFFIN_MAGIC)
+    blobs, spans = [], []
+    for referenced, positions in vectors:
+        blob = encode_vector(positions)
+        spans.append((len(out), len(blob)))
+        blobs.append({"type": BLOB_TYPE, "fields": [POS_FIELD_ID], "snapshot-id": -1, "sequence-number": -1,
+                      "offset": len(out), "length": len(blob),
+                      "properties": {"referenced-data-file": referenced, "cardinality": str(len(set(positions)))}})
+        out += blob
+    footer = json.dumps({"blobs": blobs, "properties": {"created-by": created_by}}, separators=(",", ":"))
+    payload = footer.encode("utf-8")
+    out += PUFFIN_MAGIC + payload + _FOOTER_SIZE.pack(len(payload), 0) + PUFFIN_MAGIC
+    return bytes(out), spans
 
 
 def decode_vector(blob: bytes, where: str) -> BitMap64:

@@ -115,6 +115,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
     added: list[DataFile] = []
     touched: list[DataFile] = []
     positions: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = {}
+    previous: dict[str, Sequence[DataFile]] = {}
     for task in tasks:
         f = task.file
         if expressions.metrics_must_match(bound, f, schema):
@@ -136,6 +137,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
         elif mode == MERGE_ON_READ:
             where = physical.filter(mask).to_pylist()
             positions.setdefault((f.spec_id, f.partition), {})[f.file_path] = where
+            previous[f.file_path] = task.deletes
         else:
             survivors = rows.filter(pc.invert(mask))
             spec = state.spec_by_id(f.spec_id)
@@ -144,11 +146,13 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
     gone = {normalize_path(f.file_path) for f in removed}
     removed += dangling_position_deletes(tasks, gone)
     if positions:
-        from engine.delete_files import write_position_deletes
+        from engine.delete_files import write_row_deletes
 
         for (spec_id, partition), deletes in positions.items():
-            added.append(write_position_deletes(state, deletes, spec_id=spec_id, partition=partition, stage=stage,
-                                                io=io))
+            written, replaced = write_row_deletes(state, deletes, spec_id=spec_id, partition=partition,
+                                                  previous=previous, stage=stage, io=io)
+            added += written
+            removed += replaced
     return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(removed), added=tuple(added),
                       touched=tuple(touched), bound_filter=bound)
 

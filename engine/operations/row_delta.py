@@ -53,7 +53,7 @@ from engine.data_writer import conform, split_by_partition, write_data_files
 from engine.delete_files import (
     paths_in_position_deletes,
     write_equality_deletes,
-    write_position_deletes,
+    write_row_deletes,
 )
 from engine.errors import ValidationConflict, ValidationError
 from engine.model import types as T
@@ -243,6 +243,8 @@ class KeyDeletes:
     files: tuple[DataFile, ...]
     referenced: tuple[DataFile, ...]
     filter: BooleanExpression
+    #: v3: the deletion vectors (and file-scoped position delete files) the new vectors replace
+    replaced: tuple[DataFile, ...] = ()
 
 
 def _covers(spec: PartitionSpec, key_ids: set[int]) -> bool:
@@ -287,21 +289,25 @@ def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, key
                 f"Cannot {action}: partition spec {spec.spec_id} partitions by {', '.join(map(repr, missing))}, "
                 f"which the equality columns do not include, so the deletes' partitions are unknown "
                 f"(include the column, or use delete_by_key, which writes position deletes for such rows)")
-        pos_files, referenced = _position_deletes(table, state, snapshot_id, keys, bound,
-                                                  {s.spec_id for s in uncovered})
+        pos_files, referenced, replaced = _position_deletes(table, state, snapshot_id, keys, bound,
+                                                            {s.spec_id for s in uncovered})
         files += pos_files
+        return KeyDeletes(files=tuple(files), referenced=tuple(referenced), filter=bound, replaced=tuple(replaced))
     return KeyDeletes(files=tuple(files), referenced=tuple(referenced), filter=bound)
 
 
 def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, keys: pa.Table,
-                      bound: BooleanExpression, spec_ids: set[int]) -> tuple[list[DataFile], list[DataFile]]:
-    """Position delete files for the live rows of data files in ``spec_ids`` that hold one of ``keys``."""
+                      bound: BooleanExpression, spec_ids: set[int]
+                      ) -> tuple[list[DataFile], list[DataFile], list[DataFile]]:
+    """Position delete files (v3: deletion vectors) for the live rows of data files in ``spec_ids`` that hold one
+    of ``keys``; returns them, the data files they reference and the delete files they replace."""
     if snapshot_id is None:
-        return [], []
+        return [], [], []
     schema = state.schema
     mapping = parse_name_mapping(state.prop(NAME_MAPPING_PROPERTY))
     loader = DeleteLoader(mapping, io=table.catalog.io)
     groups: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = defaultdict(dict)
+    previous: dict[str, Sequence[DataFile]] = {}
     referenced: list[DataFile] = []
     for task in Scan(table.catalog.store, state, snapshot_id=snapshot_id).plan_files():
         f = task.file
@@ -313,11 +319,16 @@ def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, ke
         positions = rows.column(POS_COLUMN).filter(mask).to_pylist()
         if positions:
             groups[(f.spec_id, f.partition)][f.file_path] = positions
+            previous[f.file_path] = task.deletes
             referenced.append(f)
-    files = [write_position_deletes(state, deletes, spec_id=spec_id, partition=partition, stage=table.stage_file,
-                                    io=table.catalog.io)
-             for (spec_id, partition), deletes in groups.items()]
-    return files, referenced
+    files: list[DataFile] = []
+    replaced: list[DataFile] = []
+    for (spec_id, partition), deletes in groups.items():
+        written, gone = write_row_deletes(state, deletes, spec_id=spec_id, partition=partition, previous=previous,
+                                          stage=table.stage_file, io=table.catalog.io)
+        files += written
+        replaced += gone
+    return files, referenced, replaced
 
 
 # -- the builder -------------------------------------------------------------------------------------------------
@@ -351,6 +362,8 @@ class RowDelta(PendingUpdate):
         self.snapshot_id: int = new_snapshot_id()
         self._data: list[DataFile] = []
         self._deletes: list[DataFile] = []
+        #: delete files of the table the new deletion vectors replace (v3), removed by the commit
+        self._replaced: list[DataFile] = []
         self._referenced: dict[str, DataFile] = {}
         self._live: dict[str, DataFile] | None = None
         self._conflict_filter: BooleanExpression | None = None
@@ -370,6 +383,20 @@ class RowDelta(PendingUpdate):
                           for e in store.live_entries(self._state, self._read_snapshot_id)
                           if e.file.content == DataFileContent.DATA}
         return self._live
+
+    def _deletes_applying(self, data_files: Iterable[DataFile]) -> dict[str, Sequence[DataFile]]:
+        """The delete files that apply to each of ``data_files`` (by path) in the snapshot the builder reads, plus
+        those this builder already wrote for them (a v3 vector for a file replaces them all)."""
+        wanted = {normalize_path(f.file_path) for f in data_files}
+        out: dict[str, list[DataFile]] = {}
+        if self._read_snapshot_id is not None:
+            for task in Scan(self._table.catalog.store, self._state, snapshot_id=self._read_snapshot_id).plan_files():
+                if normalize_path(task.file.file_path) in wanted:
+                    out[task.file.file_path] = list(task.deletes)
+        for d in self._deletes:
+            if d.referenced_data_file is not None and normalize_path(d.referenced_data_file) in wanted:
+                out.setdefault(d.referenced_data_file, []).append(d)
+        return out
 
     def _pending_data(self) -> dict[str, DataFile]:
         return {normalize_path(f.file_path): f for f in self._data}
@@ -442,10 +469,17 @@ class RowDelta(PendingUpdate):
             groups[(data_file.spec_id, data_file.partition)][data_file.file_path] = positions
             if key not in pending:
                 referenced[key] = data_file
-        files = [write_position_deletes(self._state, group, spec_id=spec_id, partition=partition,
-                                        stage=self._table.stage_file, io=self._table.catalog.io)
-                 for (spec_id, partition), group in groups.items()]
-        self._deletes += files
+        previous = self._deletes_applying(referenced.values()) if self._state.format_version >= 3 else {}
+        for (spec_id, partition), group in groups.items():
+            written, replaced = write_row_deletes(self._state, group, spec_id=spec_id, partition=partition,
+                                                  previous=previous, stage=self._table.stage_file,
+                                                  io=self._table.catalog.io)
+            # a vector this builder wrote before and now merged is dropped (its Puffin file stays staged, an
+            # orphan); one the table holds is removed by the commit
+            pending = {d.key for d in self._deletes}
+            gone = {d.key for d in replaced}
+            self._deletes = [d for d in self._deletes if d.key not in gone] + written
+            self._replaced += [d for d in replaced if d.key not in pending]
         self._referenced.update(referenced)
         return self
 
@@ -503,6 +537,7 @@ class RowDelta(PendingUpdate):
         planned = plan_key_deletes(self._table, state, self._read_snapshot_id, conformed, fields, action=action,
                                    fallback=fallback)
         self._deletes += planned.files
+        self._replaced += planned.replaced
         self._referenced.update({normalize_path(f.file_path): f for f in planned.referenced})
         if isolation_for is not None and conformed.num_rows:
             self._key_filters.append((planned.filter, isolation_for))
@@ -542,6 +577,8 @@ class RowDelta(PendingUpdate):
         if not v.new:
             return
         referenced = list(self._referenced.values())
+        if self._replaced:
+            v.files_still_live(self._replaced, action)
         if referenced:
             v.files_still_live(referenced, action)
             _no_new_position_deletes_for(v, referenced, action)
@@ -568,7 +605,7 @@ class RowDelta(PendingUpdate):
         head = ref.snapshot_id if ref is not None else None
         self._validate(base, head, ctx.staged_on_version)
         return snapshot_events(base, ctx, operation=self.operation(), snapshot_id=self.snapshot_id, added=added,
-                               branch=self.branch)
+                               removed=self._replaced, branch=self.branch)
 
     def commit(self) -> TableState:
         """Land the data and delete files as one snapshot (none when nothing was added)."""
