@@ -46,7 +46,6 @@ from engine.errors import (
 from engine.events import (
     CATALOG_STREAM,
     Event,
-    FormatVersionUpgraded,
     NamespaceCreated,
     NamespaceDropped,
     NamespacePropertiesUpdated,
@@ -84,6 +83,7 @@ from engine.operations.row_delete import (
     row_change_events,
 )
 from engine.operations.snapshot import snapshot_events
+from engine.operations.table_updates import SUPPORTED_FORMAT_VERSIONS, upgrade_events
 from engine.operations.transaction import run_staged
 from engine.ownership import (
     Ownership,
@@ -341,14 +341,14 @@ class Catalog:
         :param partition_by: partition terms such as ``"day(ts)"``, ``"bucket(16, id)"``, ``"truncate(4, name)"``,
             ``"category"``, or a PartitionSpec
         :param properties: table properties
-        :param format_version: 1 or 2
+        :param format_version: 1, 2 or 3 (v3: row lineage, deletion vectors)
         :param location: the table folder; default ``<warehouse>/<namespace>/<table>``
         """
         ns, name = parse_identifier(identifier)
         check_identifier(ns, name)
-        if format_version not in (1, 2):
+        if format_version not in SUPPORTED_FORMAT_VERSIONS:
             raise ValidationError(f"Cannot create table {'.'.join(ns + (name,))}: format version {format_version} "
-                                  f"is not supported (1 or 2)")
+                                  f"is not supported (1, 2 or 3)")
         if isinstance(schema, pa.Schema):
             schema = schema_from_arrow(schema)
         elif not isinstance(schema, Schema):
@@ -862,15 +862,10 @@ class Table(TableStateReads):
         return self.commit_events(build)
 
     def upgrade_format_version(self, format_version: int) -> TableState:
-        """Upgrade the table to a newer format version (2); downgrades raise ValidationError."""
+        """Upgrade the table to a newer format version (2, or 3 while it has no snapshot); downgrades raise
+        ValidationError."""
         def build(base: TableState, ctx: CommitContext) -> list:
-            if format_version not in (1, 2):
-                raise ValidationError(f"Cannot upgrade table: format version {format_version} is not supported")
-            if format_version < base.format_version:
-                raise ValidationError(f"Cannot downgrade table from format version {base.format_version} to "
-                                      f"{format_version}")
-            return [FormatVersionUpgraded(format_version=format_version)] if format_version > base.format_version \
-                else []
+            return upgrade_events(base, format_version)
 
         return self.commit_events(build)
 

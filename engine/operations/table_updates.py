@@ -67,7 +67,7 @@ from projections.manifests import read_manifest, read_manifest_list
 from storage.errors import LogError
 from storage.files import FileIO
 
-SUPPORTED_FORMAT_VERSIONS = (1, 2)
+SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
 #: the branch a snapshot is added on when no branch of the same commit points at it (removed in the same commit)
 UNREFERENCED_BRANCH = "icelog-rest-unreferenced"
 
@@ -432,7 +432,7 @@ def _new_table(updates: Sequence[Mapping[str, Any]], default_location: str, defa
     if schema is None:
         raise ValidationError("Cannot create table: the commit has no add-schema update")
     if fmt not in SUPPORTED_FORMAT_VERSIONS:
-        raise ValidationError(f"Cannot create table: format version {fmt} is not supported (1 or 2)")
+        raise ValidationError(f"Cannot create table: format version {fmt} is not supported (1, 2 or 3)")
     spec = spec or UNPARTITIONED_SPEC
     _check_spec(spec, schema)
     _check_order(order or UNSORTED_ORDER, schema)
@@ -499,13 +499,8 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
         if _need(u, "uuid", str, action) != state.table_uuid:
             raise ValidationError(f"Cannot assign uuid {u['uuid']}: table {state.table_uuid} keeps its uuid")
     elif action == "upgrade-format-version":
-        fmt = _need(u, "format-version", int, action)
-        if fmt not in SUPPORTED_FORMAT_VERSIONS:
-            raise ValidationError(f"Cannot upgrade to format version {fmt}: icelog supports 1 and 2")
-        if fmt < state.format_version:
-            raise ValidationError(f"Cannot downgrade format version from {state.format_version} to {fmt}")
-        if fmt > state.format_version:
-            run.add(FormatVersionUpgraded(format_version=fmt))
+        for event in upgrade_events(state, _need(u, "format-version", int, action)):
+            run.add(event)
     elif action == "add-schema":
         schema = _schema_of(u)
         for s in state.schemas:
@@ -613,6 +608,23 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
     else:  # pragma: no cover - parse_table_commit refuses unknown actions
         raise ValidationError(f"Cannot apply update {action!r}")
     return
+
+
+def upgrade_events(state: TableState, fmt: int) -> list[FormatVersionUpgraded]:
+    """The event of an upgrade to format version ``fmt`` (none when the table has it already).
+
+    :raises ValidationError: for an unknown version, a downgrade, or an upgrade to v3 of a table with snapshots
+        (its existing rows would need row ids, which icelog does not assign yet)
+    """
+    if isinstance(fmt, bool) or fmt not in SUPPORTED_FORMAT_VERSIONS:
+        raise ValidationError(f"Cannot upgrade to format version {fmt!r}: icelog supports 1, 2 and 3")
+    if fmt < state.format_version:
+        raise ValidationError(f"Cannot downgrade format version from {state.format_version} to {fmt}")
+    if fmt >= 3 > state.format_version and (state.snapshots or state.expired_snapshots):
+        raise ValidationError(f"Cannot upgrade table {state.location} to format version 3: it has snapshots, whose "
+                              f"rows would need row ids; icelog upgrades only tables without snapshots to v3 so far "
+                              f"(create the table as v3)")
+    return [FormatVersionUpgraded(format_version=fmt)] if fmt > state.format_version else []
 
 
 def _last_or(last: int | None, given: int, what: str) -> int:

@@ -109,7 +109,7 @@ def test_consecutive_remove_snapshots_become_one_event(table: Any) -> None:
 @pytest.mark.parametrize(("update", "message"), [
     ({"action": "set-location", "location": "/elsewhere"}, "does not move"),
     ({"action": "assign-uuid", "uuid": "00000000-0000-0000-0000-000000000001"}, "keeps its uuid"),
-    ({"action": "upgrade-format-version", "format-version": 3}, "supports 1 and 2"),
+    ({"action": "upgrade-format-version", "format-version": 4}, "supports 1, 2 and 3"),
     ({"action": "upgrade-format-version", "format-version": 1}, "downgrade"),
     ({"action": "set-statistics", "snapshot-id": 1, "statistics": {}}, "statistics"),
     ({"action": "remove-schemas", "schema-ids": [0]}, "keeps every schema"),

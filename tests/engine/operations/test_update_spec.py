@@ -393,9 +393,9 @@ def test_upgrade_to_v2_switches_partition_evolution_to_v2_rules(catalog):
     assert t.upgrade_format_version(1).version == version      # the current version: nothing to commit
     state = t.upgrade_format_version(2)
     assert state.format_version == 2 and state.version == version + 1
-    with pytest.raises(ValidationError, match="Cannot downgrade table"):
+    with pytest.raises(ValidationError, match="Cannot downgrade"):
         t.upgrade_format_version(1)
-    with pytest.raises(ValidationError, match="format version 3 is not supported"):
+    with pytest.raises(ValidationError, match="to format version 3: it has snapshots"):
         t.upgrade_format_version(3)
     # v2 now: a removed field goes away instead of turning void; an earlier field's id comes back
     state = t.update_spec().remove_field("id_bucket").commit()
