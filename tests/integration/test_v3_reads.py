@@ -100,29 +100,26 @@ def test_commits_on_an_imported_v3_table_assign_row_ids(spark: Any, warehouse_ca
     assert rows[500]["_last_updated_sequence_number"] == snap.sequence_number
 
 
-def test_merge_on_read_deletes_on_an_imported_v3_table_are_refused_before_writing(
+def test_merge_on_read_deletes_on_an_imported_v3_table_write_merged_vectors(
         spark: Any, warehouse_catalog: str, tmp_warehouse: Path, tmp_path: Path) -> None:
-    from engine.errors import ValidationError
-
-    folder, expected = _spark_v3_table(spark, warehouse_catalog, tmp_warehouse, "refused")
+    folder, expected = _spark_v3_table(spark, warehouse_catalog, tmp_warehouse, "merged")
     with Catalog.open(tmp_path / "cat") as cat:
         cat.create_namespace("db")
-        t = cat.register_table("db.refused", str(folder))
+        t = cat.register_table("db.merged", str(folder))
         head = t.current_snapshot().snapshot_id
-        files = sorted(p.name for p in (folder / "data").rglob("*"))
-        with pytest.raises(ValidationError, match="deletion vectors"):
-            t.delete("id = 1")  # Spark made the table merge-on-read: v3 needs a deletion vector
-        assert t.current_snapshot().snapshot_id == head
-        assert sorted(p.name for p in (folder / "data").rglob("*")) == files
-        assert cat.verify("db.refused") == []
-        t.set_properties({"write.delete.mode": "copy-on-write"})
-        t.delete("id = 1")
-        rows = _without_lineage(expected[head])
-        assert canon_rows(t.scan().to_arrow().to_pylist()) == [r for r in rows if dict(r)["id"] != 1]
+        rows = expected[head]
+        t.delete("id IN (1, 100)")  # Spark made the table merge-on-read: deletion vectors, never position files
+        snap = t.current_snapshot()
+        vectors = [e.file for e in t.catalog.store.live_entries(t.state, snap.snapshot_id)
+                   if e.file.content != 0]
+        assert vectors and all(v.is_deletion_vector for v in vectors)
+        assert len({v.referenced_data_file for v in vectors}) == len(vectors)
+        kept = [r for r in rows if dict(r)["id"] not in (1, 100)]
+        assert canon_rows(t.scan().to_arrow().to_pylist()) == _without_lineage(kept)
+        assert cat.verify("db.merged") == []
         published = t.metadata_location
-        sid = t.current_snapshot().snapshot_id
-    assert sorted(dict(r)["id"] for r in _spark_reads(spark, published, sid)) == sorted(
-        dict(r)["id"] for r in rows if dict(r)["id"] != 1)
+    # Spark reads icelog's vectors, and every surviving row keeps the id Spark gave it
+    assert _spark_reads(spark, published, snap.snapshot_id) == kept
 
 
 def test_a_damaged_deletion_vector_raises_corrupt_file_error(spark: Any, warehouse_catalog: str,

@@ -1,0 +1,200 @@
+"""Format v3 written by icelog: tables created as v3, appends with row ids, merge-on-read deletes as deletion vectors
+(one per data file, merged with the previous one, which the commit removes), read back by Spark with row lineage;
+and Spark writing to an icelog v3 table through the REST catalog, its vectors read by icelog.
+
+Layer: tests (Spark, real Puffin files).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+import pytest
+
+from engine import Catalog
+from engine.errors import ValidationError
+from engine.model.data_file import DataFileContent
+from tools.rest_server import running_server
+
+TOKEN = "v3-token"
+LINEAGE = "_row_id, _last_updated_sequence_number"
+
+
+def _spark_rows(spark: Any, metadata: str, snapshot_id: int) -> dict[int, tuple]:
+    df = spark.read.format("iceberg").option("snapshot-id", snapshot_id).load(metadata)
+    return {r["id"]: (r["cat"], r["_row_id"], r["_last_updated_sequence_number"])
+            for r in df.selectExpr("id", "cat", "_row_id", "_last_updated_sequence_number").collect()}
+
+
+def _live_vectors(t: Any) -> list[Any]:
+    return [e.file for e in t.catalog.store.live_entries(t.state, t.current_snapshot().snapshot_id)
+            if e.file.content == DataFileContent.POSITION_DELETES]
+
+
+def test_icelog_v3_table_read_by_spark_with_vectors_and_lineage(spark: Any, tmp_path: Path) -> None:
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64()), ("cat", pa.string())]),
+                             partition_by=["cat"], format_version=3,
+                             properties={"write.delete.mode": "merge-on-read"})
+        t.append(pa.table({"id": list(range(10)), "cat": ["a"] * 5 + ["b"] * 5}))
+        t.append(pa.table({"id": list(range(10, 14)), "cat": ["a", "b", "a", "b"]}))
+        first = t.current_snapshot()
+        assert (t.snapshots()[0].first_row_id, t.snapshots()[0].added_rows) == (0, 10)
+        assert (first.first_row_id, first.added_rows) == (10, 4) and t.state.next_row_id == 14
+
+        t.delete("id IN (1, 6, 11)")                 # vectors for three files, in two partitions
+        assert len(_live_vectors(t)) == 3
+        t.delete("id IN (2, 3)")                     # a second vector for one file merges the first
+        vectors = _live_vectors(t)
+        assert Counter(v.referenced_data_file for v in vectors).most_common(1)[0][1] == 1
+        merged = next(v for v in vectors if v.record_count == 3)
+        assert merged.file_format == "PUFFIN" and merged.content_offset is not None
+        delta = t.row_delta()
+        target = next(e.file for e in t.catalog.store.live_entries(t.state, t.current_snapshot().snapshot_id)
+                      if e.file.content == DataFileContent.DATA and e.file.record_count == 2
+                      and e.file.partition == ("b",))
+        delta.add_position_deletes({target.file_path: [1]}).commit()   # id 13: positions 0, 1 are ids 11, 13
+        vectors = _live_vectors(t)
+        assert len(vectors) == len({v.referenced_data_file for v in vectors}) == 3
+        survivors = sorted(set(range(14)) - {1, 2, 3, 6, 11, 13})
+        assert sorted(t.scan().to_arrow().column("id").to_pylist()) == survivors
+        assert cat.verify("db.t") == []
+        snapshots = [(s.snapshot_id, sorted(t.scan(snapshot_id=s.snapshot_id).to_arrow().column("id").to_pylist()))
+                     for s in t.snapshots()]
+        published = t.metadata_location
+        meta = json.loads(Path(published.removeprefix("file://")).read_text())
+        with pytest.raises(ValidationError, match="downgrade"):
+            t.upgrade_format_version(2)
+
+    assert meta["format-version"] == 3 and meta["next-row-id"] == 14
+    assert [(s.get("first-row-id"), s.get("added-rows")) for s in meta["snapshots"]] == [
+        (0, 10), (10, 4), (14, 0), (14, 0), (14, 0)]
+    first_ids: dict[int, tuple] = {}
+    for sid, ids in snapshots:
+        rows = _spark_rows(spark, published, sid)
+        assert sorted(rows) == ids, sid
+        for i, (_, row_id, seq) in rows.items():
+            first_ids.setdefault(i, (row_id, seq))
+            assert (row_id, seq) == first_ids[i], i     # a row keeps its id and sequence number through deletes
+    assert sorted(v[0] for v in first_ids.values()) == list(range(14))
+
+
+def test_upgrade_to_v3_and_creation_rules(tmp_path: Path) -> None:
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        schema = pa.schema([("id", pa.int64())])
+        empty = cat.create_table("db.empty", schema=schema)
+        empty.upgrade_format_version(3)
+        assert empty.state.format_version == 3 and empty.state.next_row_id == 0
+        full = cat.create_table("db.full", schema=schema)
+        full.append(pa.table({"id": [1]}))
+        version = full.state.version
+        with pytest.raises(ValidationError, match="has snapshots"):
+            full.upgrade_format_version(3)
+        assert full.state.version == version
+        with pytest.raises(ValidationError, match="format version 4"):
+            cat.create_table("db.v4", schema=schema, format_version=4)
+
+
+def test_v3_row_delta_refuses_position_delete_files(tmp_path: Path) -> None:
+    from engine.delete_files import write_position_deletes
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=3)
+        t.append(pa.table({"id": [1, 2]}))
+        data = t.current_snapshot()
+        f = next(e.file for e in t.catalog.store.live_entries(t.state, data.snapshot_id))
+        with pytest.raises(ValidationError, match="deletion vectors"):
+            write_position_deletes(t.state, {f.file_path: [0]}, spec_id=0, partition=())
+        assert t.current_snapshot().snapshot_id == data.snapshot_id
+
+
+def test_spark_writes_to_an_icelog_v3_table_through_rest(spark: Any, tmp_warehouse: Path) -> None:
+    with running_server(tmp_warehouse, TOKEN) as server:
+        name = "v3rest"
+        for key, value in {"": "org.apache.iceberg.spark.SparkCatalog", ".type": "rest", ".uri": server.uri,
+                           ".token": TOKEN, ".cache-enabled": "false"}.items():
+            spark.conf.set(f"spark.sql.catalog.{name}{key}", value)
+        with Catalog.open(tmp_warehouse) as cat:
+            cat.create_namespace("db")
+            t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64()), ("cat", pa.string())]),
+                                 format_version=3, properties={"write.delete.mode": "merge-on-read",
+                                                               "write.update.mode": "merge-on-read"})
+            t.append(pa.table({"id": list(range(6)), "cat": ["x"] * 6}))
+        spark.sql(f"INSERT INTO {name}.db.t VALUES (6, 'y'), (7, 'y')").collect()
+        spark.sql(f"DELETE FROM {name}.db.t WHERE id IN (0, 7)").collect()
+        spark.sql(f"UPDATE {name}.db.t SET cat = 'z' WHERE id = 3").collect()
+        spark_rows = {r["id"]: (r["cat"], r["_row_id"]) for r in spark.sql(
+            f"SELECT id, cat, _row_id FROM {name}.db.t").collect()}
+        with Catalog.open(tmp_warehouse) as cat:
+            t = cat.load_table("db.t")
+            assert t.state.format_version == 3
+            got = {r["id"]: r["cat"] for r in t.scan().to_arrow().to_pylist()}
+            assert got == {i: c for i, (c, _) in spark_rows.items()}
+            assert any(e.file.is_deletion_vector for e in t.catalog.store.live_entries(
+                t.state, t.current_snapshot().snapshot_id))
+            assert t.state.next_row_id >= max(r for _, r in spark_rows.values()) + 1
+            assert cat.verify("db.t") == []
+            # icelog continues: its vector for a file Spark deleted from merges Spark's
+            t.delete("id = 1")
+            assert sorted(r["id"] for r in t.scan().to_arrow().to_pylist()) == sorted(set(spark_rows) - {1})
+        assert sorted(r["id"] for r in spark.sql(f"SELECT id FROM {name}.db.t").collect()) == sorted(
+            set(spark_rows) - {1})
+        # the row ids Spark saw are the ones it still sees after icelog's commit
+        after = {r["id"]: r["_row_id"] for r in spark.sql(f"SELECT id, _row_id FROM {name}.db.t").collect()}
+        assert after == {i: r for i, (_, r) in spark_rows.items() if i != 1}
+
+
+def _blob_count(puffin: Path) -> int:
+    import struct
+
+    data = puffin.read_bytes()
+    (size,) = struct.unpack_from("<i", data, len(data) - 12)
+    return len(json.loads(data[len(data) - 12 - size:len(data) - 12])["blobs"])
+
+
+def test_icelog_puffin_files_hold_one_vector_per_data_file(tmp_path: Path) -> None:
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=3,
+                             properties={"write.delete.mode": "merge-on-read"})
+        t.append(pa.table({"id": [1, 2, 3]}))
+        t.append(pa.table({"id": [4, 5, 6]}))
+        t.delete("id IN (1, 4)")
+        vectors = _live_vectors(t)
+        assert len(vectors) == 2 and len({v.file_path for v in vectors}) == 1
+        assert _blob_count(Path(vectors[0].file_path.removeprefix("file://"))) == 2
+        manifests = list((tmp_path / "wh" / "db" / "t" / "metadata").glob("*-m*.avro"))
+        dv_entries = []
+        for m in manifests:
+            with m.open("rb") as f:
+                dv_entries += [r["data_file"] for r in fastavro.reader(f) if r["data_file"]["file_format"] == "PUFFIN"]
+        assert {(d["content_offset"], d["record_count"]) for d in dv_entries} == {
+            (v.content_offset, 1) for v in vectors}
+
+
+def test_pyiceberg_and_duckdb_read_icelog_v3_tables_with_vectors(tmp_path: Path) -> None:
+    from pyiceberg.table import StaticTable
+
+    from tests.conftest import duckdb_connect
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64()), ("cat", pa.string())]),
+                             partition_by=["cat"], format_version=3,
+                             properties={"write.delete.mode": "merge-on-read"})
+        t.append(pa.table({"id": list(range(8)), "cat": ["a", "b"] * 4}))
+        t.delete("id IN (1, 2)")
+        t.delete("id = 4")  # merges the vector of partition a's file
+        metadata = t.metadata_location
+    survivors = [0, 3, 5, 6, 7]
+    assert sorted(StaticTable.from_metadata(metadata).scan().to_arrow().column("id").to_pylist()) == survivors
+    con = duckdb_connect()
+    assert sorted(r[0] for r in con.execute(f"SELECT id FROM iceberg_scan('{metadata}')").fetchall()) == survivors
