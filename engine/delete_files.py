@@ -93,9 +93,7 @@ def write_position_deletes(state: TableState, deletes: Mapping[str, Sequence[int
     paths: list[str] = []
     positions: list[int] = []
     for path, rows in deletes.items():
-        for pos in rows:
-            if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
-                raise ValidationError(f"Cannot write {action}: position {pos!r} of {path} is not a row number")
+        for pos in _row_numbers(rows, path, action):
             paths.append(path)
             positions.append(pos)
     if not paths:
@@ -112,6 +110,14 @@ def write_position_deletes(state: TableState, deletes: Mapping[str, Sequence[int
     described = read_data_file(path, POSITION_DELETE_SCHEMA, spec_id=spec_id, partition=tuple(partition),
                                properties=props, metadata=footer, file_size=size)
     return attrs.evolve(described, content=DataFileContent.POSITION_DELETES)
+
+
+def _row_numbers(rows: Sequence[int], path: str, action: str) -> Sequence[int]:
+    """``rows`` checked to be row positions (integers from 0) of the data file at ``path``."""
+    for pos in rows:
+        if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
+            raise ValidationError(f"Cannot write {action}: position {pos!r} of {path} is not a row number")
+    return rows
 
 
 def write_row_deletes(state: TableState, deletes: Mapping[str, Sequence[int]], *, spec_id: int,
@@ -156,11 +162,7 @@ def write_deletion_vectors(state: TableState, deletes: Mapping[str, Sequence[int
     vectors: list[tuple[str, list[int]]] = []
     replaced: dict[str, DataFile] = {}
     for path, rows in deletes.items():
-        merged: set[int] = set()
-        for pos in rows:
-            if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
-                raise ValidationError(f"Cannot write {action}: position {pos!r} of {path} is not a row number")
-            merged.add(pos)
+        merged = set(_row_numbers(rows, path, action))
         for d in (previous or {}).get(path, ()):
             if d.content != DataFileContent.POSITION_DELETES:
                 continue

@@ -94,10 +94,9 @@ def decode_vector(blob: bytes, where: str) -> BitMap64:
         raise corrupt(f"the bitmap does not decode ({e})") from e
 
 
-def read_vector(vector: DataFile, *, io: FileIO = LOCAL_FILES, puffin: bytes | None = None) -> pa.Array:
-    """The deleted positions (int64, ascending) of a deletion vector's manifest entry.
+def read_vector(vector: DataFile, *, io: FileIO = LOCAL_FILES) -> pa.Array:
+    """The deleted positions (int64, ascending) of a deletion vector's manifest entry (its blob alone is read).
 
-    :param puffin: the Puffin file's bytes when the caller already holds them (else the blob is read through ``io``)
     :raises CorruptFileError: when the blob cannot be read, is malformed, or its cardinality is not the entry's
         ``record_count``
     """
@@ -106,15 +105,12 @@ def read_vector(vector: DataFile, *, io: FileIO = LOCAL_FILES, puffin: bytes | N
     if offset is None or size is None or offset < 0 or size < 0:
         raise CorruptFileError(f"Cannot read deletion vector {where}: its manifest entry has no content offset "
                                f"and size", path=vector.file_path)
-    if puffin is not None:
-        blob = puffin[offset:offset + size]
-    else:
-        try:
-            with io.open_input(vector.file_path) as f:
-                blob = f.read_at(size, offset)
-        except (OSError, ValueError) as e:
-            raise CorruptFileError(f"Cannot read deletion vector {where}: {type(e).__name__}: {e}",
-                                   path=vector.file_path) from e
+    try:
+        with io.open_input(vector.file_path) as f:
+            blob = f.read_at(size, offset)
+    except (OSError, ValueError) as e:
+        raise CorruptFileError(f"Cannot read deletion vector {where}: {type(e).__name__}: {e}",
+                               path=vector.file_path) from e
     if len(blob) != size:
         raise CorruptFileError(f"Cannot read deletion vector {where}: the Puffin file ends {size - len(blob)} bytes "
                                f"before the blob does", path=vector.file_path)

@@ -411,6 +411,9 @@ class DeleteLoader:
         return by_path.get(normalize_path(data_path))
 
     def _read_positions(self, delete_file: DataFile) -> dict[str, pa.Array]:
+        if delete_file.is_deletion_vector:  # one data file's positions: nothing to group
+            rows = read_position_delete_rows(delete_file, io=self.io)
+            return {normalize_path(delete_file.referenced_data_file or ""): rows.column(DELETE_POS).combine_chunks()}
         rows = read_position_delete_rows(delete_file, io=self.io)
         table = pa.table({"file_path": rows.column(DELETE_FILE_PATH), "pos": rows.column(DELETE_POS)})
         grouped = table.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
@@ -554,8 +557,8 @@ def read_position_delete_rows(delete_file: DataFile, *, io: FileIO = LOCAL_FILES
         if delete_file.referenced_data_file is None:
             raise CorruptFileError(f"Cannot read deletion vector {delete_file.key}: its manifest entry names no "
                                    f"referenced data file", path=delete_file.file_path)
-        return pa.table({DELETE_FILE_PATH: pa.array([delete_file.referenced_data_file] * len(positions), pa.string()),
-                         DELETE_POS: positions})
+        return pa.table({DELETE_FILE_PATH: pa.repeat(pa.scalar(delete_file.referenced_data_file, pa.string()),
+                                                      len(positions)), DELETE_POS: positions})
     path = delete_file.file_path
     raw = _RawFile(path, mapping=_POSITION_MAPPING, needed_ids={DELETE_FILE_PATH_ID, DELETE_POS_ID},
                    file_format=delete_file.file_format, io=io)

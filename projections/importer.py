@@ -78,13 +78,14 @@ from engine.model.data_file import (
     EntryStatus,
     ManifestEntry,
     ManifestFile,
+    deletion_vector_problem,
 )
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.model.values import from_bytes, to_bytes
 from engine.model.paths import normalize_path
-from projections.manifests import read_manifest, read_manifest_list
+from projections.manifests import inherit_first_row_ids, read_manifest, read_manifest_list
 from storage.errors import FileNotFound, LogError
 from storage.files import FileIO
 
@@ -622,21 +623,13 @@ class _ManifestReader:
             manifests = [(p, None, 0, None) for p in snap.manifests or ()]
         out: dict[str, tuple[DataFile, int]] = {}
         for path, spec_id, manifest_seq, first_row_id in manifests:
-            next_row_id = first_row_id
-            for e in self.entries(path):
+            for e in inherit_first_row_ids(self.entries(path), first_row_id):
                 if e.status == EntryStatus.DELETED:
                     continue
                 df = e.data_file
-                if df.file_format.upper() == "PUFFIN" and (df.content != DataFileContent.POSITION_DELETES
-                                                          or df.referenced_data_file is None
-                                                          or df.content_offset is None):
-                    raise CorruptFileError(f"Cannot import manifest {path}: {df.file_path} is a Puffin file but not a "
-                                           f"deletion vector (position deletes with a referenced data file, content "
-                                           f"offset and size)", path=path)
-                if df.content == DataFileContent.DATA and df.first_row_id is None and next_row_id is not None:
-                    # the spec's first row id inheritance, made explicit
-                    df = attrs.evolve(df, first_row_id=next_row_id)
-                    next_row_id += df.record_count
+                problem = deletion_vector_problem(df)
+                if problem is not None:
+                    raise CorruptFileError(f"Cannot import manifest {path}: {df.file_path} is {problem}", path=path)
                 if spec_id is not None and df.spec_id != spec_id:
                     df = attrs.evolve(df, spec_id=spec_id)
                 moved = relocate_file(df, self.reloc)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+import attrs
 import fastavro
 from fastavro.read import SchemaResolutionError
 from fastavro.schema import SchemaParseException
@@ -648,6 +649,23 @@ def _entry_from_record(r: dict[str, Any], entry_names: dict[int, str], file_name
                          data_sequence_number=_get(r, entry_names, e["sequence_number"]),
                          file_sequence_number=_get(r, entry_names, e["file_sequence_number"]),
                          data_file=data_file)
+
+
+def inherit_first_row_ids(entries: Sequence[ManifestEntry], first_row_id: int | None) -> list[ManifestEntry]:
+    """A v3 data manifest's entries with the spec's first row id inheritance made explicit: each live data file
+    without a ``first_row_id`` takes the manifest's plus the rows of the live files before it that had none
+    (entries come back unchanged when the manifest has no ``first_row_id``)."""
+    if first_row_id is None:
+        return list(entries)
+    out = []
+    next_id = first_row_id
+    for e in entries:
+        f = e.data_file
+        if e.status != EntryStatus.DELETED and f.content == DataFileContent.DATA and f.first_row_id is None:
+            e = attrs.evolve(e, data_file=attrs.evolve(f, first_row_id=next_id))
+            next_id += f.record_count
+        out.append(e)
+    return out
 
 
 def read_manifest_list(data: bytes, path: str) -> list[ManifestFile]:

@@ -95,9 +95,17 @@ def blob_key(path: str, content_offset: int) -> str:
     return f"{path}#{content_offset}"
 
 
-def file_key(f: DataFile) -> str:
-    """:attr:`DataFile.key` as a function (for ``map`` and sort keys)."""
-    return f.key
+def deletion_vector_problem(f: DataFile) -> str | None:
+    """What keeps a Puffin entry from being a well-formed deletion vector (None for one that is, or for a file that is
+    not Puffin): position deletes with a referenced data file, a content offset and a size."""
+    if f.file_format.upper() != "PUFFIN":
+        return None
+    if f.content != DataFileContent.POSITION_DELETES:
+        return f"a Puffin file holds deletion vectors, not {f.content.name.lower()}"
+    missing = [name for name, v in (("referenced data file", f.referenced_data_file),
+                                    ("content offset", f.content_offset),
+                                    ("content size", f.content_size_in_bytes)) if v is None]
+    return f"a deletion vector without a {', '.join(missing)}" if missing else None
 
 
 @attrs.frozen(kw_only=True)

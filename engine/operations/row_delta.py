@@ -281,6 +281,7 @@ def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, key
             files.append(write_equality_deletes(state, part, equality_ids=ids, spec_id=spec.spec_id,
                                                 stage=table.stage_file, partition=values, io=table.catalog.io))
     referenced: list[DataFile] = []
+    replaced: list[DataFile] = []
     if uncovered:
         if not fallback:
             spec = uncovered[0]
@@ -292,8 +293,7 @@ def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, key
         pos_files, referenced, replaced = _position_deletes(table, state, snapshot_id, keys, bound,
                                                             {s.spec_id for s in uncovered})
         files += pos_files
-        return KeyDeletes(files=tuple(files), referenced=tuple(referenced), filter=bound, replaced=tuple(replaced))
-    return KeyDeletes(files=tuple(files), referenced=tuple(referenced), filter=bound)
+    return KeyDeletes(files=tuple(files), referenced=tuple(referenced), filter=bound, replaced=tuple(replaced))
 
 
 def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, keys: pa.Table,

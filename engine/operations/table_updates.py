@@ -54,7 +54,14 @@ from engine.events import (
     SpecAdded,
     TableCreated,
 )
-from engine.model.data_file import DataFile, DataFileContent, EntryStatus, ManifestEntry, ManifestFile
+from engine.model.data_file import (
+    DataFile,
+    DataFileContent,
+    EntryStatus,
+    ManifestEntry,
+    ManifestFile,
+    deletion_vector_problem,
+)
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from engine.model.schema import Schema
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
@@ -63,7 +70,7 @@ from engine.operations.update_schema import is_promotion
 from engine.state import LogPosition, SnapshotRef, TableState, apply
 from projections import layout
 from projections.importer import read_file_bytes
-from projections.manifests import read_manifest, read_manifest_list
+from projections.manifests import inherit_first_row_ids, read_manifest, read_manifest_list
 from storage.errors import LogError
 from storage.files import FileIO
 
@@ -719,8 +726,7 @@ def _file_changes(state: TableState, client: ClientSnapshot, before: Mapping[str
     v3 = state.format_version >= 3
     for path, entries in client.entries.items():
         manifest_seq = by_path[path].sequence_number
-        next_row_id = by_path[path].first_row_id if v3 else None
-        for e in entries:
+        for e in inherit_first_row_ids(entries, by_path[path].first_row_id) if v3 else entries:
             f = e.data_file
             if e.status == EntryStatus.DELETED:
                 deleted.add(f.key)
@@ -728,14 +734,10 @@ def _file_changes(state: TableState, client: ClientSnapshot, before: Mapping[str
             data_seq = e.data_sequence_number
             if data_seq is None:
                 data_seq = manifest_seq if e.status == EntryStatus.ADDED else seq
-            if f.file_format.upper() == "PUFFIN" and not (
-                    v3 and f.is_deletion_vector and f.referenced_data_file is not None
-                    and f.content_offset is not None and f.content_size_in_bytes is not None):
-                raise ValidationError(f"Cannot add {f.file_path}: a Puffin file is a deletion vector only in a "
-                                      f"format version 3 table, with a referenced data file, content offset and size")
-            if v3 and f.content == DataFileContent.DATA and f.first_row_id is None and next_row_id is not None:
-                e = attrs.evolve(e, data_file=attrs.evolve(f, first_row_id=next_row_id))
-                next_row_id += f.record_count
+            problem = "a Puffin file before format version 3" if not v3 and f.file_format.upper() == "PUFFIN" \
+                else deletion_vector_problem(f)
+            if problem is not None:
+                raise ValidationError(f"Cannot add {f.file_path}: it is {problem}")
             new_live[f.key] = (e, data_seq)
     if client.parent_manifests is None:
         removed = [f for p, f in before.items() if p not in new_live]
