@@ -201,3 +201,105 @@ def test_a_refused_commit_never_stages_another_tables_files(site: Path) -> None:
         assert thief.remove_orphan_files(older_than_ms=2**62) == []
         assert cat.verify("db.victim") == []
     assert borrowed.read_bytes() == keep
+
+
+def _v3_client_commit(table_location: Path, state, parent_manifests, vector_path: str, referenced: str) -> dict:
+    """A REST commit as a v3 client writes it: a manifest holding one deletion vector at ``vector_path`` (for
+    ``referenced``), and a manifest list with the parent's manifests and that one, both in the table's folder."""
+    import json as json_mod
+
+    from engine.model.data_file import DataFile, DataFileContent, EntryStatus, ManifestContent, ManifestEntry
+    from projections.manifests import render_manifest, render_manifest_list
+
+    vector = DataFile(file_path=vector_path, file_format="PUFFIN", content=DataFileContent.POSITION_DELETES,
+                      record_count=1, file_size_in_bytes=60, referenced_data_file=referenced, content_offset=4,
+                      content_size_in_bytes=30)
+    manifest = table_location / "metadata" / "client-m0.avro"
+    data = render_manifest([ManifestEntry(status=EntryStatus.ADDED, snapshot_id=None, data_sequence_number=None,
+                                          file_sequence_number=None, data_file=vector)],
+                           format_version=3, content=ManifestContent.DELETES,
+                           schema_json=json_mod.dumps(state.schema.to_json()), schema_id=state.schema.schema_id,
+                           spec_id=0, spec_fields_json="[]", partition_fields=[], sync_marker=b"0" * 16)
+    manifest.write_bytes(data)
+    from engine.model.data_file import ManifestFile
+
+    record = ManifestFile(manifest_path=str(manifest), manifest_length=len(data), partition_spec_id=0,
+                          content=ManifestContent.DELETES, sequence_number=state.last_sequence_number + 1,
+                          min_sequence_number=state.last_sequence_number + 1, added_snapshot_id=9090,
+                          added_files_count=1, existing_files_count=0, deleted_files_count=0, added_rows_count=1,
+                          existing_rows_count=0, deleted_rows_count=0)
+    listing = table_location / "metadata" / "snap-9090-client.avro"
+    listing.write_bytes(render_manifest_list(list(parent_manifests) + [record], format_version=3, snapshot_id=9090,
+                                             parent_snapshot_id=state.current_snapshot.snapshot_id,
+                                             sequence_number=state.last_sequence_number + 1, sync_marker=b"1" * 16,
+                                             first_row_id=state.next_row_id))
+    return {"requirements": [], "updates": [
+        {"action": "add-snapshot", "snapshot": {
+            "snapshot-id": 9090, "parent-snapshot-id": state.current_snapshot.snapshot_id,
+            "sequence-number": state.last_sequence_number + 1, "timestamp-ms": int(time.time() * 1000),
+            "manifest-list": str(listing), "summary": {"operation": "delete"}, "schema-id": 0,
+            "first-row-id": state.next_row_id, "added-rows": 0}},
+        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 9090}]}
+
+
+def test_a_v3_client_vector_outside_the_table_or_on_the_catalog_is_refused(site: Path) -> None:
+    """A deletion vector a REST client adds is a file the table takes as its own: a Puffin path outside the table,
+    in another table, or the catalog's database is refused with 4xx, nothing is committed and nothing is read."""
+    from projections.manifests import read_manifest_list
+
+    with Catalog.open(site / "wh") as cat:
+        t = cat.create_table("db.v3", pa.schema([("id", pa.int64())]), format_version=3,
+                             properties={"write.delete.mode": "merge-on-read"})
+        t.append(pa.table({"id": pa.array([1, 2], pa.int64())}))
+        state = t.state
+        location = Path(state.location)
+        listed = next(location.glob("metadata/snap-*.avro"))
+        parent = read_manifest_list(listed.read_bytes(), str(listed))
+        data_file = next(e.file for e in t.catalog.store.live_entries(state, state.current_snapshot.snapshot_id))
+        victim_data = next((site / "wh" / "db" / "victim" / "data").rglob("*.parquet"))
+    outside = site / "outside.puffin"
+    outside.write_bytes(b"PFA1" + b"\0" * 56)
+    before = files_under(site)
+    catalog_db = site / "wh" / "catalog.db"
+    db_bytes = catalog_db.read_bytes()
+    with running_server(site / "wh", token=TOKEN) as server:
+        url = f"{server.uri}/v1/namespaces/db/tables/v3"
+        for hostile in (str(outside), str(victim_data), str(catalog_db)):
+            position = head(site / "wh")
+            body = _v3_client_commit(location, state, parent, hostile, data_file.file_path)
+            answer = requests.post(url, json=body, headers=AUTH, timeout=30)
+            assert 400 <= answer.status_code < 500, (hostile, answer.text)
+            assert "belongs to" in answer.text or "not under the table location" in answer.text, answer.text
+            assert head(site / "wh") == position
+    assert outside.read_bytes() == b"PFA1" + b"\0" * 56
+    with Catalog.open(site / "wh") as cat:
+        t = cat.load_table("db.v3")
+        assert t.current_snapshot().snapshot_id == state.current_snapshot.snapshot_id
+        assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [1, 2]
+    after = files_under(site)
+    assert {p: b for p, b in after.items() if "client" not in p} == {
+        p: b for p, b in before.items() if "client" not in p}
+    assert catalog_db.exists() and len(db_bytes) > 0
+
+
+def test_icelog_deletion_vectors_in_hostile_partitions(site: Path) -> None:
+    """Deletion vectors icelog writes land in the table's data folder, under partition folders that escape hostile
+    values (rows are left in each file, so vectors, not file removals, are written); nothing outside the table is
+    created or changed."""
+    before = files_under(site)
+    with Catalog.open(site / "wh") as cat:
+        t = cat.create_table("db.q3", pa.schema([("id", pa.int64()), ("cat", pa.string())]), format_version=3,
+                             partition_by=["cat"], properties={"write.delete.mode": "merge-on-read"})
+        hostile = ["../../../escape", "/etc/passwd", "..", "a/../../b"]
+        t.append(pa.table({"id": pa.array(range(8), pa.int64()), "cat": hostile * 2}))
+        t.delete("id < 4")
+        vectors = [e.file for e in t.catalog.store.live_entries(t.state, t.current_snapshot().snapshot_id)
+                   if e.file.is_deletion_vector]
+        location = Path(t.state.location)
+        assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [4, 5, 6, 7]
+    assert len(vectors) == 4
+    assert all(Path(v.file_path.removeprefix("file://")).resolve().is_relative_to(location / "data")
+               for v in vectors)
+    new = set(files_under(site)) - set(before)
+    assert all(Path(p).resolve().is_relative_to(location) for p in new)
+    assert {p: b for p, b in files_under(site).items() if p in before} == before
