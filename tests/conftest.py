@@ -136,6 +136,10 @@ def duckdb_connect() -> Any:
     con = duckdb.connect()
     for name in ("httpfs", "avro", "iceberg"):
         con.execute(f"LOAD '{folder / (name + '.duckdb_extension')}'")
+    # DuckDB 1.4.4 now and then stops an Iceberg scan through an attached REST catalog with "INTERNAL Error:
+    # Pipeline batch index - gotten lower batch index" (seen in CI): its order-preserving result collector checks
+    # batch indexes the Iceberg scan does not keep monotonic. Tests compare rows as sets, so they need no order.
+    con.execute("SET preserve_insertion_order = false")
     return con
 
 
