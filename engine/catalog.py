@@ -65,7 +65,7 @@ from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec, build_s
 from engine.model.schema import Schema
 from engine.model.values import value_from_python
 from engine.model.sort_order import UNSORTED_ORDER
-from engine.operations.append import append_events, new_snapshot_id
+from engine.operations.append import append_events
 from engine.operations.commit import (
     CommitContext,
     Landed,
@@ -82,8 +82,8 @@ from engine.operations.row_delete import (
     plan_row_delete,
     row_change_events,
 )
-from engine.operations.snapshot import snapshot_events
-from engine.operations.table_updates import SUPPORTED_FORMAT_VERSIONS, upgrade_events
+from engine.operations.snapshot import new_snapshot_id, snapshot_events
+from engine.operations.table_updates import FORMAT_VERSION_PROPERTY, SUPPORTED_FORMAT_VERSIONS, upgrade_events
 from engine.operations.transaction import run_staged
 from engine.ownership import (
     Ownership,
@@ -332,7 +332,7 @@ class Catalog:
     # ------------------------------------------------------------ tables
     def create_table(self, identifier: str | Sequence[str], schema: pa.Schema | Schema,
                      partition_by: Sequence[str] | PartitionSpec | None = None,
-                     properties: Mapping[str, str] | None = None, format_version: int = 2,
+                     properties: Mapping[str, str] | None = None, format_version: int | None = None,
                      location: str | None = None) -> Table:
         """Create a table and publish its first metadata version.
 
@@ -340,12 +340,23 @@ class Catalog:
         :param schema: a pyarrow schema (field ids assigned, or taken from ``PARQUET:field_id``) or an engine Schema
         :param partition_by: partition terms such as ``"day(ts)"``, ``"bucket(16, id)"``, ``"truncate(4, name)"``,
             ``"category"``, or a PartitionSpec
-        :param properties: table properties
-        :param format_version: 1, 2 or 3 (v3: row lineage, deletion vectors)
+        :param properties: table properties; ``format-version`` among them is the format version (as in Java and
+            Spark's ``TBLPROPERTIES``), not stored as a property
+        :param format_version: 1, 2 or 3 (v3: row lineage, deletion vectors); default 2
         :param location: the table folder; default ``<warehouse>/<namespace>/<table>``
         """
         ns, name = parse_identifier(identifier)
         check_identifier(ns, name)
+        props = {str(k): str(v) for k, v in (properties or {}).items()}
+        if FORMAT_VERSION_PROPERTY in props:
+            given = props.pop(FORMAT_VERSION_PROPERTY)
+            from_property = int(given) if given.strip().isdigit() else given
+            if format_version is not None and from_property != format_version:
+                raise ValidationError(f"Cannot create table {'.'.join(ns + (name,))}: format_version={format_version} "
+                                      f"and property format-version={given!r} disagree")
+            format_version = from_property  # type: ignore[assignment]
+        if format_version is None:
+            format_version = 2
         if format_version not in SUPPORTED_FORMAT_VERSIONS:
             raise ValidationError(f"Cannot create table {'.'.join(ns + (name,))}: format version {format_version} "
                                   f"is not supported (1, 2 or 3)")
@@ -362,7 +373,6 @@ class Catalog:
             spec = build_spec(schema, list(partition_by))
         else:
             spec = UNPARTITIONED_SPEC
-        props = {str(k): str(v) for k, v in (properties or {}).items()}
         table_uuid = str(uuid.uuid4())
 
         def build(ctx: CommitContext) -> list:
@@ -844,12 +854,17 @@ class Table(TableStateReads):
 
     # ------------------------------------------------------------ table metadata
     def set_properties(self, properties: Mapping[str, str] | None = None, **kwargs: str) -> TableState:
-        """Set table properties (one commit; values are strings)."""
+        """Set table properties (one commit; values are strings). ``format-version`` upgrades the table's format
+        (:meth:`upgrade_format_version`) in the same commit, as Java and Spark take it."""
         updates = {str(k): str(v) for k, v in {**(properties or {}), **kwargs}.items()}
+        fmt_text = updates.pop(FORMAT_VERSION_PROPERTY, None)
+        fmt = None if fmt_text is None else int(fmt_text) if fmt_text.strip().isdigit() else fmt_text
 
         def build(base: TableState, ctx: CommitContext) -> list:
+            events: list = [] if fmt is None else upgrade_events(base, fmt, ctx,  # type: ignore[arg-type]
+                                                                 self.catalog.store.live_entries)
             changed = {k: v for k, v in updates.items() if base.prop(k) != v}
-            return [PropertiesSet(updates=changed)] if changed else []
+            return events + ([PropertiesSet(updates=changed)] if changed else [])
 
         return self.commit_events(build)
 
@@ -862,10 +877,10 @@ class Table(TableStateReads):
         return self.commit_events(build)
 
     def upgrade_format_version(self, format_version: int) -> TableState:
-        """Upgrade the table to a newer format version (2, or 3 while it has no snapshot); downgrades raise
-        ValidationError."""
+        """Upgrade the table to a newer format version (2 or 3); downgrades raise ValidationError. An upgrade to 3
+        gives the rows live in each branch row ids, in one ``replace`` snapshot per branch."""
         def build(base: TableState, ctx: CommitContext) -> list:
-            return upgrade_events(base, format_version)
+            return upgrade_events(base, format_version, ctx, self.catalog.store.live_entries)
 
         return self.commit_events(build)
 

@@ -36,7 +36,13 @@ from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import BooleanExpression, evaluate_arrow
 from engine.model.name_mapping import name_mapping
 from engine.model.paths import normalize_path
-from engine.model.schema import Schema
+from engine.model.schema import (
+    LAST_UPDATED_SEQUENCE_NUMBER_COLUMN,
+    LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
+    ROW_ID_COLUMN,
+    ROW_ID_FIELD_ID,
+    Schema,
+)
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
 
@@ -505,9 +511,29 @@ def deleted_rows(raw: _RawFile, data_file: DataFile, deletes: Iterable[DataFile]
 # -- the public reader -----------------------------------------------------------------------------------------
 
 
+def lineage_columns(raw: _RawFile, first_row_id: int | None, data_sequence_number: int | None
+                    ) -> tuple[pa.Array, pa.Array]:
+    """Every row's ``_row_id`` and ``_last_updated_sequence_number`` (spec "Row Lineage"): the value a rewrite
+    wrote into the file, else the file's ``first_row_id`` plus the row's position, and the data sequence number of
+    the file's entry; both null in a file without row lineage (written before the table was v3)."""
+    n = raw.num_rows
+    if first_row_id is None:
+        return pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64())
+    row_ids = pc.add(_row_numbers(n), pa.scalar(first_row_id, pa.int64()))
+    sequence_numbers = pa.repeat(pa.scalar(data_sequence_number or 0, pa.int64()), n)
+    written_ids = raw.column_by_id(ROW_ID_FIELD_ID)
+    if written_ids is not None:
+        row_ids = pc.coalesce(written_ids.cast(pa.int64()), row_ids)
+    written_seqs = raw.column_by_id(LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID)
+    if written_seqs is not None:
+        sequence_numbers = pc.coalesce(written_seqs.cast(pa.int64()), sequence_numbers)
+    return row_ids, sequence_numbers
+
+
 def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[DataFile] = (),
                    name_mapping_entries: MappingEntries | None = None, row_filter: BooleanExpression | None = None,
                    loader: DeleteLoader | None = None, with_positions: bool = False,
+                   with_lineage: bool = False, data_sequence_number: int | None = None,
                    io: FileIO | None = None) -> pa.Table:
     """The live rows of ``data_file`` with ``schema``'s top-level columns (names, order, types).
 
@@ -518,11 +544,15 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     :param loader: caches delete files across the data files of one scan
     :param with_positions: add a last column ``_pos`` (int64): each row's position in the file, from 0 (what a
         position delete file records)
+    :param with_lineage: add the row lineage columns ``_row_id`` and ``_last_updated_sequence_number`` (before
+        ``_pos``), from the file's ``first_row_id`` and ``data_sequence_number`` (:func:`lineage_columns`)
     :param io: where the files are read from (default: the loader's, else local files)
     """
     io = io or (loader.io if loader is not None else LOCAL_FILES)
     mapping = name_mapping_entries if name_mapping_entries is not None else name_mapping(schema)
     needed = {f.field_id for f in schema.columns}
+    if with_lineage:
+        needed |= {ROW_ID_FIELD_ID, LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID}
     for d in deletes:
         if d.content == DataFileContent.EQUALITY_DELETES:
             needed |= set(d.equality_ids or ())
@@ -535,6 +565,13 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     elif mask is not None:
         num_rows = raw.num_rows - int(pc.sum(mask).as_py() or 0)
     out = project(table, raw.schema, num_rows, schema, data_file.file_path)
+    if with_lineage:
+        for name, field_id, values in zip(
+                (ROW_ID_COLUMN, LAST_UPDATED_SEQUENCE_NUMBER_COLUMN),
+                (ROW_ID_FIELD_ID, LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID),
+                lineage_columns(raw, data_file.first_row_id, data_sequence_number)):
+            kept = values.filter(pc.invert(mask)) if mask is not None else values
+            out = out.append_column(pa.field(name, pa.int64(), metadata={FIELD_ID: str(field_id).encode()}), kept)
     if with_positions:
         positions = _row_numbers(raw.num_rows)
         if mask is not None:

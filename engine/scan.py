@@ -58,7 +58,7 @@ from engine.model.expressions import (
     summaries_might_match,
 )
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
-from engine.model.schema import Schema
+from engine.model.schema import LINEAGE_COLUMNS, Schema
 from engine.model.values import from_bytes
 from engine.reader import (
     DELETE_FILE_PATH_ID,
@@ -200,7 +200,8 @@ class Scan:
     :param store: the catalog's state store
     :param state: the table state to read
     :param where: a filter such as ``"id > 10 and category = 'a'"`` (or an expression)
-    :param columns: the columns to return (default: all)
+    :param columns: the columns to return (default: all); the row lineage metadata columns ``_row_id`` and
+        ``_last_updated_sequence_number`` may be among them (null for rows written before the table was v3)
     :param snapshot_id: the snapshot to read (default: the current one)
     :param as_of_timestamp_ms: read the snapshot that was current at this time (the snapshot log)
     :param ref: read the head of this branch or tag
@@ -247,10 +248,13 @@ class Scan:
                 self.filter = None
         if columns is not None:
             names = {f.name for f in self.schema.columns}
-            unknown = [c for c in columns if c not in names]
+            unknown = [c for c in columns if c not in names and c not in LINEAGE_COLUMNS]
             if unknown:
                 raise ValidationError(f"Cannot scan: unknown column(s) {', '.join(map(repr, unknown))}")
         self.columns = list(columns) if columns is not None else None
+        #: the row lineage metadata columns were asked for (v3: ``_row_id``, ``_last_updated_sequence_number``)
+        self.with_lineage = any(c in LINEAGE_COLUMNS and c not in {f.name for f in self.schema.columns}
+                                for c in columns or ())
         self._tasks: list[FileScanTask] | None = None
         self._projected: dict[int, tuple[BooleanExpression | None, Any]] = {}
         self._stats: PlanStats | None = None
@@ -411,7 +415,8 @@ class Scan:
     def _read(self, task: FileScanTask, mapping: Any, loader: DeleteLoader) -> pa.Table:
         row_filter = None if task.residual is None or isinstance(task.residual, AlwaysTrue) else task.residual
         table = read_data_file(task.file, self.schema, deletes=task.deletes, name_mapping_entries=mapping,
-                               row_filter=row_filter, loader=loader)
+                               row_filter=row_filter, loader=loader, with_lineage=self.with_lineage,
+                               data_sequence_number=task.data_sequence_number)
         if self.columns is not None:
             table = table.select(self.columns)
         return table
@@ -425,6 +430,9 @@ class Scan:
 
     def _empty(self) -> pa.Table:
         empty = empty_arrow_table(self.schema)
+        if self.with_lineage:
+            for name in LINEAGE_COLUMNS:
+                empty = empty.append_column(pa.field(name, pa.int64()), pa.array([], pa.int64()))
         return empty.select(self.columns) if self.columns is not None else empty
 
     def to_arrow(self) -> pa.Table:

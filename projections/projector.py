@@ -250,10 +250,14 @@ class Renderer:
         v1 = state.format_version == 1
         inherited = None if not v1 else snap.snapshot_id
         groups: dict[tuple[int, ManifestContent], list[ManifestEntry]] = {}
-        removed: dict[str, DataFile] = {}
+        removed: dict[str, DataFile] = {c.file.key: c.file for c in changes if not c.added}
+        # a file removed and added again by one snapshot is the same file with new metadata (the row ids an upgrade
+        # to v3 gives existing rows): its entry stays where it is, EXISTING, with the new metadata
+        relabelled = {c.file.key: c.file for c in changes if c.added and c.file.key in removed}
+        for key in relabelled:
+            del removed[key]
         for c in changes:
-            if not c.added:
-                removed[c.file.key] = c.file
+            if not c.added or c.file.key in relabelled:
                 continue
             # an explicit data sequence number other than the snapshot's is written, as Java's
             # ManifestWriter.add(file, dataSequenceNumber) does; the file sequence number stays inherited
@@ -270,7 +274,7 @@ class Renderer:
         for (spec_id, content), entries in sorted(groups.items()):
             writes.append(self.manifest(state, snap, ordinal, spec_id, content, entries))
             ordinal += 1
-        kept_parent, rewrites, ordinal = self.remove_files(state, snap, parent, removed, ordinal)
+        kept_parent, rewrites, ordinal = self.remove_files(state, snap, parent, removed, ordinal, relabelled)
         writes += rewrites
         manifests = [w.record for w in writes[:len(groups)]] + kept_parent
         manifests = [m for m in manifests
@@ -282,12 +286,15 @@ class Renderer:
         return [w for w in writes if w.record.manifest_path in kept], manifests
 
     def remove_files(self, state: TableState, snap: Snapshot, parent: Sequence[ManifestFile],
-                     removed: Mapping[str, DataFile], ordinal: int) -> tuple[list[ManifestFile], list[ManifestWrite], int]:
-        """The parent's manifests with every manifest that holds a removed file rewritten; returns the new list,
-        the rewritten manifests to write, and the next manifest ordinal."""
-        if not removed:
+                     removed: Mapping[str, DataFile], ordinal: int, relabelled: Mapping[str, DataFile] | None = None
+                     ) -> tuple[list[ManifestFile], list[ManifestWrite], int]:
+        """The parent's manifests with every manifest that holds a removed or relabelled file rewritten (a
+        relabelled file keeps its entry with its new metadata); returns the new list, the rewritten manifests to
+        write, and the next manifest ordinal."""
+        relabelled = relabelled or {}
+        if not removed and not relabelled:
             return list(parent), [], ordinal
-        wanted = {(f.spec_id, content_of(f)) for f in removed.values()}
+        wanted = {(f.spec_id, content_of(f)) for f in (*removed.values(), *relabelled.values())}
         found: set[str] = set()
         out: list[ManifestFile] = []
         writes: list[ManifestWrite] = []
@@ -296,19 +303,21 @@ class Renderer:
                 out.append(m)
                 continue
             live = [e for e in self.entries_of(m) if e.status != EntryStatus.DELETED]
-            hits = [e for e in live if e.data_file.key in removed]
+            hits = [e for e in live if e.data_file.key in removed or e.data_file.key in relabelled]
             if not hits:
                 out.append(m)
                 continue
             entries = [attrs.evolve(e, status=EntryStatus.DELETED, snapshot_id=snap.snapshot_id)
-                       if e.data_file.key in removed else attrs.evolve(e, status=EntryStatus.EXISTING)
+                       if e.data_file.key in removed else
+                       attrs.evolve(e, status=EntryStatus.EXISTING,
+                                    data_file=relabelled.get(e.data_file.key, e.data_file))
                        for e in live]
             w = self.manifest(state, snap, ordinal, m.partition_spec_id, m.content, entries)
             ordinal += 1
             writes.append(w)
             out.append(w.record)
             found.update(e.data_file.key for e in hits)
-        missing = sorted(set(removed) - found)
+        missing = sorted((set(removed) | set(relabelled)) - found)
         if missing:
             raise IntegrityError(f"Cannot project snapshot {snap.snapshot_id}: removed file(s) {missing[:3]} are "
                                  f"in no manifest of its parent")

@@ -70,7 +70,8 @@ def write_files(folder: str, count: int) -> list[str]:
 
 def bench_icelog(root: str, sizes: list[int], samples: int, files: list[str]) -> dict[str, Any]:
     from engine import Catalog
-    from engine.operations.append import append_events, new_snapshot_id
+    from engine.operations.append import append_events
+    from engine.operations.snapshot import new_snapshot_id
     from engine.operations.commit import RetryPolicy, commit_streams
     from engine.parquet_files import read_data_file
 

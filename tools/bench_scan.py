@@ -76,7 +76,8 @@ def build_icelog(warehouse: str, size: int) -> tuple[float, int]:
     """The table ``db.t`` of ``size`` files; (build seconds, the middle snapshot id)."""
     from engine import Catalog
     from engine.model.data_file import DataFile
-    from engine.operations.append import append_events, new_snapshot_id
+    from engine.operations.append import append_events
+    from engine.operations.snapshot import new_snapshot_id
     from engine.operations.commit import RetryPolicy, commit_streams
 
     cat = Catalog.open(warehouse, project=False)

@@ -36,6 +36,13 @@ from engine.model.types import (
 
 #: Field ids above this are reserved for metadata columns (``_file``, ``_pos``, delete-file columns).
 MAX_USER_FIELD_ID = 2_147_483_447
+#: Format v3 row lineage: the reserved metadata columns of every row's id and the sequence number of the commit
+#: that last changed it (spec "Row Lineage"); written into data files only for rows a rewrite carries over.
+ROW_ID_COLUMN = "_row_id"
+ROW_ID_FIELD_ID = 2147483540
+LAST_UPDATED_SEQUENCE_NUMBER_COLUMN = "_last_updated_sequence_number"
+LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID = 2147483539
+LINEAGE_COLUMNS = (ROW_ID_COLUMN, LAST_UPDATED_SEQUENCE_NUMBER_COLUMN)
 
 SCHEMA_TYPE = "struct"
 SCHEMA_ID = "schema-id"

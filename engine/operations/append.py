@@ -5,7 +5,6 @@ Layer: engine.operations (pure: builds events from a base state).
 
 from __future__ import annotations
 
-import uuid
 from typing import Mapping, Sequence
 
 from engine.events import SnapshotAdded
@@ -13,12 +12,6 @@ from engine.model.data_file import DataFile
 from engine.operations.commit import CommitContext
 from engine.operations.snapshot import snapshot_events
 from engine.state import MAIN_BRANCH, TableState
-
-
-def new_snapshot_id() -> int:
-    """A positive 63-bit id, as Java derives it from a random UUID."""
-    u = uuid.uuid4().int
-    return ((u >> 64) ^ (u & (2**64 - 1))) & (2**63 - 1)
 
 
 def append_events(base: TableState, files: Sequence[DataFile], ctx: CommitContext, *, snapshot_id: int,

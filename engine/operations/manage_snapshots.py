@@ -28,7 +28,7 @@ import attrs
 from engine.errors import NotFound, ValidationError
 from engine.events import Event, FileChange, RefRemoved, RefSet, SnapshotAdded
 from engine.model.data_file import DataFile, DataFileContent
-from engine.operations.append import new_snapshot_id
+from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext, new_commit_id, now_ms
 from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import snapshot_events

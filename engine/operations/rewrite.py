@@ -60,7 +60,7 @@ from engine.model.expressions import metrics_might_match, partition_might_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.partitioning import PartitionSpec
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder, build_sort_order
-from engine.operations.append import new_snapshot_id
+from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext
 from engine.operations.row_delete import bind_filter
 from engine.operations.snapshot import snapshot_events, snapshot_summary

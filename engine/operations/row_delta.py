@@ -75,7 +75,7 @@ from engine.model.expressions import (
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
-from engine.operations.append import new_snapshot_id
+from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext
 from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import snapshot_events

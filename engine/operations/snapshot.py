@@ -7,7 +7,8 @@ parent's summary, so a commit costs O(files it changes), never O(table).
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import uuid
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 
@@ -15,11 +16,17 @@ from engine.errors import ValidationError
 from engine.events import FileChange, SnapshotAdded
 from engine.model.data_file import DataFile, DataFileContent
 from engine.operations.commit import CommitContext
-from engine.state import MAIN_BRANCH, Snapshot, TableState
+from engine.state import MAIN_BRANCH, LogPosition, Snapshot, TableState, apply
 
 TOTAL_KEYS = ("total-records", "total-files-size", "total-data-files", "total-delete-files",
               "total-position-deletes", "total-equality-deletes")
 _HEAD = object()
+
+
+def new_snapshot_id() -> int:
+    """A positive 63-bit id, as Java derives it from a random UUID."""
+    u = uuid.uuid4().int
+    return ((u >> 64) ^ (u & (2**64 - 1))) & (2**63 - 1)
 
 
 def _counts(files: Sequence[DataFile]) -> dict[str, int]:
@@ -121,3 +128,46 @@ def assign_row_ids(base: TableState, added: Sequence[DataFile]) -> tuple[list[Da
             next_id += f.record_count
         out.append(f)
     return out, first, next_id - first
+
+
+def row_id_backfill_events(state: TableState, ctx: CommitContext,
+                           live_entries: Callable[[TableState, int | None], Sequence[Any]]) -> list[SnapshotAdded]:
+    """After an upgrade to format version 3: one ``replace`` snapshot per branch whose head was written before v3,
+    giving every data file live in it row ids (its ``first_row_id``), so each existing row has a ``_row_id`` and
+    every later commit on the branch carries lineage. Nothing else changes: the files keep their manifests' entries
+    (EXISTING, same sequence numbers), only their first row ids are new, and the snapshot's ``added-rows`` counts
+    them, as the spec's first-row-id assignment for manifests without one does. Iceberg Java assigns the same ids
+    lazily with its next commit; icelog records them when the format changes, so its own scans know them at once.
+
+    :param state: the state right after the upgrade event (``next_row_id`` set)
+    :param live_entries: the files live in a snapshot of a state (``StateStore.live_entries``)
+    """
+    events: list[SnapshotAdded] = []
+    heads = sorted(((name, ref.snapshot_id) for name, ref in state.refs if ref.type == "branch"),
+                   key=lambda item: (item[0] != MAIN_BRANCH, item[0]))
+    for branch, head_id in heads:
+        head = state.snapshot_by_id(head_id)
+        if head is None or head.first_row_id is not None:
+            continue
+        next_id = first = state.next_row_id or 0
+        changes: list[FileChange] = []
+        for entry in live_entries(state, head_id):
+            f = entry.file
+            if f.content != DataFileContent.DATA or f.first_row_id is not None:
+                continue
+            labelled = attrs.evolve(f, first_row_id=next_id)
+            next_id += f.record_count
+            changes += [FileChange(added=False, file=f),
+                        FileChange(added=True, file=labelled, data_sequence_number=entry.data_sequence_number)]
+        if not changes:
+            continue
+        event = SnapshotAdded(
+            snapshot_id=new_snapshot_id(), parent_snapshot_id=head_id, sequence_number=state.last_sequence_number + 1,
+            timestamp_ms=max(ctx.time_ms, state.last_updated_ms), operation="replace",
+            summary=snapshot_summary((), (), head), schema_id=state.current_schema_id, branch=branch,
+            changes=tuple(changes), partition_types={s.spec_id: s.partition_type(state.schema) for s in state.specs},
+            first_row_id=first, added_rows=next_id - first)
+        events.append(event)
+        state = apply(event, state, LogPosition(position=0, version=state.version + 1, commit_id=ctx.commit_id,
+                                                time_ms=ctx.time_ms))
+    return events

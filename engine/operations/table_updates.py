@@ -66,6 +66,7 @@ from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from engine.model.schema import Schema
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.commit import CommitContext
+from engine.operations.snapshot import row_id_backfill_events
 from engine.operations.update_schema import is_promotion
 from engine.state import LogPosition, SnapshotRef, TableState, apply
 from projections import layout
@@ -75,6 +76,8 @@ from storage.errors import LogError
 from storage.files import FileIO
 
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
+#: the reserved table property that names the format version (Java's TableProperties.FORMAT_VERSION)
+FORMAT_VERSION_PROPERTY = "format-version"
 #: the branch a snapshot is added on when no branch of the same commit points at it (removed in the same commit)
 UNREFERENCED_BRANCH = "icelog-rest-unreferenced"
 
@@ -506,7 +509,7 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
         if _need(u, "uuid", str, action) != state.table_uuid:
             raise ValidationError(f"Cannot assign uuid {u['uuid']}: table {state.table_uuid} keeps its uuid")
     elif action == "upgrade-format-version":
-        for event in upgrade_events(state, _need(u, "format-version", int, action)):
+        for event in upgrade_events(state, _need(u, "format-version", int, action), run.ctx, live_entries):
             run.add(event)
     elif action == "add-schema":
         schema = _schema_of(u)
@@ -617,21 +620,25 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
     return
 
 
-def upgrade_events(state: TableState, fmt: int) -> list[FormatVersionUpgraded]:
-    """The event of an upgrade to format version ``fmt`` (none when the table has it already).
+def upgrade_events(state: TableState, fmt: int, ctx: CommitContext,
+                   live_entries: Callable[[TableState, int | None], Sequence[Any]]) -> list[Event]:
+    """The events of an upgrade to format version ``fmt`` (none when the table has it already); an upgrade to v3
+    of a table with snapshots also gives the rows live in each branch row ids (:func:`row_id_backfill_events`).
 
-    :raises ValidationError: for an unknown version, a downgrade, or an upgrade to v3 of a table with snapshots
-        (its existing rows would need row ids, which icelog does not assign yet)
+    :raises ValidationError: for an unknown version or a downgrade
     """
     if isinstance(fmt, bool) or fmt not in SUPPORTED_FORMAT_VERSIONS:
         raise ValidationError(f"Cannot upgrade to format version {fmt!r}: icelog supports 1, 2 and 3")
     if fmt < state.format_version:
         raise ValidationError(f"Cannot downgrade format version from {state.format_version} to {fmt}")
-    if fmt >= 3 > state.format_version and (state.snapshots or state.expired_snapshots):
-        raise ValidationError(f"Cannot upgrade table {state.location} to format version 3: it has snapshots, whose "
-                              f"rows would need row ids; icelog upgrades only tables without snapshots to v3 so far "
-                              f"(create the table as v3)")
-    return [FormatVersionUpgraded(format_version=fmt)] if fmt > state.format_version else []
+    if fmt == state.format_version:
+        return []
+    upgrade = FormatVersionUpgraded(format_version=fmt)
+    if fmt < 3 or state.format_version >= 3:
+        return [upgrade]
+    upgraded = apply(upgrade, state, LogPosition(position=0, version=state.version + 1, commit_id=ctx.commit_id,
+                                                 time_ms=ctx.time_ms))
+    return [upgrade, *row_id_backfill_events(upgraded, ctx, live_entries)]
 
 
 def _last_or(last: int | None, given: int, what: str) -> int:

@@ -16,7 +16,7 @@ from pyarrow import orc
 from engine import Catalog
 from engine.errors import CorruptFileError
 from engine.model.data_file import DataFile
-from engine.operations.append import new_snapshot_id
+from engine.operations.snapshot import new_snapshot_id
 from engine.operations.snapshot import snapshot_events
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string()), pa.field("day", pa.date32()),

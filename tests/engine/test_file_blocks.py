@@ -15,7 +15,8 @@ from engine import Catalog
 from engine.file_blocks import FORMAT, TABLE, decode_body, decode_head
 from engine.file_index import FileIndex
 from engine.model.data_file import DataFile
-from engine.operations.append import append_events, new_snapshot_id
+from engine.operations.append import append_events
+from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import RetryPolicy, commit_streams
 
 DAY = dt.datetime(2024, 3, 1)

@@ -16,7 +16,7 @@ from engine.model import types as T
 from engine.model.data_file import DataFile
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
-from engine.operations.append import new_snapshot_id
+from engine.operations.snapshot import new_snapshot_id
 from engine.operations.snapshot import snapshot_events
 from engine.scan import FileScanTask
 

@@ -162,7 +162,7 @@ def test_position_delete_matches_its_data_file_spelled_differently(catalog, tmp_
     import pyarrow.parquet as pq
 
     from engine.model.data_file import DataFile, DataFileContent
-    from engine.operations.append import new_snapshot_id
+    from engine.operations.snapshot import new_snapshot_id
     from engine.operations.snapshot import snapshot_events
     from engine.reader import (
         DELETE_FILE_PATH_ID,

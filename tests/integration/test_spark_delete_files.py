@@ -17,7 +17,7 @@ from engine.delete_files import write_equality_deletes, write_position_deletes
 from engine.events import SpecAdded
 from engine.model.data_file import DataFile
 from engine.model.partitioning import PartitionSpec
-from engine.operations.append import new_snapshot_id
+from engine.operations.snapshot import new_snapshot_id
 from engine.operations.snapshot import snapshot_events
 
 

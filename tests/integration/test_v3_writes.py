@@ -31,6 +31,12 @@ def _spark_rows(spark: Any, metadata: str, snapshot_id: int) -> dict[int, tuple]
             for r in df.selectExpr("id", "cat", "_row_id", "_last_updated_sequence_number").collect()}
 
 
+def _icelog_rows(t: Any, snapshot_id: int) -> dict[int, tuple]:
+    scanned = t.scan(snapshot_id=snapshot_id, columns=["id", "cat", "_row_id", "_last_updated_sequence_number"])
+    return {r["id"]: (r["cat"], r["_row_id"], r["_last_updated_sequence_number"])
+            for r in scanned.to_arrow().to_pylist()}
+
+
 def _live_vectors(t: Any) -> list[Any]:
     return [e.file for e in t.catalog.store.live_entries(t.state, t.current_snapshot().snapshot_id)
             if e.file.content == DataFileContent.POSITION_DELETES]
@@ -67,6 +73,7 @@ def test_icelog_v3_table_read_by_spark_with_vectors_and_lineage(spark: Any, tmp_
         assert cat.verify("db.t") == []
         snapshots = [(s.snapshot_id, sorted(t.scan(snapshot_id=s.snapshot_id).to_arrow().column("id").to_pylist()))
                      for s in t.snapshots()]
+        icelog_rows = {s.snapshot_id: _icelog_rows(t, s.snapshot_id) for s in t.snapshots()}
         published = t.metadata_location
         meta = json.loads(Path(published.removeprefix("file://")).read_text())
         with pytest.raises(ValidationError, match="downgrade"):
@@ -79,6 +86,7 @@ def test_icelog_v3_table_read_by_spark_with_vectors_and_lineage(spark: Any, tmp_
     for sid, ids in snapshots:
         rows = _spark_rows(spark, published, sid)
         assert sorted(rows) == ids, sid
+        assert rows == icelog_rows[sid], sid          # icelog's scan gives the same _row_id and sequence numbers
         for i, (_, row_id, seq) in rows.items():
             first_ids.setdefault(i, (row_id, seq))
             assert (row_id, seq) == first_ids[i], i     # a row keeps its id and sequence number through deletes
@@ -92,14 +100,91 @@ def test_upgrade_to_v3_and_creation_rules(tmp_path: Path) -> None:
         empty = cat.create_table("db.empty", schema=schema)
         empty.upgrade_format_version(3)
         assert empty.state.format_version == 3 and empty.state.next_row_id == 0
-        full = cat.create_table("db.full", schema=schema)
-        full.append(pa.table({"id": [1]}))
-        version = full.state.version
-        with pytest.raises(ValidationError, match="has snapshots"):
-            full.upgrade_format_version(3)
-        assert full.state.version == version
         with pytest.raises(ValidationError, match="format version 4"):
             cat.create_table("db.v4", schema=schema, format_version=4)
+        # format-version as a property, as Spark's TBLPROPERTIES give it, is the format version
+        by_property = cat.create_table("db.by_property", schema=schema, properties={"format-version": "3"})
+        assert by_property.state.format_version == 3 and by_property.state.prop("format-version") is None
+        with pytest.raises(ValidationError, match="disagree"):
+            cat.create_table("db.both", schema=schema, format_version=2, properties={"format-version": "3"})
+        assert cat.table_exists("db.both") is False
+        v1 = cat.create_table("db.v1", schema=schema, format_version=1)
+        v1.append(pa.table({"id": [1, 2]}))
+        v1.set_properties({"format-version": "3", "owner": "me"})
+        assert v1.state.format_version == 3 and v1.state.prop("owner") == "me" and v1.state.next_row_id == 2
+        with pytest.raises(ValidationError, match="downgrade"):
+            v1.set_properties({"format-version": "2", "owner": "you"})
+        assert v1.state.prop("owner") == "me"
+
+
+def test_upgrade_to_v3_gives_existing_rows_ids_that_spark_reads(spark: Any, tmp_path: Path) -> None:
+    """A v2 table with a branch, a tag and position deletes upgrades to v3: each branch gets one replace snapshot
+    that labels its live files (EXISTING entries with explicit first_row_id, nothing rewritten); old position
+    deletes keep applying, the next delete writes a vector that absorbs the file's, and Spark reads the same rows
+    with the same stable _row_id at every snapshot."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64()), ("cat", pa.string())]),
+                             partition_by=["cat"], properties={"write.delete.mode": "merge-on-read"})
+        t.append(pa.table({"id": list(range(6)), "cat": ["a"] * 3 + ["b"] * 3}))
+        t.append(pa.table({"id": [6, 7], "cat": ["a", "a"]}))
+        t.delete("id = 1")                                    # a v2 position delete file
+        old_tag = t.current_snapshot().snapshot_id
+        t.manage_snapshots().create_tag(old_tag, "before").create_branch(old_tag, "dev").commit()
+        t.append(pa.table({"id": [100], "cat": ["b"]}), branch="dev")
+        before = t.state.version
+        t.upgrade_format_version(3)
+        state = t.state
+        assert state.format_version == 3 and state.version == before + 3     # upgrade + one snapshot per branch
+        main_head, dev_head = state.snapshot_by_id(state.ref("main").snapshot_id), \
+            state.snapshot_by_id(state.ref("dev").snapshot_id)
+        assert main_head.operation == dev_head.operation == "replace"
+        assert (main_head.first_row_id, main_head.added_rows) == (0, 8)      # every live row of the files
+        assert (dev_head.first_row_id, dev_head.added_rows) == (8, 9)
+        assert state.next_row_id == 17
+        assert main_head.summary_value("added-data-files") is None            # nothing added, nothing removed
+        assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [0, 2, 3, 4, 5, 6, 7]
+        assert t.catalog.verify("db.t") == []
+        published = t.metadata_location
+        meta_path = Path(published.removeprefix("file://"))
+        meta = json.loads(meta_path.read_text())
+        head_list = next(s for s in meta["snapshots"] if s["snapshot-id"] == main_head.snapshot_id)["manifest-list"]
+        with open(head_list.removeprefix("file://"), "rb") as fh:
+            listed = list(fastavro.reader(fh))
+        statuses = []
+        for m in listed:
+            with open(m["manifest_path"].removeprefix("file://"), "rb") as fh:
+                statuses += [(e["status"], e["data_file"]["content"], e["data_file"].get("first_row_id"))
+                             for e in fastavro.reader(fh)]
+        data_entries = sorted((s, i) for s, c, i in statuses if c == 0)
+        assert data_entries == [(0, 0), (0, 3), (0, 6)], statuses         # EXISTING, each file labelled once
+        assert all(m["first_row_id"] is not None for m in listed if m["content"] == 0)
+        t.delete("id = 2")                        # same file as the v2 delete of id 1: one vector, both rows
+        vectors = _live_vectors(t)
+        assert [(v.file_format, v.record_count) for v in vectors] == [("PUFFIN", 2)]
+        t.append(pa.table({"id": [8], "cat": ["b"]}))
+        assert t.current_snapshot().first_row_id == 17
+        snapshots = [(s.snapshot_id, sorted(t.scan(snapshot_id=s.snapshot_id).to_arrow().column("id").to_pylist()))
+                     for s in t.snapshots()]
+        icelog_rows = {s.snapshot_id: _icelog_rows(t, s.snapshot_id) for s in t.snapshots()}
+        published = t.metadata_location
+
+    ids_after_upgrade: dict[int, tuple] = {}
+    for sid, ids in snapshots:
+        rows = _spark_rows(spark, published, sid)
+        assert sorted(rows) == ids, sid
+        assert rows == icelog_rows[sid], sid      # before the upgrade both give null lineage
+        if sid == dev_head.snapshot_id:        # the branch labels the rows it shares with main anew
+            assert sorted(row_id for _, row_id, _ in rows.values()) == [8, *range(10, 17)]  # id 1 deleted
+            continue
+        lineage = {i: (row_id, seq) for i, (_, row_id, seq) in rows.items() if row_id is not None}
+        for i, pair in lineage.items():
+            assert ids_after_upgrade.setdefault(i, pair) == pair, i            # stable once assigned
+    main_rows = _spark_rows(spark, published, snapshots[-1][0])
+    assert all(row_id is not None for _, row_id, _ in main_rows.values())
+    assert len({row_id for _, row_id, _ in main_rows.values()}) == len(main_rows)
+    dev = spark.read.format("iceberg").option("branch", "dev").load(published)
+    assert sorted(r["id"] for r in dev.collect()) == [0, 2, 3, 4, 5, 6, 7, 100]
 
 
 def test_v3_row_delta_refuses_position_delete_files(tmp_path: Path) -> None:
@@ -150,6 +235,36 @@ def test_spark_writes_to_an_icelog_v3_table_through_rest(spark: Any, tmp_warehou
         # the row ids Spark saw are the ones it still sees after icelog's commit
         after = {r["id"]: r["_row_id"] for r in spark.sql(f"SELECT id, _row_id FROM {name}.db.t").collect()}
         assert after == {i: r for i, (_, r) in spark_rows.items() if i != 1}
+
+
+def test_spark_upgrades_an_icelog_v2_table_to_v3_through_rest(spark: Any, tmp_warehouse: Path) -> None:
+    """ALTER TABLE ... SET TBLPROPERTIES ('format-version'='3') from Spark on an icelog v2 table with rows: icelog
+    labels the live rows in the same commit, Spark's next writes continue the lineage, both read the same rows."""
+    with running_server(tmp_warehouse, TOKEN) as server:
+        name = "v3upgrade"
+        for key, value in {"": "org.apache.iceberg.spark.SparkCatalog", ".type": "rest", ".uri": server.uri,
+                           ".token": TOKEN, ".cache-enabled": "false"}.items():
+            spark.conf.set(f"spark.sql.catalog.{name}{key}", value)
+        with Catalog.open(tmp_warehouse) as cat:
+            cat.create_namespace("db")
+            t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64()), ("cat", pa.string())]),
+                                 properties={"write.delete.mode": "merge-on-read"})
+            t.append(pa.table({"id": list(range(4)), "cat": ["x"] * 4}))
+            t.delete("id = 0")                                # a v2 position delete file
+        spark.sql(f"ALTER TABLE {name}.db.t SET TBLPROPERTIES ('format-version'='3')").collect()
+        with Catalog.open(tmp_warehouse) as cat:
+            t = cat.load_table("db.t")
+            assert t.state.format_version == 3 and t.state.next_row_id == 4
+            assert t.current_snapshot().operation == "replace"
+        spark.sql(f"INSERT INTO {name}.db.t VALUES (4, 'y')").collect()
+        spark.sql(f"DELETE FROM {name}.db.t WHERE id = 2").collect()
+        spark_rows = {r["id"]: r["_row_id"] for r in spark.sql(f"SELECT id, _row_id FROM {name}.db.t").collect()}
+        assert spark_rows == {1: 1, 3: 3, 4: 4}
+        with Catalog.open(tmp_warehouse) as cat:
+            t = cat.load_table("db.t")
+            assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [1, 3, 4]
+            assert t.state.next_row_id == 5
+            assert cat.verify("db.t") == []
 
 
 def _blob_count(puffin: Path) -> int:

@@ -256,7 +256,7 @@ def test_two_cherrypicks_and_a_tag_land_in_one_commit(table):
 def dynamic_overwrite(table, remove_category: str, new_ids: list[int]):
     """A ``replace-partitions`` overwrite snapshot on main (built with the snapshot producer directly)."""
     from engine.data_writer import write_data_files
-    from engine.operations.append import new_snapshot_id
+    from engine.operations.snapshot import new_snapshot_id
 
     snapshot_id = new_snapshot_id()
     added = write_data_files(table.state, rows(new_ids, remove_category))
@@ -335,7 +335,7 @@ def test_cherrypick_append_gives_its_files_the_new_snapshots_sequence_number(tab
 
     from engine.data_writer import write_data_files
     from engine.delete_files import write_equality_deletes
-    from engine.operations.append import new_snapshot_id
+    from engine.operations.snapshot import new_snapshot_id
 
     s1 = table.snaps[0]
     table.manage_snapshots().create_branch(s1.snapshot_id, "staged").commit()

@@ -16,7 +16,7 @@ from engine.errors import ValidationConflict, ValidationError
 from engine.model import types as T
 from engine.model.data_file import DataFileContent
 from engine.model.values import from_bytes
-from engine.operations.append import new_snapshot_id
+from engine.operations.snapshot import new_snapshot_id
 from engine.operations.rewrite import (
     commit_rewrite,
     manifest_rewrite_events,
