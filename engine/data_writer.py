@@ -16,10 +16,16 @@ import pyarrow.compute as pc
 from engine.errors import ValidationError
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
-from engine.model.arrow_schema import schema_to_arrow
+from engine.model.arrow_schema import FIELD_ID_KEY, schema_to_arrow
 from engine.model.data_file import DataFile
 from engine.model.partitioning import PartitionSpec, partition_path
-from engine.model.schema import Schema
+from engine.model.schema import (
+    LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
+    LINEAGE_COLUMNS,
+    ROW_ID_COLUMN,
+    ROW_ID_FIELD_ID,
+    Schema,
+)
 from engine.model.values import value_from_python
 from engine.parquet_files import (
     iter_row_chunks,
@@ -36,8 +42,13 @@ from storage.files import LOCAL_FILES, FileIO
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
 
 
-def conform(data: pa.Table, schema: Schema) -> pa.Table:
-    """``data`` cast to the table schema's Arrow form (with field ids), or a ValidationError naming the column."""
+def conform(data: pa.Table, schema: Schema, *, keep_lineage: bool = False) -> pa.Table:
+    """``data`` cast to the table schema's Arrow form (with field ids), or a ValidationError naming the column.
+
+    :param keep_lineage: rows carried over by a rewrite of a v3 table: their ``_row_id`` and
+        ``_last_updated_sequence_number`` columns (as the reader returns them) stay, last, with their reserved field
+        ids, so the rewritten file keeps each row's lineage; users' data never has them
+    """
     if not isinstance(data, pa.Table):
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
@@ -45,7 +56,8 @@ def conform(data: pa.Table, schema: Schema) -> pa.Table:
             raise ValidationError(f"Cannot append: expected a pyarrow.Table, got {type(data).__name__}")
     target = schema_to_arrow(schema)
     known = {f.name for f in schema.columns}
-    extra = [name for name in data.column_names if name not in known]
+    lineage = [name for name in LINEAGE_COLUMNS if keep_lineage and name in data.column_names and name not in known]
+    extra = [name for name in data.column_names if name not in known and name not in lineage]
     if extra:
         raise ValidationError(f"Cannot append: column(s) {', '.join(map(repr, extra))} are not in the table schema "
                               f"({', '.join(sorted(known))})")
@@ -65,7 +77,12 @@ def conform(data: pa.Table, schema: Schema) -> pa.Table:
         if field.required and col.null_count:
             raise ValidationError(f"Cannot append: required column {field.name!r} has {col.null_count} null(s)")
         columns.append(col)
-    return pa.Table.from_arrays(columns, schema=target)
+    out = pa.Table.from_arrays(columns, schema=target)
+    for name in lineage:
+        field_id = ROW_ID_FIELD_ID if name == ROW_ID_COLUMN else LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID
+        out = out.append_column(pa.field(name, pa.int64(), metadata={FIELD_ID_KEY: str(field_id).encode()}),
+                                data.column(name).cast(pa.int64()))
+    return out
 
 
 def _column(table: pa.Table, schema: Schema, source_id: int) -> tuple[Any, T.IcebergType]:

@@ -124,7 +124,10 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
             continue
         if not metrics_might_match(bound, f, schema):
             continue
-        rows = read_data_file(f, schema, deletes=task.deletes, with_positions=True, io=io)
+        # v3 copy-on-write: surviving rows keep their _row_id and _last_updated_sequence_number in the new file
+        lineage = mode != MERGE_ON_READ and state.format_version >= 3
+        rows = read_data_file(f, schema, deletes=task.deletes, with_positions=True, io=io, with_lineage=lineage,
+                              data_sequence_number=task.data_sequence_number)
         physical = rows.column(POS_COLUMN)
         rows = rows.drop_columns([POS_COLUMN])
         mask = _matching_mask(rows, bound)
