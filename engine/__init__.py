@@ -14,8 +14,10 @@ from engine.errors import (
     NamespaceNotFound,
     NotFound,
     TableNotFound,
+    UnsupportedTypeError,
     ValidationError,
 )
 
 __all__ = ["Catalog", "Table", "IcelogError", "ValidationError", "CommitConflict", "CommitStateUnknown",
-           "CorruptFileError", "NotFound", "NamespaceNotFound", "TableNotFound", "AlreadyExists", "IntegrityError"]
+           "CorruptFileError", "NotFound", "NamespaceNotFound", "TableNotFound", "AlreadyExists", "IntegrityError",
+           "UnsupportedTypeError"]

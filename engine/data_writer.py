@@ -33,6 +33,7 @@ from engine.parquet_files import (
     read_data_file,
     write_parquet,
 )
+from engine.reader import default_column
 from engine.sort_rows import sort_table
 from engine.state import TableState
 from projections import layout
@@ -64,9 +65,9 @@ def conform(data: pa.Table, schema: Schema, *, keep_lineage: bool = False) -> pa
     columns = []
     for field, arrow_field in zip(schema.columns, target):
         if field.name not in data.column_names:
-            if field.required:
+            if field.required and field.write_default is None:
                 raise ValidationError(f"Cannot append: required column {field.name!r} is missing")
-            columns.append(pa.nulls(data.num_rows, type=arrow_field.type))
+            columns.append(default_column(field, arrow_field.type, data.num_rows, field.write_default))
             continue
         col = data.column(field.name)
         try:

@@ -14,6 +14,11 @@ class ValidationError(IcelogError):
     """Bad input: a wrong type, an invalid schema or spec, a value that cannot be used. Nothing was committed."""
 
 
+class UnsupportedTypeError(ValidationError):
+    """A type the spec defines that icelog does not support yet (the format v3 types ``timestamp_ns``,
+    ``timestamptz_ns``, ``unknown``, ``variant``, ``geometry``, ``geography``)."""
+
+
 class NotFound(IcelogError):
     """A namespace, table, snapshot or ref that does not exist."""
 

@@ -33,9 +33,10 @@ from engine.model.arrow_schema import (
     schema_to_arrow,
 )
 from engine.model.data_file import DataFile, DataFileContent
-from engine.model.expressions import BooleanExpression, evaluate_arrow
+from engine.model.expressions import BooleanExpression, arrow_constant, evaluate_arrow
 from engine.model.name_mapping import name_mapping
 from engine.model.paths import normalize_path
+from engine.model.values import value_from_json
 from engine.model.schema import (
     LAST_UPDATED_SEQUENCE_NUMBER_COLUMN,
     LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
@@ -378,6 +379,14 @@ def _project(arr: pa.Array, file_field: pa.Field, target: T.IcebergType, arrow_t
     return _cast(arr, arrow_type, where, path)
 
 
+def default_column(field: T.NestedField, arrow_type: pa.DataType, length: int, default_json: Any) -> pa.Array:
+    """The column of a field a file (or a write) does not have: its default value (``initial-default`` on read,
+    ``write-default`` on write, in JSON form) in every row, else nulls."""
+    if default_json is None:
+        return pa.nulls(length, type=arrow_type)
+    return arrow_constant(field.field_type, arrow_type, value_from_json(field.field_type, default_json), length)
+
+
 def project(table: pa.Table | None, file_schema: pa.Schema, num_rows: int, schema: Schema, path: str) -> pa.Table:
     """The rows of ``table`` (columns described by ``file_schema``, with field ids) as ``schema``'s columns."""
     target = schema_to_arrow(schema)
@@ -386,7 +395,7 @@ def project(table: pa.Table | None, file_schema: pa.Schema, num_rows: int, schem
     for field, arrow_field in zip(schema.columns, target):
         i = by_id.get(field.field_id)
         if i is None or table is None:
-            columns.append(pa.nulls(num_rows, type=arrow_field.type))
+            columns.append(default_column(field, arrow_field.type, num_rows, field.initial_default))
             continue
         chunks = [_project(c, file_schema.field(i), field.field_type, arrow_field.type, field.name, path)
                   for c in table.column(i).chunks]

@@ -81,7 +81,7 @@ from engine.model.data_file import (
     deletion_vector_problem,
 )
 from engine.model.partitioning import PartitionSpec
-from engine.model.schema import Schema
+from engine.model.schema import Schema, check_default_values
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.model.values import from_bytes, to_bytes
 from engine.model.paths import normalize_path
@@ -294,21 +294,6 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
                         bool: "a boolean"}.get(k, k.__name__) for k in kinds)
 
 
-def _check_v3_fields(schema_json: Any, fields: _Fields, where: str) -> None:
-    """Refuse what icelog cannot keep from a v3 schema: default values."""
-    stack = [schema_json]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            for key in ("initial-default", "write-default"):
-                if node.get(key) is not None:
-                    raise fields.fail(f"{where}.{node.get('name', '?')}.{key}",
-                                      "is a v3 default value, which icelog cannot keep")
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-
-
 @attrs.frozen(kw_only=True)
 class _SnapshotInfo:
     snapshot_id: int
@@ -373,11 +358,10 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     else:
         schema_jsons = [f.get("schema", dict, required=True)]
         current_schema_id = schema_jsons[0].get("schema-id", 0)
-    if fmt == 3:
-        for i, sj in enumerate(schema_jsons):
-            _check_v3_fields(sj, f, f"schemas[{i}]")
     schemas = sorted((f.parse(f"schemas[{i}]", sj, Schema.from_json) for i, sj in enumerate(schema_jsons)),
                      key=lambda s: s.schema_id)
+    for s in schemas:
+        check_default_values(s, fmt, f"table metadata {metadata_location} (schema {s.schema_id})")
     if not any(s.schema_id == current_schema_id for s in schemas):
         raise f.fail("current-schema-id", f"is {current_schema_id}, which no schema has")
     current_schema = next(s for s in schemas if s.schema_id == current_schema_id)

@@ -836,6 +836,14 @@ def _arrow_scalar(t: IcebergType, arrow_type: pa.DataType, value: Any) -> pa.Sca
     return pa.scalar(py, scalar_type)
 
 
+def arrow_constant(t: IcebergType, arrow_type: pa.DataType, value: Any, length: int) -> pa.Array:
+    """``length`` copies of the canonical value ``value`` of ``t`` as an array of ``arrow_type`` (a column's
+    default value filled in)."""
+    scalar = _arrow_scalar(t, arrow_type, value)
+    out = pa.repeat(scalar, length)
+    return out if out.type == arrow_type else out.cast(arrow_type)
+
+
 def _arrow_value_set(t: IcebergType, arrow_type: pa.DataType, literals: tuple[Any, ...]) -> pa.Array:
     scalars = [_arrow_scalar(t, arrow_type, v) for v in literals]
     kept = []

@@ -33,6 +33,7 @@ from engine.model.types import (
     field_from_json,
     field_to_json,
 )
+from engine.model.values import value_from_json
 
 #: Field ids above this are reserved for metadata columns (``_file``, ``_pos``, delete-file columns).
 MAX_USER_FIELD_ID = 2_147_483_447
@@ -357,3 +358,37 @@ def _fresh_type(t: IcebergType, next_id: Callable[[], int]) -> IcebergType:
         value_type = _fresh_type(t.value_type, next_id)
         return attrs.evolve(t, key_id=key_id, key_type=key_type, value_id=value_id, value_type=value_type)
     return t
+
+
+def check_default_values(schema: Schema, format_version: int, where: str = "schema") -> None:
+    """Refuse default values (``initial-default``, ``write-default``) icelog cannot honour: any before format
+    version 3, any on a nested or non-primitive field (icelog fills defaults of top-level primitive columns), and
+    any that is not a value of its field's type.
+
+    :raises ValidationError: naming the field
+    """
+    top_level = {f.field_id for f in schema.fields}
+    stack: list[tuple[NestedField, str]] = [(f, f.name) for f in schema.fields]
+    while stack:
+        field, name = stack.pop()
+        for key, value in (("initial-default", field.initial_default), ("write-default", field.write_default)):
+            if value is None:
+                continue
+            if format_version < 3:
+                raise ValidationError(f"Cannot use {where}: column {name!r} has an {key}, which needs format "
+                                      f"version 3 (the table is v{format_version})")
+            if field.field_id not in top_level or not isinstance(field.field_type, PrimitiveType):
+                raise ValidationError(f"Cannot use {where}: column {name!r} has an {key}; icelog takes default "
+                                      f"values of top-level primitive columns only")
+            try:
+                value_from_json(field.field_type, value)
+            except (ValidationError, ValueError, TypeError, OverflowError, KeyError) as e:
+                raise ValidationError(f"Cannot use {where}: the {key} {value!r} of column {name!r} is not a "
+                                      f"{field.field_type}") from e
+        t = field.field_type
+        if isinstance(t, StructType):
+            stack += [(c, f"{name}.{c.name}") for c in t.fields]
+        elif isinstance(t, ListType):
+            stack.append((t.element_field, f"{name}.element"))
+        elif isinstance(t, MapType):
+            stack += [(t.key_field, f"{name}.key"), (t.value_field, f"{name}.value")]

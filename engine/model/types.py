@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from engine.errors import ValidationError
+from engine.errors import UnsupportedTypeError, ValidationError
 
 
 @attrs.frozen
@@ -126,13 +126,20 @@ class FixedType(PrimitiveType):
 
 @attrs.frozen(kw_only=True)
 class NestedField:
-    """A named, id-carrying field of a struct (or of a schema)."""
+    """A named, id-carrying field of a struct (or of a schema).
+
+    ``initial_default`` and ``write_default`` (format v3) are kept in their JSON single-value form (spec Appendix
+    D), as the schema JSON carries them: the value of the field in rows written before it existed, and the value a
+    writer gives rows that lack it. None means no default (nulls).
+    """
 
     field_id: int
     name: str
     field_type: IcebergType
     required: bool = False
     doc: str | None = None
+    initial_default: Any = None
+    write_default: Any = None
 
     @property
     def optional(self) -> bool:
@@ -211,6 +218,8 @@ _PRIMITIVE_NAMES: dict[type, str] = {
 }
 _PRIMITIVES_BY_NAME: dict[str, PrimitiveType] = {name: cls() for cls, name in _PRIMITIVE_NAMES.items()}
 _PRIMITIVES_BY_NAME["integer"] = IntegerType()
+#: format v3 types icelog refuses with a typed error (geometry(...) and geography(...) too)
+_V3_TYPES_NOT_SUPPORTED = ("timestamp_ns", "timestamptz_ns", "unknown", "variant")
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _FIXED = re.compile(r"^fixed\[\s*(\d+)\s*\]$")
 
@@ -226,6 +235,8 @@ def parse_type(text: str) -> PrimitiveType:
         return DecimalType(int(m.group(1)), int(m.group(2)))
     if m := _FIXED.match(key):
         return FixedType(int(m.group(1)))
+    if key in _V3_TYPES_NOT_SUPPORTED or key.startswith(("geometry", "geography")):
+        raise UnsupportedTypeError(f"Cannot use type {text!r}: it is a format v3 type icelog does not support yet")
     raise ValidationError(f"Cannot parse type: unknown type {text!r}")
 
 
@@ -248,13 +259,18 @@ def field_to_json(f: NestedField) -> dict[str, Any]:
     out: dict[str, Any] = {"id": f.field_id, "name": f.name, "required": f.required, "type": type_to_json(f.field_type)}
     if f.doc is not None:
         out["doc"] = f.doc
+    if f.initial_default is not None:
+        out["initial-default"] = f.initial_default
+    if f.write_default is not None:
+        out["write-default"] = f.write_default
     return out
 
 
 def field_from_json(obj: dict[str, Any]) -> NestedField:
     try:
         return NestedField(field_id=int(obj["id"]), name=str(obj["name"]), field_type=type_from_json(obj["type"]),
-                           required=bool(obj["required"]), doc=obj.get("doc"))
+                           required=bool(obj["required"]), doc=obj.get("doc"),
+                           initial_default=obj.get("initial-default"), write_default=obj.get("write-default"))
     except KeyError as e:
         raise ValidationError(f"Cannot parse field: missing key {e.args[0]!r} in {obj!r}") from e
 

@@ -63,7 +63,7 @@ from engine.model.data_file import (
     deletion_vector_problem,
 )
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec
-from engine.model.schema import Schema
+from engine.model.schema import Schema, check_default_values
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.commit import CommitContext
 from engine.operations.snapshot import row_id_backfill_events
@@ -332,11 +332,13 @@ class _Running:
         self.events.append(event)
 
 
-def _schema_of(update: Mapping[str, Any]) -> Schema:
+def _schema_of(update: Mapping[str, Any], format_version: int) -> Schema:
     try:
-        return Schema.from_json(_need(update, "schema", dict, "add-schema"))
+        schema = Schema.from_json(_need(update, "schema", dict, "add-schema"))
     except (KeyError, TypeError, ValueError) as e:
         raise ValidationError(f"Cannot apply add-schema: the schema cannot be read: {e}") from e
+    check_default_values(schema, format_version, "add-schema")
+    return schema
 
 
 def _check_spec(spec: PartitionSpec, schema: Schema) -> None:
@@ -421,7 +423,7 @@ def _new_table(updates: Sequence[Mapping[str, Any]], default_location: str, defa
         elif action == "upgrade-format-version":
             fmt = _need(u, "format-version", int, action)
         elif action == "add-schema" and schema is None:
-            schema = attrs.evolve(_schema_of(u), schema_id=0)
+            schema = attrs.evolve(_schema_of(u, fmt), schema_id=0)
         elif action == "add-spec" and spec is None:
             spec = attrs.evolve(_spec_of(u), spec_id=0)
         elif action == "add-sort-order" and order is None:
@@ -512,7 +514,7 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
         for event in upgrade_events(state, _need(u, "format-version", int, action), run.ctx, live_entries):
             run.add(event)
     elif action == "add-schema":
-        schema = _schema_of(u)
+        schema = _schema_of(u, state.format_version)
         for s in state.schemas:
             if _same_schema(s, schema):
                 run.last_schema_id = s.schema_id

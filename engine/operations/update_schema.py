@@ -42,7 +42,7 @@ from typing import Any, Iterable, Sequence
 import attrs
 import pyarrow as pa
 
-from engine.errors import CommitConflict, ValidationError
+from engine.errors import CommitConflict, UnsupportedTypeError, ValidationError
 from engine.events import CurrentSchemaSet, Event, SchemaAdded
 from engine.model.arrow_schema import schema_from_arrow
 from engine.model.schema import Schema, assign_fresh_ids
@@ -60,6 +60,7 @@ from engine.model.types import (
     StructType,
     parse_type,
 )
+from engine.model.values import value_from_python, value_to_json
 from engine.operations.commit import CommitContext
 from engine.operations.pending import PendingUpdate
 from engine.state import TableState
@@ -84,6 +85,7 @@ class _AddColumn:
     field_type: IcebergType
     doc: str | None
     required: bool
+    default: Any = None
 
 
 @attrs.frozen(kw_only=True)
@@ -157,6 +159,8 @@ def to_iceberg_type(field_type: TypeLike, *, column: str) -> IcebergType:
     if isinstance(field_type, str):
         try:
             return parse_type(field_type)
+        except UnsupportedTypeError as e:
+            raise UnsupportedTypeError(f"{e} (column {column!r})") from e
         except ValidationError as e:
             raise ValidationError(f"Cannot use type {field_type!r} for column {column!r}: not an Iceberg primitive "
                                   "type string (nested types may be given as engine or pyarrow types)") from e
@@ -265,7 +269,7 @@ class _Changes:
 
     def apply(self, request: _Request) -> None:
         if isinstance(request, _AddColumn):
-            self.add_column(request.path, request.field_type, request.doc, request.required)
+            self.add_column(request.path, request.field_type, request.doc, request.required, request.default)
         elif isinstance(request, _DeleteColumn):
             self.delete_column(request.name)
         elif isinstance(request, _RenameColumn):
@@ -281,10 +285,23 @@ class _Changes:
         else:  # pragma: no cover - the builder makes only the requests above
             raise ValidationError(f"Cannot update schema: unknown request {request!r}")
 
-    def add_column(self, path: tuple[str, ...], field_type: IcebergType, doc: str | None, required: bool) -> None:
+    def add_column(self, path: tuple[str, ...], field_type: IcebergType, doc: str | None, required: bool,
+                   default: Any = None) -> None:
         full = ".".join(path)
         name = path[-1]
         action = f"add column {full!r}"
+        default_json = None
+        if default is not None:
+            if self.base.format_version < 3:
+                raise ValidationError(f"Cannot {action} with a default value: default values need format version 3 "
+                                      f"(the table is v{self.base.format_version}; upgrade_format_version(3))")
+            if not isinstance(field_type, PrimitiveType) or len(path) > 1:
+                raise ValidationError(f"Cannot {action} with a default value: icelog takes defaults of top-level "
+                                      f"primitive columns only")
+            try:
+                default_json = value_to_json(field_type, value_from_python(field_type, default))
+            except (ValidationError, ValueError, TypeError, OverflowError) as e:
+                raise ValidationError(f"Cannot {action} with default {default!r}: it is not a {field_type} ({e})") from e
         key = ROOT
         if len(path) > 1:
             parent_name = ".".join(path[:-1])
@@ -300,12 +317,13 @@ class _Changes:
             key = holder.field_id
         if self._key(name) in self.sibling_names(key):
             raise ValidationError(f"Cannot {action}: a column with that name already exists")
-        if required and not self.allow_incompatible:
+        if required and default_json is None and not self.allow_incompatible:
             raise ValidationError(f"Cannot {action}: it is required and rows already written have no value for it "
                                   "(pass allow_incompatible_changes=True to add it anyway)")
         new_id = self.next_id
         fresh = assign_fresh_ids((NestedField(field_id=new_id, name=name, field_type=field_type, required=required,
-                                              doc=doc),), start=new_id)
+                                              doc=doc, initial_default=default_json, write_default=default_json),),
+                                 start=new_id)
         self.next_id = fresh.highest_field_id + 1
         self.adds.setdefault(key, []).append(fresh.fields[0])
         self.added[self._key(full)] = (new_id, key)
@@ -577,18 +595,21 @@ class UpdateSchema(PendingUpdate):
         return self
 
     def add_column(self, path: Path, field_type: TypeLike, doc: str | None = None,
-                   required: bool = False) -> UpdateSchema:
+                   required: bool = False, default: Any = None) -> UpdateSchema:
         """Add a column at the end of its struct.
 
         :param path: a name, a dotted name (``"location.alt"`` adds ``alt`` to the struct ``location``; a list's
             element struct or a map's value struct is reached through the list or map name) or a tuple of names
         :param field_type: an Iceberg type string, an engine type or a pyarrow type (nested types get fresh ids)
         :param doc: the column's doc string
-        :param required: whether the column is required (needs ``allow_incompatible_changes``)
+        :param required: whether the column is required (needs ``allow_incompatible_changes`` unless it has a
+            default)
+        :param default: format v3: the column's value in rows written before it existed (``initial-default``) and
+            in rows appended without it (``write-default``); a Python value of the column's primitive type
         """
         names = _add_path(path)
         return self._record(_AddColumn(path=names, field_type=to_iceberg_type(field_type, column=".".join(names)),
-                                       doc=doc, required=bool(required)))
+                                       doc=doc, required=bool(required), default=default))
 
     def delete_column(self, path: Path) -> UpdateSchema:
         """Delete a column (and everything nested in it).

@@ -261,10 +261,16 @@ def test_unsupported_metadata_is_refused_naming_file_and_field(tmp_path: Path) -
         import_table(io, str(path))
 
     doc = _doc(src)
-    doc["format-version"] = 3
-    doc["schemas"][0]["fields"][0]["initial-default"] = 5
+    doc["schemas"][0]["fields"][0]["initial-default"] = 5          # a default in a v2 table
     path.write_text(json.dumps(doc))
-    with pytest.raises(ValidationError, match=r"x.metadata.json: field 'schemas\[0\].id.initial-default'"):
+    with pytest.raises(ValidationError, match=r"x.metadata.json \(schema 0\): column 'id' has an initial-default"):
+        import_table(io, str(path))
+
+    doc = _doc(src)
+    doc["format-version"] = 3
+    doc["schemas"][0]["fields"][0]["write-default"] = "five"      # not a long
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValidationError, match=r"x.metadata.json \(schema 0\): the write-default 'five' of column 'id'"):
         import_table(io, str(path))
 
     doc = _doc(src)

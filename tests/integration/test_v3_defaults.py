@@ -1,0 +1,85 @@
+"""Format v3 default values: ``update_schema().add_column(..., default=...)`` records ``initial-default`` and
+``write-default``; rows written before the column existed read as the initial default (icelog, Spark), rows
+appended without the column get the write default; defaults that cannot hold are refused before anything lands.
+
+Layer: tests (Spark reads what icelog writes).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from engine import Catalog
+from engine.errors import UnsupportedTypeError, ValidationError
+
+
+def test_defaults_fill_old_rows_and_missing_columns(spark: Any, tmp_path: Path) -> None:
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=3)
+        t.append(pa.table({"id": [1, 2]}))
+        t.update_schema().add_column("score", "int", default=5) \
+            .add_column("day", "date", default=dt.date(2024, 3, 1)) \
+            .add_column("label", "string", required=True, default="none").commit()
+        field = t.state.schema.find_field("score")
+        assert (field.initial_default, field.write_default) == (5, 5)
+        assert t.state.schema.find_field("day").initial_default == "2024-03-01"
+        t.append(pa.table({"id": [3], "score": [9], "label": ["given"]}))   # day and label: write defaults
+        rows = sorted(t.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+        assert rows == [
+            {"id": 1, "score": 5, "day": dt.date(2024, 3, 1), "label": "none"},
+            {"id": 2, "score": 5, "day": dt.date(2024, 3, 1), "label": "none"},
+            {"id": 3, "score": 9, "day": dt.date(2024, 3, 1), "label": "given"}]
+        meta = json.loads(Path(t.metadata_location.removeprefix("file://")).read_text())
+        published = t.metadata_location
+    fields = {f["name"]: f for f in meta["schemas"][-1]["fields"]}
+    assert fields["score"]["initial-default"] == 5 and fields["score"]["write-default"] == 5
+    assert fields["day"]["initial-default"] == "2024-03-01" and fields["label"]["required"] is True
+    got = sorted((r["id"], r["score"], r["day"], r["label"]) for r in
+                 spark.read.format("iceberg").load(published).collect())
+    assert got == [(1, 5, dt.date(2024, 3, 1), "none"), (2, 5, dt.date(2024, 3, 1), "none"),
+                   (3, 9, dt.date(2024, 3, 1), "given")]
+
+
+def test_defaults_that_cannot_hold_are_refused_and_nothing_lands(tmp_path: Path) -> None:
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        v2 = cat.create_table("db.v2", schema=pa.schema([("id", pa.int64())]))
+        v3 = cat.create_table("db.v3", schema=pa.schema([("id", pa.int64()), ("s", pa.struct([("a", pa.int32())]))]),
+                              format_version=3)
+        before = (v2.state.version, v3.state.version)
+        with pytest.raises(ValidationError, match="format version 3"):
+            v2.update_schema().add_column("x", "int", default=1).commit()
+        with pytest.raises(ValidationError, match="'x' with default 'abc'"):
+            v3.update_schema().add_column("x", "int", default="abc").commit()
+        with pytest.raises(ValidationError, match="out of range|not a int"):
+            v3.update_schema().add_column("x", "int", default=2**40).commit()
+        with pytest.raises(ValidationError, match="primitive"):
+            v3.update_schema().add_column("s.b", "int", default=1).commit()
+        assert (v2.state.version, v3.state.version) == before
+        # a required column without a default still needs allow_incompatible_changes
+        with pytest.raises(ValidationError, match="required"):
+            v3.update_schema().add_column("y", "int", required=True).commit()
+
+
+@pytest.mark.parametrize("type_name", ["timestamp_ns", "timestamptz_ns", "unknown", "variant", "geometry",
+                                       "geography(OGC:CRS84, spherical)"])
+def test_v3_types_icelog_does_not_support_are_refused_with_a_typed_error(tmp_path: Path, type_name: str) -> None:
+    from engine.model.schema import Schema
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=3)
+        version = t.state.version
+        with pytest.raises(UnsupportedTypeError, match=f"Cannot use type '{type_name.split('(')[0]}.*format v3 type"):
+            t.update_schema().add_column("x", type_name).commit()
+        assert t.state.version == version
+        with pytest.raises(UnsupportedTypeError, match="format v3 type"):
+            Schema.from_json({"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "x", "required": False, "type": type_name}]})
