@@ -33,19 +33,23 @@ def _counts(files: Sequence[DataFile]) -> dict[str, int]:
     data = [f for f in files if f.content == DataFileContent.DATA]
     pos = [f for f in files if f.content == DataFileContent.POSITION_DELETES]
     eq = [f for f in files if f.content == DataFileContent.EQUALITY_DELETES]
-    return {"data": len(data), "deletes": len(pos) + len(eq), "pos_files": len(pos), "eq_files": len(eq),
+    dvs = sum(1 for f in pos if f.is_deletion_vector)
+    return {"data": len(data), "deletes": len(pos) + len(eq), "pos_files": len(pos) - dvs, "dvs": dvs,
+            "eq_files": len(eq),
             "records": sum(f.record_count for f in data), "size": sum(f.file_size_in_bytes for f in files),
             "pos": sum(f.record_count for f in pos), "eq": sum(f.record_count for f in eq)}
 
 
 def snapshot_summary(added: Sequence[DataFile], removed: Sequence[DataFile], parent: Snapshot | None,
                      extra: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """Java's summary of a snapshot that adds ``added`` and removes ``removed`` on top of ``parent``."""
+    """Java's summary of a snapshot that adds ``added`` and removes ``removed`` on top of ``parent`` (deletion
+    vectors count as ``added-dvs``/``removed-dvs``, not as position delete files, as in Java 1.10)."""
     a, r = _counts(added), _counts(removed)
     pairs = [("added-data-files", a["data"]), ("deleted-data-files", r["data"]),
              ("added-delete-files", a["deletes"]), ("added-equality-delete-files", a["eq_files"]),
-             ("added-position-delete-files", a["pos_files"]), ("removed-delete-files", r["deletes"]),
-             ("removed-equality-delete-files", r["eq_files"]), ("removed-position-delete-files", r["pos_files"]),
+             ("added-position-delete-files", a["pos_files"]), ("added-dvs", a["dvs"]),
+             ("removed-delete-files", r["deletes"]), ("removed-equality-delete-files", r["eq_files"]),
+             ("removed-position-delete-files", r["pos_files"]), ("removed-dvs", r["dvs"]),
              ("added-records", a["records"]), ("deleted-records", r["records"]),
              ("added-files-size", a["size"]), ("removed-files-size", r["size"]),
              ("added-position-deletes", a["pos"]), ("removed-position-deletes", r["pos"]),
