@@ -37,6 +37,14 @@ def _icelog_rows(t: Any, snapshot_id: int) -> dict[int, tuple]:
             for r in scanned.to_arrow().to_pylist()}
 
 
+def _spark_rest_catalog(spark: Any, name: str, uri: str) -> str:
+    """Register Spark catalog ``name`` on icelog's REST server at ``uri`` (no table cache); returns the name."""
+    for key, value in {"": "org.apache.iceberg.spark.SparkCatalog", ".type": "rest", ".uri": uri,
+                       ".token": TOKEN, ".cache-enabled": "false"}.items():
+        spark.conf.set(f"spark.sql.catalog.{name}{key}", value)
+    return name
+
+
 def _live_vectors(t: Any) -> list[Any]:
     return [e.file for e in t.catalog.store.live_entries(t.state, t.current_snapshot().snapshot_id)
             if e.file.content == DataFileContent.POSITION_DELETES]
@@ -231,10 +239,7 @@ def test_v3_row_delta_refuses_position_delete_files(tmp_path: Path) -> None:
 
 def test_spark_writes_to_an_icelog_v3_table_through_rest(spark: Any, tmp_warehouse: Path) -> None:
     with running_server(tmp_warehouse, TOKEN) as server:
-        name = "v3rest"
-        for key, value in {"": "org.apache.iceberg.spark.SparkCatalog", ".type": "rest", ".uri": server.uri,
-                           ".token": TOKEN, ".cache-enabled": "false"}.items():
-            spark.conf.set(f"spark.sql.catalog.{name}{key}", value)
+        name = _spark_rest_catalog(spark, "v3rest", server.uri)
         with Catalog.open(tmp_warehouse) as cat:
             cat.create_namespace("db")
             t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64()), ("cat", pa.string())]),
@@ -269,10 +274,7 @@ def test_spark_upgrades_an_icelog_v2_table_to_v3_through_rest(spark: Any, tmp_wa
     """ALTER TABLE ... SET TBLPROPERTIES ('format-version'='3') from Spark on an icelog v2 table with rows: icelog
     labels the live rows in the same commit, Spark's next writes continue the lineage, both read the same rows."""
     with running_server(tmp_warehouse, TOKEN) as server:
-        name = "v3upgrade"
-        for key, value in {"": "org.apache.iceberg.spark.SparkCatalog", ".type": "rest", ".uri": server.uri,
-                           ".token": TOKEN, ".cache-enabled": "false"}.items():
-            spark.conf.set(f"spark.sql.catalog.{name}{key}", value)
+        name = _spark_rest_catalog(spark, "v3upgrade", server.uri)
         with Catalog.open(tmp_warehouse) as cat:
             cat.create_namespace("db")
             t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64()), ("cat", pa.string())]),
