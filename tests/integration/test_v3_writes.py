@@ -343,3 +343,29 @@ def test_pyiceberg_and_duckdb_read_icelog_v3_tables_with_vectors(tmp_path: Path)
     assert sorted(StaticTable.from_metadata(metadata).scan().to_arrow().column("id").to_pylist()) == survivors
     con = duckdb_connect()
     assert sorted(r[0] for r in con.execute(f"SELECT id FROM iceberg_scan('{metadata}')").fetchall()) == survivors
+
+
+def test_expiry_deletes_a_puffin_file_only_when_none_of_its_vectors_is_reachable(tmp_path: Path) -> None:
+    """One Puffin file holds the vectors of several data files: replacing one of them leaves the file reachable
+    through the others, so expiry keeps it; once every vector in it is replaced, expiry deletes it."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=3,
+                             properties={"write.delete.mode": "merge-on-read"})
+        t.append(pa.table({"id": [0, 1, 2]}))
+        t.append(pa.table({"id": [3, 4, 5]}))
+        t.delete("id IN (0, 3)")                        # one Puffin file, two vectors
+        shared = {v.file_path for v in _live_vectors(t)}
+        assert len(shared) == 1 and len(_live_vectors(t)) == 2
+        puffin = Path(next(iter(shared)).removeprefix("file://"))
+        t.delete("id = 1")                              # file 1's vector replaced; file 2's stays in the shared file
+        far_future = 2**62
+        t.expire_snapshots(older_than_ms=far_future, retain_last=1)
+        assert puffin.exists()
+        assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [2, 4, 5]
+        t.delete("id = 4")                              # now no vector of the shared file is live
+        result = t.expire_snapshots(older_than_ms=far_future, retain_last=1)
+        assert not puffin.exists()
+        assert any(p.endswith(puffin.name) for p in result.deleted_delete_files)
+        assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [2, 5]
+        assert cat.verify("db.t") == []
