@@ -83,3 +83,25 @@ def test_v3_types_icelog_does_not_support_are_refused_with_a_typed_error(tmp_pat
         with pytest.raises(UnsupportedTypeError, match="format v3 type"):
             Schema.from_json({"type": "struct", "schema-id": 0, "fields": [
                 {"id": 1, "name": "x", "required": False, "type": type_name}]})
+
+
+def test_pyiceberg_and_duckdb_read_initial_defaults(tmp_path: Path) -> None:
+    from pyiceberg.table import StaticTable
+
+    from tests.conftest import duckdb_connect
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=3)
+        t.append(pa.table({"id": [1, 2]}))
+        t.update_schema().add_column("score", "int", default=5).commit()
+        t.append(pa.table({"id": [3], "score": [7]}))
+        location = t.metadata_location
+    expected = [(1, 5), (2, 5), (3, 7)]
+    rows = StaticTable.from_metadata(location).scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["score"]) for r in rows) == expected
+    con = duckdb_connect()
+    try:
+        assert sorted(con.execute(f"SELECT id, score FROM iceberg_scan('{location}')").fetchall()) == expected
+    finally:
+        con.close()
