@@ -350,7 +350,7 @@ class Catalog:
         props = {str(k): str(v) for k, v in (properties or {}).items()}
         if FORMAT_VERSION_PROPERTY in props:
             given = props.pop(FORMAT_VERSION_PROPERTY)
-            from_property = int(given) if given.strip().isdigit() else given
+            from_property = _format_version_of(given)
             if format_version is not None and from_property != format_version:
                 raise ValidationError(f"Cannot create table {'.'.join(ns + (name,))}: format_version={format_version} "
                                       f"and property format-version={given!r} disagree")
@@ -859,7 +859,7 @@ class Table(TableStateReads):
         (:meth:`upgrade_format_version`) in the same commit, as Java and Spark take it."""
         updates = {str(k): str(v) for k, v in {**(properties or {}), **kwargs}.items()}
         fmt_text = updates.pop(FORMAT_VERSION_PROPERTY, None)
-        fmt = None if fmt_text is None else int(fmt_text) if fmt_text.strip().isdigit() else fmt_text
+        fmt = None if fmt_text is None else _format_version_of(fmt_text)
 
         def build(base: TableState, ctx: CommitContext) -> list:
             events: list = [] if fmt is None else upgrade_events(base, fmt, ctx,  # type: ignore[arg-type]
@@ -1228,6 +1228,12 @@ class Table(TableStateReads):
              as_of_timestamp_ms: int | None = None, ref: str | None = None) -> Scan:
         return Scan(self.catalog.store, self.state, where=where, columns=columns, snapshot_id=snapshot_id,
                     as_of_timestamp_ms=as_of_timestamp_ms, ref=ref, io=self.catalog.io)
+
+
+def _format_version_of(text: str) -> int | str:
+    """The format version a ``format-version`` property names (the text itself when it is not a number, for the
+    refusal to name)."""
+    return int(text) if text.strip().isdigit() else text
 
 
 class CatalogTransaction:

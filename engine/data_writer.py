@@ -16,16 +16,10 @@ import pyarrow.compute as pc
 from engine.errors import ValidationError
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
-from engine.model.arrow_schema import FIELD_ID_KEY, schema_to_arrow
+from engine.model.arrow_schema import schema_to_arrow
 from engine.model.data_file import DataFile
 from engine.model.partitioning import PartitionSpec, partition_path
-from engine.model.schema import (
-    LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
-    LINEAGE_COLUMNS,
-    ROW_ID_COLUMN,
-    ROW_ID_FIELD_ID,
-    Schema,
-)
+from engine.model.schema import LINEAGE_FIELD_IDS, Schema
 from engine.model.values import value_from_python
 from engine.parquet_files import (
     iter_row_chunks,
@@ -33,7 +27,7 @@ from engine.parquet_files import (
     read_data_file,
     write_parquet,
 )
-from engine.reader import default_column
+from engine.reader import default_column, lineage_field
 from engine.sort_rows import sort_table
 from engine.state import TableState
 from projections import layout
@@ -57,7 +51,7 @@ def conform(data: pa.Table, schema: Schema, *, keep_lineage: bool = False) -> pa
             raise ValidationError(f"Cannot append: expected a pyarrow.Table, got {type(data).__name__}")
     target = schema_to_arrow(schema)
     known = {f.name for f in schema.columns}
-    lineage = [name for name in LINEAGE_COLUMNS if keep_lineage and name in data.column_names and name not in known]
+    lineage = [name for name in LINEAGE_FIELD_IDS if keep_lineage and name in data.column_names and name not in known]
     extra = [name for name in data.column_names if name not in known and name not in lineage]
     if extra:
         raise ValidationError(f"Cannot append: column(s) {', '.join(map(repr, extra))} are not in the table schema "
@@ -80,9 +74,7 @@ def conform(data: pa.Table, schema: Schema, *, keep_lineage: bool = False) -> pa
         columns.append(col)
     out = pa.Table.from_arrays(columns, schema=target)
     for name in lineage:
-        field_id = ROW_ID_FIELD_ID if name == ROW_ID_COLUMN else LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID
-        out = out.append_column(pa.field(name, pa.int64(), metadata={FIELD_ID_KEY: str(field_id).encode()}),
-                                data.column(name).cast(pa.int64()))
+        out = out.append_column(lineage_field(name), data.column(name).cast(pa.int64()))
     return out
 
 

@@ -36,14 +36,14 @@ from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import BooleanExpression, arrow_constant, evaluate_arrow
 from engine.model.name_mapping import name_mapping
 from engine.model.paths import normalize_path
-from engine.model.values import value_from_json
 from engine.model.schema import (
-    LAST_UPDATED_SEQUENCE_NUMBER_COLUMN,
     LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
-    ROW_ID_COLUMN,
+    LINEAGE_COLUMNS,
+    LINEAGE_FIELD_IDS,
     ROW_ID_FIELD_ID,
     Schema,
 )
+from engine.model.values import value_from_json
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
 
@@ -520,6 +520,12 @@ def deleted_rows(raw: _RawFile, data_file: DataFile, deletes: Iterable[DataFile]
 # -- the public reader -----------------------------------------------------------------------------------------
 
 
+def lineage_field(name: str) -> pa.Field:
+    """The Arrow field of a row lineage column (``_row_id`` or ``_last_updated_sequence_number``), with its reserved
+    field id, as the reader returns it and a rewrite writes it."""
+    return pa.field(name, pa.int64(), metadata={FIELD_ID: str(LINEAGE_FIELD_IDS[name]).encode()})
+
+
 def lineage_columns(raw: _RawFile, first_row_id: int | None, data_sequence_number: int | None
                     ) -> tuple[pa.Array, pa.Array]:
     """Every row's ``_row_id`` and ``_last_updated_sequence_number`` (spec "Row Lineage"): the value a rewrite
@@ -561,7 +567,7 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     mapping = name_mapping_entries if name_mapping_entries is not None else name_mapping(schema)
     needed = {f.field_id for f in schema.columns}
     if with_lineage:
-        needed |= {ROW_ID_FIELD_ID, LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID}
+        needed |= set(LINEAGE_FIELD_IDS.values())
     for d in deletes:
         if d.content == DataFileContent.EQUALITY_DELETES:
             needed |= set(d.equality_ids or ())
@@ -575,12 +581,8 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
         num_rows = raw.num_rows - int(pc.sum(mask).as_py() or 0)
     out = project(table, raw.schema, num_rows, schema, data_file.file_path)
     if with_lineage:
-        for name, field_id, values in zip(
-                (ROW_ID_COLUMN, LAST_UPDATED_SEQUENCE_NUMBER_COLUMN),
-                (ROW_ID_FIELD_ID, LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID),
-                lineage_columns(raw, data_file.first_row_id, data_sequence_number)):
-            kept = values.filter(pc.invert(mask)) if mask is not None else values
-            out = out.append_column(pa.field(name, pa.int64(), metadata={FIELD_ID: str(field_id).encode()}), kept)
+        for name, values in zip(LINEAGE_COLUMNS, lineage_columns(raw, data_file.first_row_id, data_sequence_number)):
+            out = out.append_column(lineage_field(name), values.filter(pc.invert(mask)) if mask is not None else values)
     if with_positions:
         positions = _row_numbers(raw.num_rows)
         if mask is not None:

@@ -63,6 +63,7 @@ from engine.model.values import from_bytes
 from engine.reader import (
     DELETE_FILE_PATH_ID,
     DeleteLoader,
+    lineage_field,
     normalize_path,
     parse_name_mapping,
     read_data_file,
@@ -246,15 +247,14 @@ class Scan:
             self.filter = bind(parse_expression(where) if isinstance(where, str) else where, self.schema)
             if isinstance(self.filter, AlwaysTrue):
                 self.filter = None
+        names = {f.name for f in self.schema.columns}
         if columns is not None:
-            names = {f.name for f in self.schema.columns}
             unknown = [c for c in columns if c not in names and c not in LINEAGE_COLUMNS]
             if unknown:
                 raise ValidationError(f"Cannot scan: unknown column(s) {', '.join(map(repr, unknown))}")
         self.columns = list(columns) if columns is not None else None
         #: the row lineage metadata columns were asked for (v3: ``_row_id``, ``_last_updated_sequence_number``)
-        self.with_lineage = any(c in LINEAGE_COLUMNS and c not in {f.name for f in self.schema.columns}
-                                for c in columns or ())
+        self.with_lineage = any(c in LINEAGE_COLUMNS and c not in names for c in columns or ())
         self._tasks: list[FileScanTask] | None = None
         self._projected: dict[int, tuple[BooleanExpression | None, Any]] = {}
         self._stats: PlanStats | None = None
@@ -432,7 +432,7 @@ class Scan:
         empty = empty_arrow_table(self.schema)
         if self.with_lineage:
             for name in LINEAGE_COLUMNS:
-                empty = empty.append_column(pa.field(name, pa.int64()), pa.array([], pa.int64()))
+                empty = empty.append_column(lineage_field(name), pa.array([], pa.int64()))
         return empty.select(self.columns) if self.columns is not None else empty
 
     def to_arrow(self) -> pa.Table:

@@ -143,6 +143,17 @@ def duckdb_connect() -> Any:
     return con
 
 
+def puffin_footer(path: str | Path) -> dict[str, Any]:
+    """The JSON footer of a Puffin file (its blobs and properties), read as the spec lays it out: the payload, then
+    its length (4 bytes, little-endian), 4 flag bytes and the magic."""
+    import json
+    import struct
+
+    data = Path(str(path).removeprefix("file://").removeprefix("file:")).read_bytes()
+    (size,) = struct.unpack_from("<i", data, len(data) - 12)
+    return json.loads(data[len(data) - 12 - size:len(data) - 12])
+
+
 @pytest.fixture
 def duckdb_connection() -> Iterator[Any]:
     """A connection of :func:`duckdb_connect`, closed after the test."""

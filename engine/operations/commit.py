@@ -17,7 +17,7 @@ import attrs
 
 from engine.errors import CommitConflict, CommitStateUnknown, ValidationError
 from engine.events import Event, SnapshotAdded, encode
-from engine.state import TableState
+from engine.state import LogPosition, TableState, apply
 from engine.state_store import StateStore
 from storage import CommitResult, LogBusy, NewEvent, StreamVersionConflict, StreamWrite
 
@@ -38,6 +38,13 @@ class CommitContext:
     #: in a transaction, the table version its operations read (see engine.operations.transaction): every
     #: snapshot the log recorded after it is validated by each staged operation, wherever it sits in the lineage
     staged_on_version: int | None = None
+
+
+def apply_in_commit(event: Event, state: TableState | None, ctx: CommitContext) -> TableState:
+    """The state after ``event``, as the next version of the table in the commit ``ctx`` is building (the event is
+    not in the log yet, so it has no position)."""
+    version = state.version + 1 if state is not None else 1
+    return apply(event, state, LogPosition(position=0, version=version, commit_id=ctx.commit_id, time_ms=ctx.time_ms))
 
 
 @attrs.frozen(kw_only=True)

@@ -15,8 +15,8 @@ import attrs
 from engine.errors import ValidationError
 from engine.events import FileChange, SnapshotAdded
 from engine.model.data_file import DataFile, DataFileContent
-from engine.operations.commit import CommitContext
-from engine.state import MAIN_BRANCH, LogPosition, Snapshot, TableState, apply
+from engine.operations.commit import CommitContext, apply_in_commit
+from engine.state import MAIN_BRANCH, Snapshot, TableState
 
 TOTAL_KEYS = ("total-records", "total-files-size", "total-data-files", "total-delete-files",
               "total-position-deletes", "total-equality-deletes")
@@ -172,6 +172,5 @@ def row_id_backfill_events(state: TableState, ctx: CommitContext,
             changes=tuple(changes), partition_types={s.spec_id: s.partition_type(state.schema) for s in state.specs},
             first_row_id=first, added_rows=next_id - first)
         events.append(event)
-        state = apply(event, state, LogPosition(position=0, version=state.version + 1, commit_id=ctx.commit_id,
-                                                time_ms=ctx.time_ms))
+        state = apply_in_commit(event, state, ctx)
     return events

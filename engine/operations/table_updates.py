@@ -65,10 +65,10 @@ from engine.model.data_file import (
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from engine.model.schema import Schema, check_default_values
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
-from engine.operations.commit import CommitContext
+from engine.operations.commit import CommitContext, apply_in_commit
 from engine.operations.snapshot import row_id_backfill_events
 from engine.operations.update_schema import is_promotion
-from engine.state import LogPosition, SnapshotRef, TableState, apply
+from engine.state import SnapshotRef, TableState
 from projections import layout
 from projections.importer import read_file_bytes
 from projections.manifests import inherit_first_row_ids, read_manifest, read_manifest_list
@@ -326,9 +326,7 @@ class _Running:
         self.live: dict[int, dict[str, DataFile]] = {}
 
     def add(self, event: Event) -> None:
-        at = LogPosition(position=0, version=self.state.version + 1, commit_id=self.ctx.commit_id,
-                         time_ms=self.ctx.time_ms)
-        self.state = apply(event, self.state, at)
+        self.state = apply_in_commit(event, self.state, self.ctx)
         self.events.append(event)
 
 
@@ -476,7 +474,7 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
         if created.table_uuid != stream:
             raise ValidationError(f"Cannot create table: assign-uuid {created.table_uuid} is not the staged uuid "
                                   f"{stream}")
-        base = apply(created, None, LogPosition(position=0, version=1, commit_id=ctx.commit_id, time_ms=ctx.time_ms))
+        base = apply_in_commit(created, None, ctx)
         prefix = [created]
     run = _Running(base, ctx)
     run.events = prefix
@@ -638,8 +636,7 @@ def upgrade_events(state: TableState, fmt: int, ctx: CommitContext,
     upgrade = FormatVersionUpgraded(format_version=fmt)
     if fmt < 3 or state.format_version >= 3:
         return [upgrade]
-    upgraded = apply(upgrade, state, LogPosition(position=0, version=state.version + 1, commit_id=ctx.commit_id,
-                                                 time_ms=ctx.time_ms))
+    upgraded = apply_in_commit(upgrade, state, ctx)
     return [upgrade, *row_id_backfill_events(upgraded, ctx, live_entries)]
 
 

@@ -24,8 +24,8 @@ from typing import Callable, Sequence
 import attrs
 
 from engine.events import Event, SnapshotAdded
-from engine.operations.commit import CommitContext
-from engine.state import LogPosition, TableState, apply
+from engine.operations.commit import CommitContext, apply_in_commit
+from engine.state import TableState
 
 Build = Callable[[TableState, CommitContext], Sequence[Event]]
 
@@ -46,8 +46,7 @@ def run_staged(base: TableState, builds: Sequence[Build], ctx: CommitContext, *,
     events: list[Event] = []
     for build in builds:
         for event in build(state, ctx):
-            at = LogPosition(position=0, version=state.version + 1, commit_id=ctx.commit_id, time_ms=ctx.time_ms)
-            state = apply(event, state, at)
+            state = apply_in_commit(event, state, ctx)
             if isinstance(event, SnapshotAdded):
                 state = _with_staged_changes(state, event)
             events.append(event)

@@ -3,7 +3,7 @@ operations: create a partitioned v3 merge-on-read table, insert, delete rows (de
 file that has a vector (the merged vector replaces it), insert again.
 
 Layer: tests (Spark's Hadoop catalog writes the reference table; both tables' metadata.json, manifest lists,
-manifests and Puffin footers are read with json, fastavro and struct).
+manifests and Puffin footers are read with json and fastavro).
 
 What is compared: table metadata keys and v3 values (format-version, next-row-id, per-snapshot first-row-id and
 added-rows, summary keys and the delete counts in them), the manifest list and manifest Avro field sets and file
@@ -16,7 +16,6 @@ vector) are normalised.
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import fastavro
 import pyarrow as pa
 
 from engine import Catalog
+from tests.conftest import puffin_footer
 from tools.spark import hadoop_catalog
 
 ROWS_1 = [(0, "a"), (1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "b")]
@@ -63,9 +63,7 @@ def _field_names(schema: dict) -> set[str]:
 def _puffin_blob(path: str, offset: int) -> dict:
     """The Puffin footer's description of the blob at ``offset`` (Spark puts a commit's vectors in one file per
     task, icelog one per partition: which file holds a vector differs, its blob description must not)."""
-    data = _local(path).read_bytes()
-    footer_len = struct.unpack("<i", data[-12:-8])[0]
-    footer = json.loads(data[-12 - footer_len:-12])
+    footer = puffin_footer(path)
     b = next(b for b in footer["blobs"] if b["offset"] == offset)
     return {"type": b["type"], "fields": b["fields"], "snapshot-id": b["snapshot-id"],
             "sequence-number": b["sequence-number"], "property-keys": sorted(b.get("properties", {})),

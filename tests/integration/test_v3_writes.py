@@ -19,6 +19,7 @@ import pytest
 from engine import Catalog
 from engine.errors import ValidationError
 from engine.model.data_file import DataFileContent
+from tests.conftest import puffin_footer
 from tools.rest_server import running_server
 
 TOKEN = "v3-token"
@@ -297,25 +298,23 @@ def test_spark_upgrades_an_icelog_v2_table_to_v3_through_rest(spark: Any, tmp_wa
             assert cat.verify("db.t") == []
 
 
-def _blob_count(puffin: Path) -> int:
-    import struct
-
-    data = puffin.read_bytes()
-    (size,) = struct.unpack_from("<i", data, len(data) - 12)
-    return len(json.loads(data[len(data) - 12 - size:len(data) - 12])["blobs"])
+def _two_file_table(cat: Any, first: list[int], second: list[int]) -> Any:
+    """``db.t``: a v3 merge-on-read table of one column ``id``, one data file per given list."""
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=3,
+                         properties={"write.delete.mode": "merge-on-read"})
+    t.append(pa.table({"id": first}))
+    t.append(pa.table({"id": second}))
+    return t
 
 
 def test_icelog_puffin_files_hold_one_vector_per_data_file(tmp_path: Path) -> None:
     with Catalog.open(tmp_path / "wh") as cat:
-        cat.create_namespace("db")
-        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=3,
-                             properties={"write.delete.mode": "merge-on-read"})
-        t.append(pa.table({"id": [1, 2, 3]}))
-        t.append(pa.table({"id": [4, 5, 6]}))
+        t = _two_file_table(cat, [1, 2, 3], [4, 5, 6])
         t.delete("id IN (1, 4)")
         vectors = _live_vectors(t)
         assert len(vectors) == 2 and len({v.file_path for v in vectors}) == 1
-        assert _blob_count(Path(vectors[0].file_path.removeprefix("file://"))) == 2
+        assert len(puffin_footer(vectors[0].file_path)["blobs"]) == 2
         manifests = list((tmp_path / "wh" / "db" / "t" / "metadata").glob("*-m*.avro"))
         dv_entries = []
         for m in manifests:
@@ -349,11 +348,7 @@ def test_expiry_deletes_a_puffin_file_only_when_none_of_its_vectors_is_reachable
     """One Puffin file holds the vectors of several data files: replacing one of them leaves the file reachable
     through the others, so expiry keeps it; once every vector in it is replaced, expiry deletes it."""
     with Catalog.open(tmp_path / "wh") as cat:
-        cat.create_namespace("db")
-        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=3,
-                             properties={"write.delete.mode": "merge-on-read"})
-        t.append(pa.table({"id": [0, 1, 2]}))
-        t.append(pa.table({"id": [3, 4, 5]}))
+        t = _two_file_table(cat, [0, 1, 2], [3, 4, 5])
         t.delete("id IN (0, 3)")                        # one Puffin file, two vectors
         shared = {v.file_path for v in _live_vectors(t)}
         assert len(shared) == 1 and len(_live_vectors(t)) == 2
