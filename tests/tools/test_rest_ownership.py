@@ -303,3 +303,26 @@ def test_icelog_deletion_vectors_in_hostile_partitions(site: Path) -> None:
     new = set(files_under(site)) - set(before)
     assert all(Path(p).resolve().is_relative_to(location) for p in new)
     assert {p: b for p, b in files_under(site).items() if p in before} == before
+
+
+def test_a_refused_v3_upgrade_commit_lands_nothing_and_writes_no_file(server, site):
+    """An upgrade to v3 labels existing rows in new snapshots; when a later update of the same REST commit is
+    refused (a default value of the wrong type), none of them lands and no file appears anywhere."""
+    before_files = files_under(site)
+    position = head(site / "wh")
+    schema = {"type": "struct", "schema-id": 1, "fields": [
+        {"id": 1, "name": "id", "type": "long", "required": False},
+        {"id": 2, "name": "score", "type": "int", "required": False, "initial-default": "five"}]}
+    body = {"requirements": [], "updates": [
+        {"action": "upgrade-format-version", "format-version": 3},
+        {"action": "add-schema", "schema": schema, "last-column-id": 2},
+        {"action": "set-current-schema", "schema-id": -1}]}
+    r = requests.post(f"{server}/v1/namespaces/db/tables/victim", json=body, headers=AUTH)
+    assert r.status_code == 400, r.text
+    assert "initial-default 'five' of column 'score'" in r.json()["error"]["message"]
+    assert head(site / "wh") == position
+    assert files_under(site) == before_files
+    with Catalog.open(site / "wh") as cat:
+        victim = cat.load_table("db.victim")
+        assert victim.state.format_version == 2 and len(victim.snapshots()) == 1
+        assert cat.verify("db.victim") == []
