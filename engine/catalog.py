@@ -62,7 +62,7 @@ from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import metrics_must_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec, build_spec
-from engine.model.schema import Schema, check_default_values
+from engine.model.schema import Schema, check_schema_for_format
 from engine.model.values import value_from_python
 from engine.model.sort_order import UNSORTED_ORDER
 from engine.operations.append import append_events
@@ -365,7 +365,7 @@ class Catalog:
         elif not isinstance(schema, Schema):
             raise ValidationError(f"Cannot create table {name}: schema must be a pyarrow.Schema or an engine Schema, "
                                   f"got {type(schema).__name__}")
-        check_default_values(schema, format_version, f"the schema of table {'.'.join(ns + (name,))}")
+        check_schema_for_format(schema, format_version, f"the schema of table {'.'.join(ns + (name,))}")
         if isinstance(partition_by, PartitionSpec):
             spec = partition_by
         elif partition_by:

@@ -21,6 +21,7 @@ from engine.model.data_file import DataFile
 from engine.model.partitioning import PartitionSpec, partition_path
 from engine.model.schema import LINEAGE_FIELD_IDS, Schema
 from engine.model.values import value_from_python
+from engine.model.variant import as_variant_storage
 from engine.parquet_files import (
     iter_row_chunks,
     nan_counts,
@@ -65,6 +66,11 @@ def conform(data: pa.Table, schema: Schema, *, keep_lineage: bool = False) -> pa
             continue
         col = data.column(field.name)
         try:
+            if isinstance(field.field_type, T.VariantType):
+                try:
+                    col = as_variant_storage(col)
+                except ValidationError as e:
+                    raise ValidationError(f"Cannot append: column {field.name!r}: {e}") from e
             col = col.cast(arrow_field.type, safe=True) if col.type != arrow_field.type else col
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
             raise ValidationError(f"Cannot append: column {field.name!r} of type {col.type} does not fit "

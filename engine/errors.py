@@ -15,8 +15,8 @@ class ValidationError(IcelogError):
 
 
 class UnsupportedTypeError(ValidationError):
-    """A type the spec defines that icelog does not support yet (the format v3 types ``timestamp_ns``,
-    ``timestamptz_ns``, ``unknown``, ``variant``, ``geometry``, ``geography``)."""
+    """A type the spec defines that icelog does not support yet (the format v3 types ``geometry`` and
+    ``geography``), or a format v3 type in a table of an older format version."""
 
 
 class NotFound(IcelogError):

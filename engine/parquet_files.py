@@ -189,6 +189,9 @@ def _time_unit(stats: Any) -> str:
 def _stat_value(stats: Any, is_min: bool, t: T.PrimitiveType) -> Any:
     """A Parquet statistics value (the min or the max) converted to icelog's canonical Python value for ``t``."""
     raw = stats.min_raw if is_min else stats.max_raw
+    if isinstance(t, T.NANO_TIMESTAMPS):
+        scale = {"milliseconds": 1_000_000, "microseconds": 1_000, "nanoseconds": 1}[_time_unit(stats)]
+        return int(raw) * scale
     if isinstance(t, (T.TimestampType, T.TimestamptzType, T.TimeType)):
         unit = _time_unit(stats)
         if unit == "milliseconds":
@@ -370,7 +373,8 @@ def statistics_columns(schema: Schema) -> list[str]:
     footer statistics, so a row group whose uuids span a sign bit would be skipped wrongly; without statistics
     (and so without bounds) Java reads it.
     """
-    return [path for path, leaf in _leaves(schema).items() if not isinstance(leaf.field_type, T.UUIDType)]
+    return [path for path, leaf in _leaves(schema).items()
+            if not isinstance(leaf.field_type, (T.UUIDType, T.VariantType, T.UnknownType))]
 
 
 def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str], schema: Schema,
@@ -389,11 +393,18 @@ def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str], sch
     codec = {"uncompressed": "none"}.get(codec, codec)
     row_group_bytes = int(properties.get("write.parquet.row-group-size-bytes", str(128 * 1024 * 1024)))
     rows_per_group = max(1, int(table.num_rows * row_group_bytes / max(table.nbytes, 1))) if table.num_rows else 1
+    leaves = _leaves(schema).values()
+    # columns of type unknown are never stored (format v3); readers give nulls
+    unknown = [f.name for f in schema.fields if isinstance(f.field_type, T.UnknownType)]
+    if unknown:
+        table = table.drop_columns([name for name in unknown if name in table.column_names])
+    # nanosecond columns keep their unit; every other timestamp is written in microseconds
+    coerce = None if any(isinstance(leaf.field_type, T.NANO_TIMESTAMPS) for leaf in leaves) else "us"
     collector: list[pq.FileMetaData] = []
     try:
         with io.open_output(path) as sink:
             pq.write_table(table, sink, compression=codec, row_group_size=rows_per_group, version="2.6",
-                           coerce_timestamps="us", allow_truncated_timestamps=False,
+                           coerce_timestamps=coerce, allow_truncated_timestamps=False,
                            write_statistics=statistics_columns(schema),
                            use_compliant_nested_type=True, metadata_collector=collector, store_schema=False)
             size = sink.tell()

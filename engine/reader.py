@@ -44,6 +44,7 @@ from engine.model.schema import (
     Schema,
 )
 from engine.model.values import value_from_json
+from engine.model.variant import null_variants
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
 
@@ -383,6 +384,8 @@ def default_column(field: T.NestedField, arrow_type: pa.DataType, length: int, d
     """The column of a field a file (or a write) does not have: its default value (``initial-default`` on read,
     ``write-default`` on write, in JSON form) in every row, else nulls."""
     if default_json is None:
+        if isinstance(field.field_type, T.VariantType):
+            return null_variants(length)
         return pa.nulls(length, type=arrow_type)
     return arrow_constant(field.field_type, arrow_type, value_from_json(field.field_type, default_json), length)
 

@@ -87,7 +87,7 @@ def column_key(arr: pa.Array | pa.ChunkedArray, field_type: T.IcebergType, name:
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     if isinstance(field_type, (T.IntegerType, T.LongType, T.DateType, T.TimeType, T.TimestampType,
-                               T.TimestamptzType)):
+                               T.TimestamptzType) + T.NANO_TIMESTAMPS):
         if pa.types.is_date32(arr.type):
             arr = arr.cast(pa.int32())
         elif pa.types.is_timestamp(arr.type) or pa.types.is_time(arr.type):

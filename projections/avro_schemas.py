@@ -32,7 +32,9 @@ from engine.model.types import (
     IntegerType,
     LongType,
     StringType,
+    TimestampNsType,
     TimestampType,
+    TimestamptzNsType,
     TimestamptzType,
     TimeType,
     UUIDType,
@@ -301,6 +303,10 @@ def partition_value_avro_type(t: IcebergType, *, field_id: int = 0, used_names: 
         return {"type": "long", "logicalType": "timestamp-micros", ADJUST_TO_UTC_PROP: True}
     if isinstance(t, TimestampType):
         return {"type": "long", "logicalType": "timestamp-micros", ADJUST_TO_UTC_PROP: False}
+    if isinstance(t, TimestamptzNsType):
+        return {"type": "long", "logicalType": "timestamp-nanos", ADJUST_TO_UTC_PROP: True}
+    if isinstance(t, TimestampNsType):
+        return {"type": "long", "logicalType": "timestamp-nanos", ADJUST_TO_UTC_PROP: False}
     if isinstance(t, StringType):
         return "string"
     if isinstance(t, UUIDType):

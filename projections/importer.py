@@ -81,7 +81,7 @@ from engine.model.data_file import (
     deletion_vector_problem,
 )
 from engine.model.partitioning import PartitionSpec
-from engine.model.schema import Schema, check_default_values
+from engine.model.schema import Schema, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.model.values import from_bytes, to_bytes
 from engine.model.paths import normalize_path
@@ -361,7 +361,7 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     schemas = sorted((f.parse(f"schemas[{i}]", sj, Schema.from_json) for i, sj in enumerate(schema_jsons)),
                      key=lambda s: s.schema_id)
     for s in schemas:
-        check_default_values(s, fmt, f"table metadata {metadata_location} (schema {s.schema_id})")
+        check_schema_for_format(s, fmt, f"table metadata {metadata_location} (schema {s.schema_id})")
     if not any(s.schema_id == current_schema_id for s in schemas):
         raise f.fail("current-schema-id", f"is {current_schema_id}, which no schema has")
     current_schema = next(s for s in schemas if s.schema_id == current_schema_id)

@@ -49,7 +49,9 @@ from engine.model.types import (
     IntegerType,
     LongType,
     StringType,
+    TimestampNsType,
     TimestampType,
+    TimestamptzNsType,
     TimestamptzType,
     TimeType,
     UUIDType,
@@ -171,7 +173,7 @@ def _partition_encoder(t: IcebergType) -> Callable[[Any], Any]:
         return _check_bool
     if isinstance(t, (IntegerType, DateType)):
         return lambda v: _check_int(v, _INT_RANGE)
-    if isinstance(t, (LongType, TimeType, TimestampType, TimestamptzType)):
+    if isinstance(t, (LongType, TimeType, TimestampType, TimestamptzType, TimestampNsType, TimestamptzNsType)):
         return lambda v: _check_int(v, _LONG_RANGE)
     if isinstance(t, (FloatType, DoubleType)):
         return _check_float
@@ -244,6 +246,10 @@ def _avro_type_to_iceberg(avro_type: Any, named: dict[str, Any]) -> IcebergType:
         return TimestamptzType() if avro_type.get("adjust-to-utc", True) in (True, "true") else TimestampType()
     if logical == "local-timestamp-micros" and kind == "long":
         return TimestampType()
+    if logical == "timestamp-nanos" and kind == "long":
+        return TimestamptzNsType() if avro_type.get("adjust-to-utc", True) in (True, "true") else TimestampNsType()
+    if logical == "local-timestamp-nanos" and kind == "long":
+        return TimestampNsType()
     if logical == "decimal":
         return DecimalType(int(avro_type["precision"]), int(avro_type.get("scale", 0)))
     if logical == "uuid":

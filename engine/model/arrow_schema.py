@@ -4,7 +4,10 @@ Layer: engine.model (pure values; imports pyarrow, attrs and engine.model / engi
 
 :func:`schema_to_arrow` gives the Arrow schema the engine writes Parquet with: every field, list elements and
 map keys and values included, carries ``PARQUET:field_id`` metadata, which pyarrow writes as the Parquet field
-id that Iceberg readers (Java/Spark, PyIceberg) project by. ``uuid`` maps to Arrow's canonical ``arrow.uuid``
+id that Iceberg readers (Java/Spark, PyIceberg) project by. Format v3 types: ``timestamp_ns``/``timestamptz_ns`` map to nanosecond timestamps (an Arrow nanosecond timestamp
+still reads as ``timestamp``/``timestamptz``, as before, since older tables cannot hold nanoseconds), ``unknown`` to
+Arrow's null type and ``variant`` to the unshredded (metadata, value) struct marked ``arrow.parquet.variant``
+(:mod:`engine.model.variant`). ``uuid`` maps to Arrow's canonical ``arrow.uuid``
 extension type (``pa.uuid()``), which is what PyIceberg 0.12 maps uuid to; pyarrow writes it as a 16-byte
 FIXED_LEN_BYTE_ARRAY with the Parquet UUID logical type, as Iceberg Java does.
 
@@ -37,11 +40,16 @@ from engine.model.types import (
     NestedField,
     StringType,
     StructType,
+    TimestampNsType,
     TimestampType,
+    TimestamptzNsType,
     TimestamptzType,
     TimeType,
+    UnknownType,
     UUIDType,
+    VariantType,
 )
+from engine.model.variant import VARIANT_FIELD_METADATA, VARIANT_STORAGE_TYPE, is_variant_field
 
 #: The Arrow field-metadata key pyarrow reads and writes Parquet field ids under.
 FIELD_ID_KEY = b"PARQUET:field_id"
@@ -63,6 +71,10 @@ _PRIMITIVES: dict[type, pa.DataType] = {
     TimeType: pa.time64("us"),
     TimestampType: pa.timestamp("us"),
     TimestamptzType: pa.timestamp("us", tz="UTC"),
+    TimestampNsType: pa.timestamp("ns"),
+    TimestamptzNsType: pa.timestamp("ns", tz="UTC"),
+    UnknownType: pa.null(),
+    VariantType: VARIANT_STORAGE_TYPE,
     StringType: pa.string(),
     UUIDType: pa.uuid(),
     BinaryType: pa.binary(),
@@ -152,6 +164,8 @@ def _arrow_field(field: NestedField) -> pa.Field:
     metadata = {FIELD_ID_KEY: str(field.field_id).encode()}
     if field.doc is not None:
         metadata[DOC_KEY] = field.doc.encode()
+    if isinstance(field.field_type, VariantType):
+        metadata.update(VARIANT_FIELD_METADATA)
     return pa.field(field.name, arrow_type_for(field.field_type), nullable=not field.required, metadata=metadata)
 
 
@@ -205,7 +219,8 @@ class _FromArrow:
     def field(self, field: pa.Field, path: str) -> NestedField:
         field_id = self.field_id(field, path)
         doc = field.metadata.get(DOC_KEY) if field.metadata else None
-        return NestedField(field_id=field_id, name=field.name, field_type=self.type(field.type, path),
+        field_type = VariantType() if is_variant_field(field) else self.type(field.type, path)
+        return NestedField(field_id=field_id, name=field.name, field_type=field_type,
                            required=not field.nullable, doc=doc.decode() if doc is not None else None)
 
     def type(self, t: pa.DataType, path: str) -> IcebergType:
@@ -240,6 +255,8 @@ def _is_list(t: pa.DataType) -> bool:
 
 def _primitive_from_arrow(t: pa.DataType, path: str) -> IcebergType:
     types = pa.types
+    if types.is_null(t):
+        return UnknownType()
     if types.is_boolean(t):
         return BooleanType()
     if types.is_signed_integer(t):

@@ -85,6 +85,7 @@ from engine.model.types import (
     IcebergType,
     IntegerType,
     LongType,
+    NANO_TIMESTAMPS,
     PrimitiveType,
     StringType,
     StructType,
@@ -801,7 +802,7 @@ def _arrow_python(t: IcebergType, arrow_type: pa.DataType, value: Any) -> tuple[
     """A canonical value as a Python value and an Arrow type to compare with a column of ``arrow_type``."""
     if isinstance(t, TimeType):
         return value, pa.int64()  # cast to time64("us") by _arrow_scalar
-    if isinstance(t, (TimestampType, TimestamptzType)):
+    if isinstance(t, (TimestampType, TimestamptzType) + NANO_TIMESTAMPS):
         return value, pa.int64()
     if isinstance(t, UUIDType):
         if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
@@ -833,6 +834,9 @@ def _arrow_scalar(t: IcebergType, arrow_type: pa.DataType, value: Any) -> pa.Sca
         if pa.types.is_timestamp(arrow_type) and arrow_type.unit == "ns":
             return pa.scalar(py * 1000, pa.int64()).cast(pa.timestamp("ns", tz=tz))
         return pa.scalar(py, pa.int64()).cast(pa.timestamp("us", tz=tz))
+    if isinstance(t, NANO_TIMESTAMPS):
+        tz = arrow_type.tz if pa.types.is_timestamp(arrow_type) else None
+        return pa.scalar(py, pa.int64()).cast(pa.timestamp("ns", tz=tz))
     return pa.scalar(py, scalar_type)
 
 
@@ -1034,7 +1038,7 @@ def metrics_must_match(expr: BooleanExpression, file: DataFile, schema: Schema, 
     return _StrictMetricsEvaluator(file).eval(_rewrite_not(expr))
 
 
-_DISCRETE = (BooleanType, IntegerType, LongType, DateType, TimeType, TimestampType, TimestamptzType)
+_DISCRETE = (BooleanType, IntegerType, LongType, DateType, TimeType, TimestampType, TimestamptzType) + NANO_TIMESTAMPS
 
 
 class _StrictMetricsEvaluator(_MetricsEvaluator):
@@ -1590,6 +1594,9 @@ def _literal_text(value: Any, t: IcebergType | None = None) -> str:
             return "TIMESTAMP " + _quote(values.format_timestamp(value))
         if isinstance(t, TimestamptzType) and isinstance(value, int):
             return "TIMESTAMPTZ " + _quote(values.format_timestamptz(value))
+        if isinstance(t, NANO_TIMESTAMPS) and isinstance(value, int):
+            # a plain string: the column's type reads its nanoseconds back when the filter is bound
+            return _quote(values.value_to_json(t, value))
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from engine.errors import ValidationError
+from engine.errors import UnsupportedTypeError, ValidationError
 from engine.model.types import (
     DoubleType,
     FloatType,
@@ -29,7 +29,9 @@ from engine.model.types import (
     MapType,
     NestedField,
     PrimitiveType,
+    V3_TYPES,
     StructType,
+    UnknownType,
     field_from_json,
     field_to_json,
 )
@@ -361,35 +363,42 @@ def _fresh_type(t: IcebergType, next_id: Callable[[], int]) -> IcebergType:
     return t
 
 
-def check_default_values(schema: Schema, format_version: int, where: str = "schema") -> None:
-    """Refuse default values (``initial-default``, ``write-default``) icelog cannot honour: any before format
-    version 3, any on a nested or non-primitive field (icelog fills defaults of top-level primitive columns), and
-    any that is not a value of its field's type.
+def check_schema_for_format(schema: Schema, format_version: int, where: str = "schema") -> None:
+    """Refuse what a table of ``format_version`` cannot hold or icelog cannot honour: format v3 types
+    (``timestamp_ns``, ``timestamptz_ns``, ``unknown``, ``variant``) before version 3, a required ``unknown``
+    column, and default values (``initial-default``, ``write-default``) before version 3, on a nested or
+    non-primitive field (icelog fills defaults of top-level primitive columns), or not of their field's type.
 
+    :raises UnsupportedTypeError: for a v3 type in an older table, naming the column
     :raises ValidationError: naming the field
     """
     top_level = {f.field_id for f in schema.fields}
-    stack: list[tuple[NestedField, str]] = [(f, f.name) for f in schema.fields]
+    stack: list[tuple[NestedField, str]] = [(f, f.name) for f in reversed(schema.fields)]  # in schema order
     while stack:
         field, name = stack.pop()
+        t = field.field_type
+        if isinstance(t, V3_TYPES) and format_version < 3:
+            raise UnsupportedTypeError(f"Cannot use {where}: column {name!r} is a {t}, which needs format version 3 "
+                                       f"(the table is v{format_version})")
+        if isinstance(t, UnknownType) and field.required:
+            raise ValidationError(f"Cannot use {where}: column {name!r} is of type unknown, which must be optional")
         for key, value in (("initial-default", field.initial_default), ("write-default", field.write_default)):
             if value is None:
                 continue
             if format_version < 3:
                 raise ValidationError(f"Cannot use {where}: column {name!r} has an {key}, which needs format "
                                       f"version 3 (the table is v{format_version})")
-            if field.field_id not in top_level or not isinstance(field.field_type, PrimitiveType):
+            if field.field_id not in top_level or not isinstance(t, PrimitiveType):
                 raise ValidationError(f"Cannot use {where}: column {name!r} has an {key}; icelog takes default "
                                       f"values of top-level primitive columns only")
             try:
-                value_from_json(field.field_type, value)
+                value_from_json(t, value)
             except (ValidationError, ValueError, TypeError, OverflowError, KeyError) as e:
                 raise ValidationError(f"Cannot use {where}: the {key} {value!r} of column {name!r} is not a "
-                                      f"{field.field_type}") from e
-        t = field.field_type
+                                      f"{t}") from e
         if isinstance(t, StructType):
-            stack += [(c, f"{name}.{c.name}") for c in t.fields]
+            stack += [(c, f"{name}.{c.name}") for c in reversed(t.fields)]
         elif isinstance(t, ListType):
             stack.append((t.element_field, f"{name}.element"))
         elif isinstance(t, MapType):
-            stack += [(t.key_field, f"{name}.key"), (t.value_field, f"{name}.value")]
+            stack += [(t.value_field, f"{name}.value"), (t.key_field, f"{name}.key")]

@@ -17,7 +17,8 @@ icelog widens Java's result to stay sound.
 Results match Iceberg Java 1.10 value for value, including its corner cases: truncate wraps around on int and
 long overflow, and year/month/day/hour of a timestamp before 1970 floor toward negative infinity except at
 ``hh:00:00.999999`` in the first second of a unit, where Java (``DateTimeUtil.convertMicros``) gives one unit
-less. icelog reproduces that so that Java's partition pruning agrees with the partitions icelog writes.
+less (``.999999999`` for nanosecond timestamps, ``convertNanos``). Nanosecond timestamps hash their microseconds
+(floor), so a value buckets alike in both units. icelog reproduces that so that Java's partition pruning agrees with the partitions icelog writes.
 """
 
 from __future__ import annotations
@@ -72,15 +73,20 @@ from engine.model.types import (
     LongType,
     PrimitiveType,
     StringType,
+    NANO_TIMESTAMPS,
+    TimestampNsType,
     TimestampType,
+    TimestamptzNsType,
     TimestamptzType,
     TimeType,
+    UnknownType,
     UUIDType,
+    VariantType,
 )
 from engine.model.values import (
-    MICROS_PER_DAY,
-    MICROS_PER_HOUR,
     MICROS_PER_SECOND,
+    NANOS_PER_MICRO,
+    NANOS_PER_SECOND,
     civil_from_days,
     days_from_civil,
     decimal_from_unscaled,
@@ -88,6 +94,7 @@ from engine.model.values import (
     decimal_unscaled,
     float32_shortest,
     format_timestamp,
+    format_timestamp_ns,
 )
 
 IDENTITY = "identity"
@@ -103,11 +110,16 @@ _EPOCH_YEAR = 1970
 _LONG = struct.Struct("<q")
 _DOUBLE = struct.Struct("<d")
 
-_LONG_HASHED = (IntegerType, LongType, DateType, TimeType, TimestampType, TimestamptzType)
+_LONG_HASHED = (IntegerType, LongType, DateType, TimeType, TimestampType, TimestamptzType) + NANO_TIMESTAMPS
 _BUCKET_SOURCES = _LONG_HASHED + (DecimalType, StringType, UUIDType, FixedType, BinaryType)
 _TRUNCATE_SOURCES = (IntegerType, LongType, DecimalType, StringType, BinaryType)
-_DATE_SOURCES = (DateType, TimestampType, TimestamptzType)
-_TIMESTAMP_SOURCES = (TimestampType, TimestamptzType)
+_TIMESTAMP_SOURCES = (TimestampType, TimestamptzType) + NANO_TIMESTAMPS
+_DATE_SOURCES = (DateType,) + _TIMESTAMP_SOURCES
+
+
+def _ticks_per_second(t: IcebergType) -> int:
+    """The unit of a timestamp type's values: micro- or nanoseconds per second."""
+    return NANOS_PER_SECOND if isinstance(t, NANO_TIMESTAMPS) else MICROS_PER_SECOND
 
 # -- hashing (Appendix B) ----------------------------------------------------------------------------------------
 
@@ -124,6 +136,8 @@ def hash_value(t: IcebergType, v: Any) -> int:
     """
     if v is None:
         raise ValidationError(f"Cannot hash value: null ({t})")
+    if isinstance(t, NANO_TIMESTAMPS):
+        return mmh3.hash(_LONG.pack(v // NANOS_PER_MICRO))  # the spec hashes microseconds (Java's floorDiv)
     if isinstance(t, _LONG_HASHED):
         return mmh3.hash(_LONG.pack(v))
     if isinstance(t, StringType):
@@ -194,27 +208,28 @@ def _truncate_integral(v: int, width: int, bits: int) -> int:
     return _wrap(v - r, bits)
 
 
-def _micros_floor(micros: int, unit: int) -> int:
-    # Java's convertMicros: floor, but one less for a negative value at offset 999_999 within its unit.
-    result = micros // unit
-    if micros < 0 and micros % unit == MICROS_PER_SECOND - 1:
+def _ticks_floor(ticks: int, unit: int, per_second: int) -> int:
+    # Java's convertMicros/convertNanos: floor, but one less for a negative value at the last tick of the first
+    # second of its unit.
+    result = ticks // unit
+    if ticks < 0 and ticks % unit == per_second - 1:
         result -= 1
     return result
 
 
-def _micros_to_months(micros: int) -> int:
-    days = micros // MICROS_PER_DAY
-    y, m, d = civil_from_days(days)
+def _ticks_to_months(ticks: int, per_second: int) -> int:
+    per_day = 86_400 * per_second
+    y, m, d = civil_from_days(ticks // per_day)
     months = (y - _EPOCH_YEAR) * 12 + m - 1
-    if micros < 0 and d == 1 and micros % MICROS_PER_DAY == MICROS_PER_SECOND - 1:
+    if ticks < 0 and d == 1 and ticks % per_day == per_second - 1:
         months -= 1
     return months
 
 
-def _micros_to_years(micros: int) -> int:
-    days = micros // MICROS_PER_DAY
-    y, m, d = civil_from_days(days)
-    if micros < 0 and m == 1 and d == 1 and micros % MICROS_PER_DAY == MICROS_PER_SECOND - 1:
+def _ticks_to_years(ticks: int, per_second: int) -> int:
+    per_day = 86_400 * per_second
+    y, m, d = civil_from_days(ticks // per_day)
+    if ticks < 0 and m == 1 and d == 1 and ticks % per_day == per_second - 1:
         return y - _EPOCH_YEAR - 1
     return y - _EPOCH_YEAR
 
@@ -280,6 +295,10 @@ def human_string(t: IcebergType, v: Any) -> str:
         return format_timestamp(v)
     if isinstance(t, TimestamptzType):
         return format_timestamp(v) + "+00:00"
+    if isinstance(t, TimestampNsType):
+        return format_timestamp_ns(v)
+    if isinstance(t, TimestamptzNsType):
+        return format_timestamp_ns(v) + "+00:00"
     if isinstance(t, (FixedType, BinaryType)):
         return base64.b64encode(bytes(v)).decode("ascii")
     if isinstance(t, BooleanType):
@@ -323,12 +342,15 @@ def _as_array(arr: Any) -> pa.Array:
     return arr
 
 
-def _to_int64(arr: pa.Array) -> pa.Array:
-    """Canonical integer view of an Arrow column: timestamps as micros, dates as days, times as micros."""
+def _to_int64(arr: pa.Array, timestamp_unit: str = "us") -> pa.Array:
+    """Canonical integer view of an Arrow column: timestamps as ``timestamp_unit`` ticks (finer values are
+    floored), dates as days, times as micros."""
     t = arr.type
     if pa.types.is_timestamp(t):
-        if t.unit != "us":
-            arr = pc.cast(arr, pa.timestamp("us", tz=t.tz))
+        if t.unit == "ns" and timestamp_unit == "us":
+            return _floor_div(arr.view(pa.int64()), NANOS_PER_MICRO)
+        if t.unit != timestamp_unit:
+            arr = pc.cast(arr, pa.timestamp(timestamp_unit, tz=t.tz))
         return arr.view(pa.int64()) if hasattr(arr, "view") else pc.cast(arr, pa.int64())
     if pa.types.is_date32(t):
         return pc.cast(arr.view(pa.int32()), pa.int64())
@@ -348,11 +370,12 @@ def _floor_div(arr: pa.Array, unit: int) -> pa.Array:
     return pc.divide(pc.subtract(arr, pc.modulo(arr, u)), u)
 
 
-def _java_quirk(micros: pa.Array, unit: int) -> pa.Array:
-    """Rows where Java's convertMicros gives one unit less than the floor (see the module docstring)."""
-    return pc.and_(pc.less(micros, pa.scalar(0, pa.int64())),
-                   pc.equal(pc.modulo(micros, pa.scalar(unit, pa.int64())),
-                            pa.scalar(MICROS_PER_SECOND - 1, pa.int64())))
+def _java_quirk(ticks: pa.Array, unit: int, per_second: int) -> pa.Array:
+    """Rows where Java's convertMicros/convertNanos gives one unit less than the floor (see the module
+    docstring)."""
+    return pc.and_(pc.less(ticks, pa.scalar(0, pa.int64())),
+                   pc.equal(pc.modulo(ticks, pa.scalar(unit, pa.int64())),
+                            pa.scalar(per_second - 1, pa.int64())))
 
 
 def _minus_where(values: pa.Array, mask: pa.Array) -> pa.Array:
@@ -640,7 +663,8 @@ class Identity(Transform):
         return True
 
     def can_transform(self, source_type: IcebergType) -> bool:
-        return isinstance(source_type, PrimitiveType)
+        # a variant has no single-value form; an unknown column holds only nulls
+        return isinstance(source_type, PrimitiveType) and not isinstance(source_type, (VariantType, UnknownType))
 
     def result_type(self, source_type: IcebergType) -> IcebergType:
         return source_type
@@ -931,24 +955,30 @@ class _TimeTransform(Transform):
     def _from_days(self) -> Callable[[int], int]:
         raise NotImplementedError
 
-    def _from_micros(self) -> Callable[[int], int]:
+    def _from_ticks(self, per_second: int) -> Callable[[int], int]:
+        """The unit ordinal of a timestamp of ``per_second`` ticks a second (micro- or nanoseconds)."""
         raise NotImplementedError
 
     def bind(self, source_type: IcebergType) -> Callable[[Any], Any]:
         self._check(source_type)
-        fn = self._from_days() if isinstance(source_type, DateType) else self._from_micros()
+        if isinstance(source_type, DateType):
+            fn = self._from_days()
+        else:
+            fn = self._from_ticks(_ticks_per_second(source_type))
         return lambda v: None if v is None else fn(v)
 
     def bind_arrow(self, source_type: IcebergType) -> Callable[[Any], pa.Array]:
         self._check(source_type)
         from_date = isinstance(source_type, DateType)
+        per_second = _ticks_per_second(source_type)
+        unit = "ns" if per_second == NANOS_PER_SECOND else "us"
 
         def apply(arr: Any) -> pa.Array:
-            values = _to_int64(_as_array(arr))
-            return self._arrow(values, from_date)
+            values = _to_int64(_as_array(arr), unit)
+            return self._arrow(values, from_date, per_second)
         return apply
 
-    def _arrow(self, values: pa.Array, from_date: bool) -> pa.Array:
+    def _arrow(self, values: pa.Array, from_date: bool, per_second: int) -> pa.Array:
         raise NotImplementedError
 
     def project(self, name: str, pred: Predicate) -> BooleanExpression | None:
@@ -963,7 +993,8 @@ class _TimeTransform(Transform):
         fn = self.bind(source_type)
         is_timestamp = isinstance(source_type, _TIMESTAMP_SOURCES)
         projected = _fix_inclusive_time(_ordered_inclusive(name, pred, fn, _int_step(64 if is_timestamp else 32)))
-        if is_timestamp and isinstance(projected, GreaterThanOrEqual) and self._quirk_selected(projected, pred):
+        if is_timestamp and isinstance(projected, GreaterThanOrEqual) and \
+                self._quirk_selected(projected, pred, _ticks_per_second(source_type)):
             projected = GreaterThanOrEqual(projected.term, projected.literal - 1)
         return projected
 
@@ -979,20 +1010,21 @@ class _TimeTransform(Transform):
         fn = self.bind(source_type)
         is_timestamp = isinstance(source_type, _TIMESTAMP_SOURCES)
         projected = _fix_strict_time(_ordered_strict(name, pred, fn, _int_step(64 if is_timestamp else 32)))
-        if is_timestamp and isinstance(projected, LessThan) and self._quirk_selected(projected, pred) is False:
+        if is_timestamp and isinstance(projected, LessThan) and \
+                self._quirk_selected(projected, pred, _ticks_per_second(source_type)) is False:
             projected = LessThan(projected.term, projected.literal - 1)
         return projected
 
-    def _start_micros(self, ordinal: int) -> int:
-        """The first microsecond of the unit ``ordinal``."""
+    def _start_seconds(self, ordinal: int) -> int:
+        """The first second of the unit ``ordinal``, in seconds since epoch."""
         raise NotImplementedError
 
-    def _quirk_selected(self, projected: LiteralPredicate, pred: Predicate) -> bool | None:
+    def _quirk_selected(self, projected: LiteralPredicate, pred: Predicate, per_second: int) -> bool | None:
         """Whether ``pred`` selects the value that Java's transform puts one unit below the projected unit
         (``hh:00:00.999999`` of the unit's first second, before 1970); None when that unit has no such value."""
         ordinal = projected.literal
-        q = self._start_micros(ordinal) + MICROS_PER_SECOND - 1
-        if q >= 0 or self._from_micros()(q) != ordinal - 1:
+        q = (self._start_seconds(ordinal) + 1) * per_second - 1
+        if q >= 0 or self._from_ticks(per_second)(q) != ordinal - 1:
             return None
         v = pred.literal  # type: ignore[attr-defined]
         if isinstance(pred, LessThan):
@@ -1006,8 +1038,8 @@ class _TimeTransform(Transform):
         return None
 
 
-def _arrow_months(values: pa.Array, from_date: bool, *, years: bool) -> pa.Array:
-    days = values if from_date else _floor_div(values, MICROS_PER_DAY)
+def _arrow_months(values: pa.Array, from_date: bool, per_second: int, *, years: bool) -> pa.Array:
+    days = values if from_date else _floor_div(values, 86_400 * per_second)
     dates = pc.cast(pc.cast(days, pa.int32()), pa.date32())
     year = pc.cast(pc.subtract(pc.year(dates), pa.scalar(_EPOCH_YEAR, pa.int64())), pa.int32())
     if years:
@@ -1020,7 +1052,7 @@ def _arrow_months(values: pa.Array, from_date: bool, *, years: bool) -> pa.Array
     first = pc.equal(pc.day(dates), pa.scalar(1, pa.int64()))
     if years:
         first = pc.and_(first, pc.equal(pc.month(dates), pa.scalar(1, pa.int64())))
-    return _minus_where(result, pc.and_(first, _java_quirk(values, MICROS_PER_DAY)))
+    return _minus_where(result, pc.and_(first, _java_quirk(values, 86_400 * per_second, per_second)))
 
 
 @attrs.frozen
@@ -1031,14 +1063,14 @@ class Year(_TimeTransform):
     def _from_days(self) -> Callable[[int], int]:
         return _days_to_years
 
-    def _from_micros(self) -> Callable[[int], int]:
-        return _micros_to_years
+    def _from_ticks(self, per_second: int) -> Callable[[int], int]:
+        return lambda v: _ticks_to_years(v, per_second)
 
-    def _arrow(self, values: pa.Array, from_date: bool) -> pa.Array:
-        return _arrow_months(values, from_date, years=True)
+    def _arrow(self, values: pa.Array, from_date: bool, per_second: int) -> pa.Array:
+        return _arrow_months(values, from_date, per_second, years=True)
 
-    def _start_micros(self, ordinal: int) -> int:
-        return days_from_civil(_EPOCH_YEAR + ordinal, 1, 1) * MICROS_PER_DAY
+    def _start_seconds(self, ordinal: int) -> int:
+        return days_from_civil(_EPOCH_YEAR + ordinal, 1, 1) * 86_400
 
     def to_human_string(self, result_type: IcebergType, value: Any) -> str:
         return "null" if value is None else _human_year(value)
@@ -1052,15 +1084,15 @@ class Month(_TimeTransform):
     def _from_days(self) -> Callable[[int], int]:
         return _days_to_months
 
-    def _from_micros(self) -> Callable[[int], int]:
-        return _micros_to_months
+    def _from_ticks(self, per_second: int) -> Callable[[int], int]:
+        return lambda v: _ticks_to_months(v, per_second)
 
-    def _arrow(self, values: pa.Array, from_date: bool) -> pa.Array:
-        return _arrow_months(values, from_date, years=False)
+    def _arrow(self, values: pa.Array, from_date: bool, per_second: int) -> pa.Array:
+        return _arrow_months(values, from_date, per_second, years=False)
 
-    def _start_micros(self, ordinal: int) -> int:
+    def _start_seconds(self, ordinal: int) -> int:
         years, month = divmod(ordinal, 12)
-        return days_from_civil(_EPOCH_YEAR + years, month + 1, 1) * MICROS_PER_DAY
+        return days_from_civil(_EPOCH_YEAR + years, month + 1, 1) * 86_400
 
     def to_human_string(self, result_type: IcebergType, value: Any) -> str:
         return "null" if value is None else _human_month(value)
@@ -1077,16 +1109,17 @@ class Day(_TimeTransform):
     def _from_days(self) -> Callable[[int], int]:
         return lambda d: d
 
-    def _from_micros(self) -> Callable[[int], int]:
-        return lambda m: _micros_floor(m, MICROS_PER_DAY)
+    def _from_ticks(self, per_second: int) -> Callable[[int], int]:
+        return lambda v: _ticks_floor(v, 86_400 * per_second, per_second)
 
-    def _arrow(self, values: pa.Array, from_date: bool) -> pa.Array:
+    def _arrow(self, values: pa.Array, from_date: bool, per_second: int) -> pa.Array:
         if not from_date:
-            values = _minus_where(_floor_div(values, MICROS_PER_DAY), _java_quirk(values, MICROS_PER_DAY))
+            day = 86_400 * per_second
+            values = _minus_where(_floor_div(values, day), _java_quirk(values, day, per_second))
         return pc.cast(pc.cast(values, pa.int32()), pa.date32())
 
-    def _start_micros(self, ordinal: int) -> int:
-        return ordinal * MICROS_PER_DAY
+    def _start_seconds(self, ordinal: int) -> int:
+        return ordinal * 86_400
 
     def to_human_string(self, result_type: IcebergType, value: Any) -> str:
         return "null" if value is None else _human_day(value)
@@ -1100,15 +1133,16 @@ class Hour(_TimeTransform):
     def can_transform(self, source_type: IcebergType) -> bool:
         return isinstance(source_type, _TIMESTAMP_SOURCES)
 
-    def _from_micros(self) -> Callable[[int], int]:
-        return lambda m: _micros_floor(m, MICROS_PER_HOUR)
+    def _from_ticks(self, per_second: int) -> Callable[[int], int]:
+        return lambda v: _ticks_floor(v, 3_600 * per_second, per_second)
 
-    def _arrow(self, values: pa.Array, from_date: bool) -> pa.Array:
-        hours = _minus_where(_floor_div(values, MICROS_PER_HOUR), _java_quirk(values, MICROS_PER_HOUR))
+    def _arrow(self, values: pa.Array, from_date: bool, per_second: int) -> pa.Array:
+        hour = 3_600 * per_second
+        hours = _minus_where(_floor_div(values, hour), _java_quirk(values, hour, per_second))
         return pc.cast(hours, pa.int32())
 
-    def _start_micros(self, ordinal: int) -> int:
-        return ordinal * MICROS_PER_HOUR
+    def _start_seconds(self, ordinal: int) -> int:
+        return ordinal * 3_600
 
     def to_human_string(self, result_type: IcebergType, value: Any) -> str:
         return "null" if value is None else _human_hour(value)

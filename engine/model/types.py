@@ -83,6 +83,16 @@ class TimestamptzType(PrimitiveType):
 
 
 @attrs.frozen
+class TimestampNsType(PrimitiveType):
+    """Nanoseconds since 1970-01-01T00:00:00, no zone (format v3)."""
+
+
+@attrs.frozen
+class TimestamptzNsType(PrimitiveType):
+    """Nanoseconds since 1970-01-01T00:00:00 UTC (format v3)."""
+
+
+@attrs.frozen
 class StringType(PrimitiveType):
     pass
 
@@ -95,6 +105,18 @@ class UUIDType(PrimitiveType):
 @attrs.frozen
 class BinaryType(PrimitiveType):
     pass
+
+
+@attrs.frozen
+class UnknownType(PrimitiveType):
+    """A column whose type is not known yet (format v3): always optional and null, never stored in data files,
+    promotable to any type."""
+
+
+@attrs.frozen
+class VariantType(PrimitiveType):
+    """Semi-structured values in the Variant binary encoding (format v3): no bounds, no partitioning, no sorting.
+    Taken as primitive here because it has no child fields in the schema."""
 
 
 @attrs.frozen
@@ -212,14 +234,20 @@ _PRIMITIVE_NAMES: dict[type, str] = {
     TimeType: "time",
     TimestampType: "timestamp",
     TimestamptzType: "timestamptz",
+    TimestampNsType: "timestamp_ns",
+    TimestamptzNsType: "timestamptz_ns",
+    UnknownType: "unknown",
+    VariantType: "variant",
     StringType: "string",
     UUIDType: "uuid",
     BinaryType: "binary",
 }
 _PRIMITIVES_BY_NAME: dict[str, PrimitiveType] = {name: cls() for cls, name in _PRIMITIVE_NAMES.items()}
 _PRIMITIVES_BY_NAME["integer"] = IntegerType()
-#: format v3 types icelog refuses with a typed error (geometry(...) and geography(...) too)
-_V3_TYPES_NOT_SUPPORTED = ("timestamp_ns", "timestamptz_ns", "unknown", "variant")
+#: types a table may hold from format version 3 on
+V3_TYPES = (TimestampNsType, TimestamptzNsType, UnknownType, VariantType)
+#: timestamps with a nanosecond unit
+NANO_TIMESTAMPS = (TimestampNsType, TimestamptzNsType)
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _FIXED = re.compile(r"^fixed\[\s*(\d+)\s*\]$")
 
@@ -235,7 +263,7 @@ def parse_type(text: str) -> PrimitiveType:
         return DecimalType(int(m.group(1)), int(m.group(2)))
     if m := _FIXED.match(key):
         return FixedType(int(m.group(1)))
-    if key in _V3_TYPES_NOT_SUPPORTED or key.startswith(("geometry", "geography")):
+    if key.startswith(("geometry", "geography")):
         raise UnsupportedTypeError(f"Cannot use type {text!r}: it is a format v3 type icelog does not support yet")
     raise ValidationError(f"Cannot parse type: unknown type {text!r}")
 

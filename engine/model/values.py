@@ -13,6 +13,7 @@ decimal(P, S)      ``decimal.Decimal`` with exactly S fraction digits
 date               ``int`` days since 1970-01-01
 time               ``int`` microseconds since midnight
 timestamp(tz)      ``int`` microseconds since 1970-01-01T00:00:00 (UTC)
+timestamp(tz)_ns   ``int`` nanoseconds since 1970-01-01T00:00:00 (UTC)
 string             ``str``
 uuid               ``uuid.UUID``
 fixed, binary      ``bytes``
@@ -44,15 +45,22 @@ from engine.model.types import (
     IntegerType,
     LongType,
     StringType,
+    TimestampNsType,
     TimestampType,
+    TimestamptzNsType,
     TimestamptzType,
     TimeType,
+    UnknownType,
     UUIDType,
+    VariantType,
 )
 
 MICROS_PER_SECOND = 1_000_000
 MICROS_PER_HOUR = 3_600 * MICROS_PER_SECOND
 MICROS_PER_DAY = 86_400 * MICROS_PER_SECOND
+NANOS_PER_MICRO = 1_000
+NANOS_PER_SECOND = 1_000_000_000
+NANOS_PER_DAY = 86_400 * NANOS_PER_SECOND
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
@@ -99,9 +107,16 @@ def _iso_year(year: int) -> str:
     return f"{year:04d}"
 
 
-def _iso_fraction(micros: int) -> str:
+def _iso_fraction(ticks: int, digits: int = 6) -> str:
     # ISO_LOCAL_TIME prints only the fraction digits needed (none when zero).
-    return f".{micros:06d}".rstrip("0") if micros else ""
+    return f".{ticks:0{digits}d}".rstrip("0") if ticks else ""
+
+
+def _format_clock(ticks: int, per_second: int, digits: int) -> str:
+    seconds, frac = divmod(ticks, per_second)
+    h, rem = divmod(seconds, 3600)
+    mi, s = divmod(rem, 60)
+    return f"{h:02d}:{mi:02d}:{s:02d}{_iso_fraction(frac, digits)}"
 
 
 def format_date(days: int) -> str:
@@ -112,10 +127,7 @@ def format_date(days: int) -> str:
 
 def format_time(micros: int) -> str:
     """ISO time as Java's ``ISO_LOCAL_TIME`` prints it (``22:31:08``, ``22:31:08.1``)."""
-    seconds, frac = divmod(micros, MICROS_PER_SECOND)
-    h, rem = divmod(seconds, 3600)
-    mi, s = divmod(rem, 60)
-    return f"{h:02d}:{mi:02d}:{s:02d}{_iso_fraction(frac)}"
+    return _format_clock(micros, MICROS_PER_SECOND, 6)
 
 
 def format_timestamp(micros: int) -> str:
@@ -127,6 +139,17 @@ def format_timestamp(micros: int) -> str:
 def format_timestamptz(micros: int) -> str:
     """ISO UTC date-time with a ``+00:00`` offset, as Iceberg Java writes timestamptz values."""
     return format_timestamp(micros) + "+00:00"
+
+
+def format_timestamp_ns(nanos: int) -> str:
+    """ISO local date-time of nanoseconds since epoch (``2017-11-16T22:31:08.123456789``)."""
+    days, in_day = divmod(nanos, NANOS_PER_DAY)
+    return f"{format_date(days)}T{_format_clock(in_day, NANOS_PER_SECOND, 9)}"
+
+
+def format_timestamptz_ns(nanos: int) -> str:
+    """ISO UTC date-time of nanoseconds since epoch with a ``+00:00`` offset."""
+    return format_timestamp_ns(nanos) + "+00:00"
 
 
 _DATE_RE = re.compile(r"^([+-]?\d{4,})-(\d{2})-(\d{2})$")
@@ -154,11 +177,13 @@ def _days_in_month(year: int, month: int) -> int:
     return 30 if month in (4, 6, 9, 11) else 31
 
 
-def parse_time(text: str) -> int:
+def parse_time(text: str, *, nanos: bool = False) -> int:
     """Microseconds since midnight of an ISO time string (``HH:MM[:SS[.ffffff]]``); nanoseconds are refused.
+    With ``nanos``, nanoseconds since midnight (``HH:MM:SS.fffffffff``).
 
-    :raises ValidationError: when the text is not a valid time or has sub-microsecond digits
+    :raises ValidationError: when the text is not a valid time or has digits finer than the unit
     """
+    digits = 9 if nanos else 6
     m = _TIME_RE.match(text.strip())
     if not m:
         raise ValidationError(f"Cannot parse time: {text!r}")
@@ -166,21 +191,23 @@ def parse_time(text: str) -> int:
     frac = m.group(4) or ""
     if h > 23 or mi > 59 or s > 59:
         raise ValidationError(f"Cannot parse time: {text!r} is out of range")
-    if len(frac) > 6 and int(frac[6:]) != 0:
-        raise ValidationError(f"Cannot parse time: {text!r} has more than microsecond precision")
-    micros = int((frac + "000000")[:6])
-    return ((h * 60 + mi) * 60 + s) * MICROS_PER_SECOND + micros
+    if len(frac) > digits and int(frac[digits:]) != 0:
+        raise ValidationError(f"Cannot parse time: {text!r} has more than {'nano' if nanos else 'micro'}second "
+                              "precision")
+    ticks = int((frac + "0" * digits)[:digits])
+    return ((h * 60 + mi) * 60 + s) * 10**digits + ticks
 
 
-def parse_timestamp(text: str, *, with_zone: bool) -> int:
+def parse_timestamp(text: str, *, with_zone: bool, nanos: bool = False) -> int:
     """Microseconds since epoch of an ISO date-time (``T`` or a space between date and time; a date alone is
-    midnight). With ``with_zone`` an offset (``Z``, ``+01:00``) is honoured and a missing offset means UTC;
-    without it, an offset is refused.
+    midnight), or nanoseconds with ``nanos``. With ``with_zone`` an offset (``Z``, ``+01:00``) is honoured and a
+    missing offset means UTC; without it, an offset is refused.
 
     :raises ValidationError: when the text is not a valid timestamp
     """
+    per_second = NANOS_PER_SECOND if nanos else MICROS_PER_SECOND
     raw = text.strip()
-    offset_micros = 0
+    offset_ticks = 0
     m = _OFFSET_RE.match(raw)
     if m and ("T" in m.group(1) or " " in m.group(1)):
         if not with_zone:
@@ -189,16 +216,16 @@ def parse_timestamp(text: str, *, with_zone: bool) -> int:
         if offset != "Z":
             sign = -1 if offset[0] == "-" else 1
             parts = [int(p) for p in offset[1:].split(":")]
-            offset_micros = sign * (parts[0] * 3600 + parts[1] * 60 + (parts[2] if len(parts) > 2 else 0)) * \
-                MICROS_PER_SECOND
+            offset_ticks = sign * (parts[0] * 3600 + parts[1] * 60 + (parts[2] if len(parts) > 2 else 0)) * \
+                per_second
     sep = "T" if "T" in raw else (" " if " " in raw else None)
     date_text, time_text = (raw.split(sep, 1) if sep else (raw, "00:00"))
     try:
         days = parse_date(date_text)
-        micros = parse_time(time_text)
+        ticks = parse_time(time_text, nanos=nanos)
     except ValidationError as e:
         raise ValidationError(f"Cannot parse timestamp: {text!r}") from e
-    return days * MICROS_PER_DAY + micros - offset_micros
+    return days * 86_400 * per_second + ticks - offset_ticks
 
 
 # -- floats ----------------------------------------------------------------------------------------------------
@@ -272,7 +299,7 @@ def to_bytes(t: IcebergType, v: Any) -> bytes:
             return b"\x01" if v else b"\x00"
         if isinstance(t, (IntegerType, DateType)):
             return _INT.pack(v)
-        if isinstance(t, (LongType, TimeType, TimestampType, TimestamptzType)):
+        if isinstance(t, (LongType, TimeType, TimestampType, TimestamptzType, TimestampNsType, TimestamptzNsType)):
             return _LONG.pack(v)
         if isinstance(t, FloatType):
             return _FLOAT.pack(v)
@@ -309,7 +336,7 @@ def from_bytes(t: IcebergType, b: bytes) -> Any:
             return b != b"\x00"
         if isinstance(t, (IntegerType, DateType)):
             return _INT.unpack(b)[0]
-        if isinstance(t, (LongType, TimeType, TimestampType, TimestamptzType)):
+        if isinstance(t, (LongType, TimeType, TimestampType, TimestamptzType, TimestampNsType, TimestamptzNsType)):
             if len(b) == 4:
                 return _INT.unpack(b)[0]
             return _LONG.unpack(b)[0]
@@ -368,6 +395,10 @@ def value_to_json(t: IcebergType, v: Any) -> Any:
         return format_timestamp(v)
     if isinstance(t, TimestamptzType):
         return format_timestamptz(v)
+    if isinstance(t, TimestampNsType):
+        return format_timestamp_ns(v)
+    if isinstance(t, TimestamptzNsType):
+        return format_timestamptz_ns(v)
     if isinstance(t, StringType):
         return str(v)
     if isinstance(t, UUIDType):
@@ -415,6 +446,10 @@ def value_from_json(t: IcebergType, j: Any) -> Any:
         return parse_timestamp(j, with_zone=False)
     if isinstance(t, TimestamptzType):
         return parse_timestamp(j, with_zone=True)
+    if isinstance(t, TimestampNsType):
+        return parse_timestamp(j, with_zone=False, nanos=True)
+    if isinstance(t, TimestamptzNsType):
+        return parse_timestamp(j, with_zone=True, nanos=True)
     if isinstance(t, StringType):
         return j
     if isinstance(t, UUIDType):
@@ -533,23 +568,29 @@ def _coerce(t: IcebergType, x: Any) -> Any:
         if isinstance(x, str):
             return parse_time(x)
         raise _mismatch(t, x)
-    if isinstance(t, (TimestampType, TimestamptzType)):
-        with_zone = isinstance(t, TimestamptzType)
+    if isinstance(t, (TimestampType, TimestamptzType, TimestampNsType, TimestamptzNsType)):
+        with_zone = isinstance(t, (TimestamptzType, TimestamptzNsType))
+        nanos = isinstance(t, (TimestampNsType, TimestamptzNsType))
+        scale = NANOS_PER_MICRO if nanos else 1
         if isinstance(x, _dt.datetime):
+            # pandas.Timestamp (a datetime) carries nanoseconds beyond the microsecond
+            extra = int(getattr(x, "nanosecond", 0)) if nanos else 0
             if x.tzinfo is not None and x.utcoffset() is not None:
                 if not with_zone:
-                    raise ValidationError(f"Cannot convert {x!r} to timestamp: it has a time zone "
-                                          f"(use timestamptz, or pass a naive datetime)")
+                    zoned = "timestamptz_ns" if nanos else "timestamptz"
+                    raise ValidationError(f"Cannot convert {x!r} to {t}: it has a time zone "
+                                          f"(use {zoned}, or pass a naive datetime)")
                 offset = x.utcoffset()
-                return _check_range(t, _micros_of_datetime(x.replace(tzinfo=None)) -
-                                    (offset.days * 86_400 + offset.seconds) * MICROS_PER_SECOND - offset.microseconds)
-            return _check_range(t, _micros_of_datetime(x))
+                micros = _micros_of_datetime(x.replace(tzinfo=None)) - \
+                    (offset.days * 86_400 + offset.seconds) * MICROS_PER_SECOND - offset.microseconds
+                return _check_range(t, micros * scale + extra)
+            return _check_range(t, _micros_of_datetime(x) * scale + extra)
         if isinstance(x, _dt.date):
-            return days_from_civil(x.year, x.month, x.day) * MICROS_PER_DAY
+            return days_from_civil(x.year, x.month, x.day) * MICROS_PER_DAY * scale
         if isinstance(x, int) and not isinstance(x, bool):
             return _check_range(t, x)
         if isinstance(x, str):
-            return _check_range(t, parse_timestamp(x, with_zone=with_zone))
+            return _check_range(t, parse_timestamp(x, with_zone=with_zone, nanos=nanos))
         raise _mismatch(t, x)
     if isinstance(t, StringType):
         if isinstance(x, str):
@@ -570,6 +611,9 @@ def _coerce(t: IcebergType, x: Any) -> Any:
                 raise ValidationError(f"Cannot convert {len(b)} bytes to {t}: the length must be {t.length}")
             return b
         raise _mismatch(t, x)
+    if isinstance(t, (VariantType, UnknownType)):
+        raise ValidationError(f"Cannot convert {x!r} to {t}: a {t} column has no single values to compare or "
+                              "partition by (only IS NULL and IS NOT NULL apply)")
     raise ValidationError(f"Cannot convert {x!r}: {t} is not a primitive type")
 
 

@@ -63,7 +63,7 @@ from engine.model.data_file import (
     deletion_vector_problem,
 )
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec
-from engine.model.schema import Schema, check_default_values
+from engine.model.schema import Schema, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.commit import CommitContext, apply_in_commit
 from engine.operations.snapshot import row_id_backfill_events
@@ -335,7 +335,7 @@ def _schema_of(update: Mapping[str, Any], format_version: int) -> Schema:
         schema = Schema.from_json(_need(update, "schema", dict, "add-schema"))
     except (KeyError, TypeError, ValueError) as e:
         raise ValidationError(f"Cannot apply add-schema: the schema cannot be read: {e}") from e
-    check_default_values(schema, format_version, "add-schema")
+    check_schema_for_format(schema, format_version, "add-schema")
     return schema
 
 

@@ -45,7 +45,7 @@ import pyarrow as pa
 from engine.errors import CommitConflict, UnsupportedTypeError, ValidationError
 from engine.events import CurrentSchemaSet, Event, SchemaAdded
 from engine.model.arrow_schema import schema_from_arrow
-from engine.model.schema import Schema, assign_fresh_ids
+from engine.model.schema import Schema, assign_fresh_ids, check_schema_for_format
 from engine.model.types import (
     DecimalType,
     DoubleType,
@@ -58,6 +58,7 @@ from engine.model.types import (
     NestedField,
     PrimitiveType,
     StructType,
+    UnknownType,
     parse_type,
 )
 from engine.model.values import value_from_python, value_to_json
@@ -176,6 +177,8 @@ def to_iceberg_type(field_type: TypeLike, *, column: str) -> IcebergType:
 def is_promotion(old: IcebergType, new: IcebergType) -> bool:
     """Whether the spec allows promoting ``old`` to ``new`` (equal types count as allowed)."""
     if old == new:
+        return True
+    if isinstance(old, UnknownType):  # format v3: no file holds a value of an unknown column
         return True
     if isinstance(old, IntegerType):
         return isinstance(new, LongType)
@@ -524,6 +527,7 @@ class _Changes:
             identifier_ids = tuple(dict.fromkeys(ids))
         self._check_specs(shape, index)
         self._check_sort_order(index)
+        check_schema_for_format(shape, self.base.format_version, "the new schema")
         return Schema(fields, schema_id=schema_id, identifier_field_ids=identifier_ids)
 
     def _check_specs(self, shape: Schema, index: dict[int, NestedField]) -> None:

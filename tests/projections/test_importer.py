@@ -274,9 +274,16 @@ def test_unsupported_metadata_is_refused_naming_file_and_field(tmp_path: Path) -
         import_table(io, str(path))
 
     doc = _doc(src)
-    doc["schemas"][0]["fields"][0]["type"] = "variant"
+    doc["schemas"][0]["fields"][0]["type"] = "geometry"
     path.write_text(json.dumps(doc))
     with pytest.raises(ValidationError, match=r"x.metadata.json: field 'schemas\[0\]' cannot be read"):
+        import_table(io, str(path))
+
+    doc = _doc(src)
+    doc["schemas"][0]["fields"][0]["type"] = "variant"                 # a v3 type in a v2 table
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValidationError, match=r"x.metadata.json \(schema 0\): column 'id' is a variant, which needs "
+                                              r"format version 3"):
         import_table(io, str(path))
 
     doc = _doc(src)

@@ -25,7 +25,9 @@ from engine.model.types import (
     LongType,
     StringType,
     StructType,
+    TimestampNsType,
     TimestampType,
+    TimestamptzNsType,
     TimestamptzType,
     TimeType,
     UUIDType,
@@ -280,3 +282,40 @@ def test_truncate_binary_bounds():
 def test_truncate_bounds_leave_other_types_alone():
     assert truncate_lower_bound(LongType(), 10**18, 2) == 10**18
     assert truncate_upper_bound(DecimalType(9, 2), Decimal("1.00"), 1) == Decimal("1.00")
+
+
+# (type, canonical nanoseconds, JSON single value); Iceberg Java's own forms are compared in
+# tests/integration/test_v3_types.py
+NANO_JSON = [
+    (TimestampNsType(), 1_510_871_468_123_456_789, "2017-11-16T22:31:08.123456789"),
+    (TimestampNsType(), 1_510_871_468_100_000_000, "2017-11-16T22:31:08.1"),
+    (TimestampNsType(), 0, "1970-01-01T00:00:00"),
+    (TimestamptzNsType(), -1, "1969-12-31T23:59:59.999999999+00:00"),
+    (TimestamptzNsType(), 5, "1970-01-01T00:00:00.000000005+00:00"),
+]
+
+
+@pytest.mark.parametrize(("t", "value", "json_value"), NANO_JSON, ids=[r[2] for r in NANO_JSON])
+def test_nanosecond_timestamps_single_values(t, value, json_value):
+    assert value_to_json(t, value) == json_value
+    assert value_from_json(t, json_value) == value
+    assert from_bytes(t, to_bytes(t, value)) == value
+    assert to_bytes(t, value) == value.to_bytes(8, "little", signed=True)
+
+
+def test_nanosecond_timestamps_from_python_values():
+    assert value_from_python(TimestampNsType(), dt.datetime(2017, 11, 16, 22, 31, 8, 123456)) == \
+        1_510_871_468_123_456_000
+    assert value_from_python(TimestamptzNsType(), "2017-11-16T23:31:08.123456789+01:00") == 1_510_871_468_123_456_789
+    assert value_from_python(TimestampNsType(), dt.date(1970, 1, 2)) == 86_400 * 10**9
+    pandas = pytest.importorskip("pandas")
+    assert value_from_python(TimestampNsType(), pandas.Timestamp(1_510_871_468_123_456_789)) == 1_510_871_468_123_456_789
+    with pytest.raises(ValidationError, match="has a zone offset"):
+        value_from_python(TimestampNsType(), "2017-11-16T22:31:08.123456789+01:00")
+    with pytest.raises(ValidationError, match="use timestamptz_ns"):
+        value_from_python(TimestampNsType(), dt.datetime(2017, 1, 1, tzinfo=dt.timezone.utc))
+    with pytest.raises(ValidationError, match="Cannot parse timestamp"):
+        value_from_python(TimestampNsType(), "2017-11-16T22:31:08.1234567891")
+    # microsecond timestamps still refuse nanoseconds
+    with pytest.raises(ValidationError):
+        value_from_python(TimestampType(), "2017-11-16T22:31:08.123456789")
