@@ -65,6 +65,8 @@ def conform(data: pa.Table, schema: Schema, *, keep_lineage: bool = False) -> pa
             columns.append(default_column(field, arrow_field.type, data.num_rows, field.write_default))
             continue
         col = data.column(field.name)
+        if isinstance(field.field_type, T.StructType) and col.type != arrow_field.type:
+            col = _fill_struct_defaults(col, field.field_type, arrow_field.type, field.name)
         try:
             if isinstance(field.field_type, T.VariantType):
                 try:
@@ -82,6 +84,35 @@ def conform(data: pa.Table, schema: Schema, *, keep_lineage: bool = False) -> pa
     for name in lineage:
         out = out.append_column(lineage_field(name), data.column(name).cast(pa.int64()))
     return out
+
+
+def _fill_struct_defaults(col: pa.ChunkedArray | pa.Array, struct: T.StructType, arrow_type: pa.StructType,
+                          where: str) -> pa.ChunkedArray | pa.Array:
+    """A struct column with the fields the data lacks filled in: their write default, else nulls (a required
+    field without a default is refused). Fields are matched by name, at any depth of structs."""
+    if not pa.types.is_struct(col.type):
+        return col  # the cast names the mismatch
+    given = {col.type.field(i).name for i in range(col.type.num_fields)}
+    extra = given - {f.name for f in struct.fields}
+    if extra:
+        raise ValidationError(f"Cannot append: field(s) {', '.join(map(repr, sorted(extra)))} of column {where!r} are "
+                              "not in the table schema")
+    if isinstance(col, pa.ChunkedArray):
+        return pa.chunked_array([_fill_struct_defaults(c, struct, arrow_type, where) for c in col.chunks],
+                                type=arrow_type if col.num_chunks == 0 else None)
+    children = []
+    for nf, af in zip(struct.fields, arrow_type):
+        if nf.name not in given:
+            if nf.required and nf.write_default is None:
+                raise ValidationError(f"Cannot append: required field {where}.{nf.name} is missing")
+            children.append(default_column(nf, af.type, len(col), nf.write_default))
+            continue
+        child = col.field(nf.name)
+        if isinstance(nf.field_type, T.StructType):
+            child = _fill_struct_defaults(child, nf.field_type, af.type, f"{where}.{nf.name}")
+        children.append(child)
+    mask = col.is_null() if col.null_count else None
+    return pa.StructArray.from_arrays(children, names=[af.name for af in arrow_type], mask=mask)
 
 
 def _column(table: pa.Table, schema: Schema, source_id: int) -> tuple[Any, T.IcebergType]:

@@ -357,8 +357,8 @@ def _project(arr: pa.Array, file_field: pa.Field, target: T.IcebergType, arrow_t
         out = []
         for nf, af in zip(target.fields, arrow_type):
             i = by_id.get(nf.field_id)
-            if i is None:
-                out.append(pa.nulls(len(arr), type=af.type))
+            if i is None:  # a field added after the file was written
+                out.append(default_column(nf, af.type, len(arr), nf.initial_default))
             else:
                 out.append(_project(children[i], ftype.field(i), nf.field_type, af.type, f"{where}.{nf.name}", path))
         return pa.StructArray.from_arrays(out, fields=list(arrow_type), mask=mask)

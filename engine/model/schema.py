@@ -366,16 +366,20 @@ def _fresh_type(t: IcebergType, next_id: Callable[[], int]) -> IcebergType:
 def check_schema_for_format(schema: Schema, format_version: int, where: str = "schema") -> None:
     """Refuse what a table of ``format_version`` cannot hold or icelog cannot honour: format v3 types
     (``timestamp_ns``, ``timestamptz_ns``, ``unknown``, ``variant``) before version 3, a required ``unknown``
-    column, and default values (``initial-default``, ``write-default``) before version 3, on a nested or
-    non-primitive field (icelog fills defaults of top-level primitive columns), or not of their field's type.
+    column, and default values (``initial-default``, ``write-default``) before version 3, on a non-primitive field
+    or one inside a list or map (icelog fills defaults of primitive fields reached through structs), or not of their
+    field's type.
 
     :raises UnsupportedTypeError: for a v3 type in an older table, naming the column
     :raises ValidationError: naming the field
     """
-    top_level = {f.field_id for f in schema.fields}
+    # fields reached through structs only (the top level included): icelog fills their defaults on read and write
+    in_structs = {f.field_id for f in schema.fields}
     stack: list[tuple[NestedField, str]] = [(f, f.name) for f in reversed(schema.fields)]  # in schema order
     while stack:
         field, name = stack.pop()
+        if isinstance(field.field_type, StructType) and field.field_id in in_structs:
+            in_structs.update(c.field_id for c in field.field_type.fields)
         t = field.field_type
         if isinstance(t, V3_TYPES) and format_version < 3:
             raise UnsupportedTypeError(f"Cannot use {where}: column {name!r} is a {t}, which needs format version 3 "
@@ -388,9 +392,9 @@ def check_schema_for_format(schema: Schema, format_version: int, where: str = "s
             if format_version < 3:
                 raise ValidationError(f"Cannot use {where}: column {name!r} has an {key}, which needs format "
                                       f"version 3 (the table is v{format_version})")
-            if field.field_id not in top_level or not isinstance(t, PrimitiveType):
+            if field.field_id not in in_structs or not isinstance(t, PrimitiveType):
                 raise ValidationError(f"Cannot use {where}: column {name!r} has an {key}; icelog takes default "
-                                      f"values of top-level primitive columns only")
+                                      f"values of primitive columns at the top level or inside structs only")
             try:
                 value_from_json(t, value)
             except (ValidationError, ValueError, TypeError, OverflowError, KeyError) as e:

@@ -298,9 +298,9 @@ class _Changes:
             if self.base.format_version < 3:
                 raise ValidationError(f"Cannot {action} with a default value: default values need format version 3 "
                                       f"(the table is v{self.base.format_version}; upgrade_format_version(3))")
-            if not isinstance(field_type, PrimitiveType) or len(path) > 1:
-                raise ValidationError(f"Cannot {action} with a default value: icelog takes defaults of top-level "
-                                      f"primitive columns only")
+            if not isinstance(field_type, PrimitiveType):
+                raise ValidationError(f"Cannot {action} with a default value: icelog takes defaults of primitive "
+                                      f"columns (at the top level or inside structs) only")
             try:
                 default_json = value_to_json(field_type, value_from_python(field_type, default))
             except (ValidationError, ValueError, TypeError, OverflowError) as e:

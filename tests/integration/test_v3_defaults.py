@@ -61,7 +61,7 @@ def test_defaults_that_cannot_hold_are_refused_and_nothing_lands(tmp_path: Path)
         with pytest.raises(ValidationError, match="out of range|not a int"):
             v3.update_schema().add_column("x", "int", default=2**40).commit()
         with pytest.raises(ValidationError, match="primitive"):
-            v3.update_schema().add_column("s.b", "int", default=1).commit()
+            v3.update_schema().add_column("t", pa.struct([("a", pa.int32())]), default={"a": 1}).commit()
         assert (v2.state.version, v3.state.version) == before
         # a required column without a default still needs allow_incompatible_changes
         with pytest.raises(ValidationError, match="required"):
@@ -104,3 +104,36 @@ def test_pyiceberg_and_duckdb_read_initial_defaults(tmp_path: Path) -> None:
         assert sorted(con.execute(f"SELECT id, score FROM iceberg_scan('{location}')").fetchall()) == expected
     finally:
         con.close()
+
+
+def test_defaults_inside_structs_fill_old_rows_and_missing_fields(spark: Any, tmp_path: Path) -> None:
+    """A field added to a struct (at any depth of structs) with a default: rows written before read it (icelog and
+    Spark), appends whose struct lacks the field write it; a null struct stays null; inside a list it is refused."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([
+            ("id", pa.int64()), ("s", pa.struct([("a", pa.int32()), ("inner", pa.struct([("x", pa.string())]))]))]),
+            format_version=3)
+        t.append(pa.table({"id": [1, 2], "s": [{"a": 1, "inner": {"x": "p"}}, None]}))
+        t.update_schema().add_column("s.b", "int", default=7).add_column("s.inner.y", "string", default="none") \
+            .commit()
+        assert t.state.schema.find_field("s.inner.y").initial_default == "none"
+        t.append(pa.table({"id": [3], "s": [{"a": 3, "inner": {"x": "q"}}]}))                  # b and y: defaults
+        t.append(pa.table({"id": [4], "s": [{"a": 4, "b": 40, "inner": {"x": "r", "y": "given"}}]}))
+        expected = [(1, {"a": 1, "inner": {"x": "p", "y": "none"}, "b": 7}), (2, None),
+                    (3, {"a": 3, "inner": {"x": "q", "y": "none"}, "b": 7}),
+                    (4, {"a": 4, "inner": {"x": "r", "y": "given"}, "b": 40})]
+        assert sorted((r["id"], r["s"]) for r in t.scan().to_arrow().to_pylist()) == expected
+        version = t.state.version
+        with pytest.raises(ValidationError, match="field\\(s\\) 'zz' of column 's' are not in the table schema"):
+            t.append(pa.table({"id": [5], "s": [{"a": 5, "zz": 1}]}))
+        lists = cat.create_table("db.l", schema=pa.schema([("l", pa.list_(pa.struct([("a", pa.int32())])))]),
+                                 format_version=3)
+        with pytest.raises(ValidationError, match="'l.element.b' has an initial-default; icelog takes default values "
+                                                  "of primitive columns at the top level or inside structs only"):
+            lists.update_schema().add_column("l.element.b", "int", default=1).commit()
+        assert t.state.version == version and lists.state.version == 1
+        published = t.metadata_location
+    got = sorted((r["id"], None if r["s"] is None else r["s"].asDict(recursive=True))
+                 for r in spark.read.format("iceberg").load(published).collect())
+    assert got == expected

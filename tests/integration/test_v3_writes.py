@@ -364,3 +364,24 @@ def test_expiry_deletes_a_puffin_file_only_when_none_of_its_vectors_is_reachable
         assert any(p.endswith(puffin.name) for p in result.deleted_delete_files)
         assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [2, 5]
         assert cat.verify("db.t") == []
+
+
+def test_compaction_replaces_an_upgraded_tables_position_delete_files(tmp_path: Path) -> None:
+    """An upgraded table's v2 position delete file applies until compaction rewrites its data file: then the delete
+    file is gone, the rows it deleted stay deleted and the carried rows keep their ids."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]),
+                             properties={"write.delete.mode": "merge-on-read"})
+        t.append(pa.table({"id": [1, 2, 3]}))
+        t.append(pa.table({"id": [4, 5]}))
+        t.delete("id = 2")                                              # a v2 position delete file
+        t.upgrade_format_version(3)
+        contents = sorted((f["content"], f["file_format"]) for f in t.inspect.files().to_pylist())
+        assert contents == [(0, "PARQUET"), (0, "PARQUET"), (1, "PARQUET")]
+        before = t.scan(columns=["id", "_row_id"]).to_arrow().sort_by("id").to_pylist()
+        assert [r["id"] for r in before] == [1, 3, 4, 5]
+        t.rewrite_data_files()
+        files = t.inspect.files().to_pylist()
+        assert [(f["content"], f["record_count"]) for f in files] == [(0, 4)]   # no delete file of any kind left
+        assert t.scan(columns=["id", "_row_id"]).to_arrow().sort_by("id").to_pylist() == before
