@@ -165,10 +165,14 @@ def split_by_partition(table: pa.Table, schema: Schema, spec: PartitionSpec) -> 
 
 
 def write_data_files(state: TableState, data: pa.Table, *, stage: Callable[[str], None] | None = None,
-                     io: FileIO = LOCAL_FILES) -> list[DataFile]:
-    """Write ``data`` as Parquet data files of the table (one or more per partition) and describe them."""
+                     io: FileIO = LOCAL_FILES, keep_lineage: bool = False) -> list[DataFile]:
+    """Write ``data`` as Parquet data files of the table (one or more per partition) and describe them.
+
+    :param keep_lineage: write the ``_row_id`` and ``_last_updated_sequence_number`` columns ``data`` carries (v3
+        rows that keep their lineage; see :func:`conform`)
+    """
     schema, spec = state.schema, state.spec
-    table = conform(data, schema)
+    table = conform(data, schema, keep_lineage=keep_lineage)
     if not state.sort_order.is_unsorted:
         table = sort_table(table, state.sort_order, schema)
     files: list[DataFile] = []

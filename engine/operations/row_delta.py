@@ -74,7 +74,7 @@ from engine.model.expressions import (
 )
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.partitioning import PartitionSpec
-from engine.model.schema import Schema
+from engine.model.schema import LAST_UPDATED_SEQUENCE_NUMBER_COLUMN, ROW_ID_COLUMN, Schema
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext
 from engine.operations.pending import PendingUpdate
@@ -83,6 +83,7 @@ from engine.operations.validation import SERIALIZABLE, Validator, isolation_leve
 from engine.reader import (
     POS_COLUMN,
     DeleteLoader,
+    lineage_field,
     normalize_path,
     parse_name_mapping,
     read_data_file,
@@ -245,6 +246,8 @@ class KeyDeletes:
     filter: BooleanExpression
     #: v3: the deletion vectors (and file-scoped position delete files) the new vectors replace
     replaced: tuple[DataFile, ...] = ()
+    #: with ``positions_only``: each deleted row's key columns and its ``_row_id`` (for an upsert to keep it)
+    row_ids: pa.Table | None = None
 
 
 def _covers(spec: PartitionSpec, key_ids: set[int]) -> bool:
@@ -253,9 +256,14 @@ def _covers(spec: PartitionSpec, key_ids: set[int]) -> bool:
 
 
 def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, keys: pa.Table,
-                     fields: Sequence[T.NestedField], *, action: str, fallback: bool) -> KeyDeletes:
+                     fields: Sequence[T.NestedField], *, action: str, fallback: bool,
+                     positions_only: bool = False) -> KeyDeletes:
     """Write the delete files that delete every row of snapshot ``snapshot_id`` whose key columns equal a row of
-    ``keys`` (conformed, distinct), as the module docstring describes."""
+    ``keys`` (conformed, distinct), as the module docstring describes.
+
+    :param positions_only: read the matching rows and write position deletes (v3: deletion vectors) for every
+        spec, never equality deletes, and return the deleted rows' ids (``KeyDeletes.row_ids``)
+    """
     store = table.catalog.store
     schema = state.schema
     ids = [f.field_id for f in fields]
@@ -264,6 +272,12 @@ def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, key
         return KeyDeletes(files=(), referenced=(), filter=bound)
     entries = [e for e in store.live_entries(state, snapshot_id) if e.file.content == DataFileContent.DATA]
     spec_ids = sorted({e.file.spec_id for e in entries} | {state.spec.spec_id})
+    if positions_only:
+        row_ids: list[pa.Table] = []
+        pos_files, referenced, replaced = _position_deletes(table, state, snapshot_id, keys, bound, set(spec_ids),
+                                                            row_ids=row_ids)
+        return KeyDeletes(files=tuple(pos_files), referenced=tuple(referenced), filter=bound,
+                          replaced=tuple(replaced), row_ids=pa.concat_tables(row_ids) if row_ids else None)
     specs = [state.spec_by_id(i) for i in spec_ids]
     unpartitioned = [s for s in specs if s.is_unpartitioned]
     if unpartitioned:
@@ -297,10 +311,13 @@ def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, key
 
 
 def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, keys: pa.Table,
-                      bound: BooleanExpression, spec_ids: set[int]
+                      bound: BooleanExpression, spec_ids: set[int], row_ids: list[pa.Table] | None = None
                       ) -> tuple[list[DataFile], list[DataFile], list[DataFile]]:
     """Position delete files (v3: deletion vectors) for the live rows of data files in ``spec_ids`` that hold one
-    of ``keys``; returns them, the data files they reference and the delete files they replace."""
+    of ``keys``; returns them, the data files they reference and the delete files they replace.
+
+    :param row_ids: when given, receives the key columns and ``_row_id`` of the rows deleted (v3 lineage)
+    """
     if snapshot_id is None:
         return [], [], []
     schema = state.schema
@@ -314,9 +331,12 @@ def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, ke
         if f.spec_id not in spec_ids or not metrics_might_match(bound, f, schema):
             continue
         rows = read_data_file(f, schema, deletes=task.deletes, name_mapping_entries=mapping, loader=loader,
-                              with_positions=True)
+                              with_positions=True, with_lineage=row_ids is not None,
+                              data_sequence_number=task.data_sequence_number)
         mask = rows_matching_keys(rows.select(keys.column_names), keys)
         positions = rows.column(POS_COLUMN).filter(mask).to_pylist()
+        if positions and row_ids is not None:
+            row_ids.append(rows.select([*keys.column_names, ROW_ID_COLUMN]).filter(mask))
         if positions:
             groups[(f.spec_id, f.partition)][f.file_path] = positions
             previous[f.file_path] = task.deletes
@@ -527,7 +547,7 @@ class RowDelta(PendingUpdate):
         return self
 
     def _delete_keys(self, keys: pa.Table, key_columns: Sequence[str], *, action: str, fallback: bool,
-                     isolation_for: str | None = None) -> KeyDeletes:
+                     isolation_for: str | None = None, positions_only: bool = False) -> KeyDeletes:
         state = self._state
         if state.format_version < 2:
             raise ValidationError(f"Cannot {action}: the table is format version {state.format_version} "
@@ -535,7 +555,7 @@ class RowDelta(PendingUpdate):
         fields = key_fields(state.schema, key_columns, action)
         conformed = distinct_keys(conform_keys(keys, state.schema, fields, action))
         planned = plan_key_deletes(self._table, state, self._read_snapshot_id, conformed, fields, action=action,
-                                   fallback=fallback)
+                                   fallback=fallback, positions_only=positions_only)
         self._deletes += planned.files
         self._replaced += planned.replaced
         self._referenced.update({normalize_path(f.file_path): f for f in planned.referenced})
@@ -679,6 +699,8 @@ def upsert(table: Any, data: pa.Table, key_columns: Sequence[str], *, branch: st
     """Insert the rows of ``data``, replacing the rows of ``branch`` with the same ``key_columns``, as one
     ``overwrite`` snapshot: equality deletes for the keys of ``data`` and ``data`` as new data files. The new
     rows share the deletes' sequence number, so the deletes (which apply only to older data) leave them alone.
+    In a v3 table the replaced rows are read and deleted by deletion vectors instead, and each replacing row keeps
+    the ``_row_id`` of the row it replaces (row lineage: an update keeps the row's id, as Spark's MERGE does).
     Returns the new snapshot, or None when ``data`` has no rows.
 
     :raises ValidationError: for a bad key column, rows that do not fit the table, or two rows of ``data`` with
@@ -699,9 +721,29 @@ def upsert(table: Any, data: pa.Table, key_columns: Sequence[str], *, branch: st
         duplicate = _a_duplicate(keys)
         raise ValidationError(f"Cannot {action}: {keys.num_rows - distinct.num_rows} row(s) of the data repeat a "
                               f"key, e.g. {duplicate} (each key may appear once)")
-    delta._delete_keys(keys, [f.name for f in fields], action=action, fallback=True, isolation_for="update")
-    delta.add_rows(rows)
+    names = [f.name for f in fields]
+    if state.format_version < 3:
+        delta._delete_keys(keys, names, action=action, fallback=True, isolation_for="update")
+        delta.add_rows(rows)
+        return _committed_snapshot(delta)
+    # v3: deletion vectors for the rows replaced, and each replacing row keeps the id of the row it replaces (its
+    # last-updated sequence number is left to inherit the new snapshot's), as Spark's MERGE does
+    planned = delta._delete_keys(keys, names, action=action, fallback=True, isolation_for="update",
+                                 positions_only=True)
+    rows = rows.append_column(lineage_field(ROW_ID_COLUMN), _replaced_row_ids(rows, names, planned.row_ids)) \
+        .append_column(lineage_field(LAST_UPDATED_SEQUENCE_NUMBER_COLUMN), pa.nulls(rows.num_rows, pa.int64()))
+    delta._data += write_data_files(state, rows, keep_lineage=True, stage=table.stage_file, io=table.catalog.io)
     return _committed_snapshot(delta)
+
+
+def _replaced_row_ids(rows: pa.Table, key_names: Sequence[str], replaced: pa.Table | None) -> pa.Array:
+    """For each row of ``rows``, the ``_row_id`` of the row with its key that it replaces (null for a new key)."""
+    if replaced is None or replaced.num_rows == 0:
+        return pa.nulls(rows.num_rows, pa.int64())
+    def key_tuples(t: pa.Table) -> list[tuple[Any, ...]]:
+        return list(zip(*(_groupable(t.column(n)).to_pylist() for n in key_names)))
+    by_key = dict(zip(key_tuples(replaced), replaced.column(ROW_ID_COLUMN).to_pylist()))
+    return pa.array([by_key.get(k) for k in key_tuples(rows)], pa.int64())
 
 
 def _a_duplicate(keys: pa.Table) -> dict[str, Any]:

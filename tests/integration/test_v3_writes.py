@@ -385,3 +385,37 @@ def test_compaction_replaces_an_upgraded_tables_position_delete_files(tmp_path: 
         files = t.inspect.files().to_pylist()
         assert [(f["content"], f["record_count"]) for f in files] == [(0, 4)]   # no delete file of any kind left
         assert t.scan(columns=["id", "_row_id"]).to_arrow().sort_by("id").to_pylist() == before
+
+
+def test_upsert_writes_vectors_and_keeps_the_replaced_rows_ids_as_spark_merge_does(spark: Any, tmp_path: Path) -> None:
+    """A v3 upsert deletes the replaced rows with a deletion vector (no equality deletes) and writes each replacing
+    row with the replaced row's ``_row_id`` and the new sequence number, as Spark's MERGE INTO does on its own v3
+    table; Spark reads icelog's rows with the same lineage."""
+    from tools.spark import hadoop_catalog
+
+    rows = {"id": [1, 2, 3], "cat": ["a", "b", "c"]}
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64()), ("cat", pa.string())]), format_version=3)
+        t.append(pa.table(rows))
+        t.upsert(pa.table({"id": [2, 4], "cat": ["B", "d"]}), ["id"])
+        kinds = sorted((f.content, f.file_format) for f in (e.file for e in t.catalog.store.live_entries(
+            t.state, t.current_snapshot().snapshot_id)))
+        assert kinds == [(DataFileContent.DATA, "PARQUET"), (DataFileContent.DATA, "PARQUET"),
+                         (DataFileContent.POSITION_DELETES, "PUFFIN")]
+        head = t.current_snapshot().snapshot_id
+        icelog = _icelog_rows(t, head)
+        assert icelog == {1: ("a", 0, 1), 2: ("B", 1, 2), 3: ("c", 2, 1), 4: ("d", 4, 2)}
+        assert _spark_rows(spark, t.metadata_location, head) == icelog
+
+    name = hadoop_catalog(spark, tmp_path / "spark")
+    spark.sql(f"CREATE TABLE {name}.db.t (id bigint, cat string) USING iceberg TBLPROPERTIES ('format-version'='3', "
+              "'write.merge.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
+              "'write.delete.mode'='merge-on-read')").collect()
+    spark.sql(f"INSERT INTO {name}.db.t VALUES (1, 'a'), (2, 'b'), (3, 'c')").collect()
+    spark.sql(f"MERGE INTO {name}.db.t t USING (SELECT * FROM VALUES (2L, 'B'), (4L, 'd') AS s(id, cat)) s "
+              "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *").collect()
+    merged = {r["id"]: (r["cat"], r["_row_id"], r["_last_updated_sequence_number"]) for r in
+              spark.sql(f"SELECT id, cat, {LINEAGE} FROM {name}.db.t").collect()}
+    assert {k: v for k, v in merged.items() if k != 4} == {k: v for k, v in icelog.items() if k != 4}
+    assert merged[4][0] == "d" and merged[4][1] >= 3 and merged[4][2] == 2     # a new id past the first commit's
