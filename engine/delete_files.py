@@ -120,20 +120,34 @@ def _row_numbers(rows: Sequence[int], path: str, action: str) -> Sequence[int]:
     return rows
 
 
+#: how many data files one v2 position delete file may name: ``file`` (one) or ``partition`` (all of a partition)
+DELETE_GRANULARITY_PROPERTY = "write.delete.granularity"
+
+
 def write_row_deletes(state: TableState, deletes: Mapping[str, Sequence[int]], *, spec_id: int,
                       partition: tuple[Any, ...], previous: Mapping[str, Sequence[DataFile]] | None = None,
                       stage: Callable[[str], None] | None = None,
                       io: FileIO = LOCAL_FILES) -> tuple[list[DataFile], list[DataFile]]:
-    """Delete rows by position the way the table's format version does: in v2 one position delete file; in v3
-    deletion vectors (:func:`write_deletion_vectors`). Returns the delete files to add and those they replace.
+    """Delete rows by position the way the table's format version does: in v2 position delete files, one per data
+    file (``write.delete.granularity`` ``file``, Java's default since 1.8, so that concurrent deletes of other files
+    never look like deletes of this one) or one per partition (``partition``); in v3 deletion vectors
+    (:func:`write_deletion_vectors`). Returns the delete files to add and those they replace.
 
     :param deletes: data file path (as its manifest entry spells it) -> row positions, from 0
     :param previous: data file path -> the delete files that apply to it now (v3 merges their positions)
+    :raises ValidationError: for a ``write.delete.granularity`` other than ``file`` or ``partition``
     """
     if state.format_version >= 3:
         return write_deletion_vectors(state, deletes, spec_id=spec_id, partition=partition, previous=previous,
                                       stage=stage, io=io)
-    return [write_position_deletes(state, deletes, spec_id=spec_id, partition=partition, stage=stage, io=io)], []
+    granularity = (state.prop(DELETE_GRANULARITY_PROPERTY) or "file").strip().lower()
+    if granularity not in ("file", "partition"):
+        raise ValidationError(f"Cannot delete rows: {DELETE_GRANULARITY_PROPERTY} is {granularity!r} (file or "
+                              "partition)")
+    if granularity == "partition":
+        return [write_position_deletes(state, deletes, spec_id=spec_id, partition=partition, stage=stage, io=io)], []
+    return [write_position_deletes(state, {path: rows}, spec_id=spec_id, partition=partition, stage=stage, io=io)
+            for path, rows in deletes.items()], []
 
 
 def write_deletion_vectors(state: TableState, deletes: Mapping[str, Sequence[int]], *, spec_id: int,

@@ -5,9 +5,25 @@ Layer: engine (imported by every engine module; imports nothing of ours).
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class IcelogError(Exception):
-    """Root of every error icelog raises on purpose."""
+    """Root of every error icelog raises on purpose.
+
+    Errors pickle with their attributes (keyword-only constructor arguments included), so one raised in a worker
+    process reaches the parent whole: a multiprocessing pool whose worker raises an unpicklable error hangs.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild_error, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuild_error(cls: type[IcelogError], args: tuple[Any, ...], attributes: dict[str, Any]) -> IcelogError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(attributes)
+    return error
 
 
 class ValidationError(IcelogError):

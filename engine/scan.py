@@ -43,6 +43,7 @@ from engine.file_index import FileIndex, FileItem, collector_paused
 from engine.model import types as T
 from engine.model.arrow_schema import empty_arrow_table
 from engine.model.data_file import DataFile, DataFileContent, FieldSummary
+from engine.model.delete_overlap import equality_deletes_may_apply
 from engine.model.expressions import (
     AlwaysFalse,
     AlwaysTrue,
@@ -111,9 +112,14 @@ class DeleteIndex:
 
     :param entries: the live delete entries
     :param unpartitioned_specs: ids of the table's unpartitioned specs (their equality deletes are global)
+    :param schema: the table schema; when given, an equality delete file applies to a data file only if their
+        column metrics say it may (:func:`engine.model.delete_overlap.equality_deletes_may_apply`, Java's rule)
     """
 
-    def __init__(self, entries: Sequence[LiveEntry], unpartitioned_specs: set[int]) -> None:
+    def __init__(self, entries: Sequence[LiveEntry], unpartitioned_specs: set[int], schema: Schema | None = None
+                 ) -> None:
+        #: the table schema's fields by id: equality deletes whose metrics cannot touch a data file are left out
+        self._fields = schema.index_by_id() if schema is not None else None
         self._pos_by_partition: dict[tuple[int, tuple[Any, ...]], list[tuple[int, int, DataFile]]] = defaultdict(list)
         self._pos_by_path: dict[str, list[tuple[int, int, DataFile]]] = defaultdict(list)
         self._eq_by_partition: dict[tuple[int, tuple[Any, ...]], list[tuple[int, int, DataFile]]] = defaultdict(list)
@@ -154,10 +160,13 @@ class DeleteIndex:
     def for_data_file(self, f: DataFile, data_sequence_number: int) -> tuple[DataFile, ...]:
         """The delete files that apply to a data file with this data sequence number, oldest first."""
         key = (f.spec_id, f.partition)
+        equality = (self._from(self._eq_by_partition.get(key, []), data_sequence_number, True)
+                    + self._from(self._eq_global, data_sequence_number, True))
+        if equality and self._fields is not None:
+            equality = [x for x in equality if equality_deletes_may_apply(f, x[2], self._fields)]
         found = (self._from(self._pos_by_partition.get(key, []), data_sequence_number, False)
                  + self._from(self._pos_by_path.get(normalize_path(f.file_path), []), data_sequence_number, False)
-                 + self._from(self._eq_by_partition.get(key, []), data_sequence_number, True)
-                 + self._from(self._eq_global, data_sequence_number, True))
+                 + equality)
         found.sort(key=lambda x: (x[0], x[1]))
         return tuple(x[2] for x in found)
 
@@ -396,7 +405,7 @@ class Scan:
         all_deletes = [i.entry() for i in items if i.content is not data_content]
         deletes = [e for e in all_deletes if self._might_match(e.file)]
         unpartitioned = {s.spec_id for s in self.state.specs if s.is_unpartitioned}
-        delete_index = DeleteIndex(deletes, unpartitioned)
+        delete_index = DeleteIndex(deletes, unpartitioned, self.state.schema)
         if delete_index:
             tasks = []
             for item, rest in kept:

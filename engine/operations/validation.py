@@ -141,7 +141,7 @@ class Validator:
                                              file_sequence_number=snap.sequence_number, snapshot_id=snap.snapshot_id))
                     added_by[c.file.key] = snap
         unpartitioned = {s.spec_id for s in self.base.specs if s.is_unpartitioned}
-        return DeleteIndex(entries, unpartitioned), added_by
+        return DeleteIndex(entries, unpartitioned, self.base.schema), added_by
 
     def _sequence_number_of(self, snapshot_id: int | None) -> int:
         snap = self.base.snapshot_by_id(snapshot_id) if snapshot_id is not None else None

@@ -27,7 +27,8 @@ def test_bench_v3_deletes_prints_every_writer_figures(tmp_path):
     assert result["deleted_rows"] == 200
     v2, v3, spark = (result[k] for k in ("icelog_v2_position_deletes", "icelog_v3_deletion_vectors",
                                          "spark_v3_deletion_vectors"))
-    assert v2["delete_entries"] == 1 and v3["delete_entries"] == 4 and spark["delete_entries"] == 4
+    # v2: one position delete file per data file (write.delete.granularity file, as Java)
+    assert v2["delete_entries"] == 4 and v3["delete_entries"] == 4 and spark["delete_entries"] == 4
     assert v3["delete_files"] == 1                  # one Puffin file for the commit's one partition
     assert v2["scan_rows"] == v3["scan_rows"] == spark["scan_rows"] == 19_800
     assert all(r["delete_seconds"] > 0 and r["scan_seconds"] > 0 for r in (v2, v3, spark))

@@ -1,0 +1,204 @@
+"""The conflict table: an operation staged on one snapshot, another committed meanwhile, and whether the first still
+lands, case by case as Iceberg Java decides it (MergingSnapshotProducer's validations as BaseRowDelta,
+BaseOverwriteFiles and BaseRewriteFiles call them). Every case runs both ways: the concurrent commit touches what the
+operation read (a conflict, ``ValidationConflict`` naming the commit, nothing of the operation lands) or something
+disjoint from it (both land, and the table equals the two applied one after the other).
+
+=====================================================  ===========================================================
+Java validation                                        cases
+=====================================================  ===========================================================
+validateAddedDataFiles (serializable, by filter)       delete, overwrite and upsert against an append in or out of
+                                                       their filter; snapshot isolation never conflicts
+validateDeletedDataFiles / files must still be live    copy-on-write delete, compaction and merge-on-read delete
+                                                       against a delete that removed their file or another one
+validateNoNewDeletesForDataFiles                       copy-on-write delete against position deletes (by file) and
+                                                       equality deletes (by partition and column bounds); a
+                                                       compaction keeping sequence numbers ignores equality deletes
+validateNoNewDeleteFiles for referenced files          merge-on-read delete against another one on the same file
+=====================================================  ===========================================================
+
+Layer: tests (real SQLite log and Parquet files; the interleaving is a transaction staged before the other commit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pytest
+
+from engine import Catalog
+from engine.errors import ValidationConflict, ValidationError
+
+SCHEMA = pa.schema([("id", pa.int64()), ("cat", pa.string())])
+
+
+def rows(ids: list[int], cat: str) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "cat": [cat] * len(ids)})
+
+
+def ids_of(t: Any) -> list[int]:
+    return sorted(t.scan().to_arrow().column("id").to_pylist())
+
+
+@attrs.frozen
+class Case:
+    """``staged`` runs in a transaction begun on the table (files: ids 0-9 in cat a, 100-109 in cat b); then
+    ``concurrent`` commits directly; then the transaction commits."""
+
+    name: str
+    staged: Callable[[Any], Any]
+    concurrent: Callable[[Any], Any]
+    conflicts: bool
+    partitioned: bool = False
+    properties: dict[str, str] = attrs.field(factory=dict)
+    #: the rows after both landed, when not those of a serial replay (snapshot isolation keeps rows the operation
+    #: never read)
+    expected: list[int] | None = None
+
+
+MOR = {"write.delete.mode": "merge-on-read"}
+SNAPSHOT_ISOLATION = {"write.delete.isolation-level": "snapshot"}
+
+
+def _position_delete(t: Any, row_id: int) -> Any:
+    """A merge-on-read delete of one row through a row delta (ids 0-9 and 100-109 sit at positions 0-9)."""
+    path = next(task.file.file_path for task in t.scan(f"id = {row_id}").plan_files())
+    with t.row_delta() as delta:
+        delta.add_position_deletes({path: [row_id % 100]})
+    return t.current_snapshot()
+
+
+def _rewrite(tx: Any) -> Any:
+    return tx.rewrite_data_files()
+
+
+CASES = [
+    # validateAddedDataFiles: serializable isolation, the operation's filter against data added meanwhile
+    Case("cow delete / append into its filter", lambda tx: tx.delete("id < 5"),
+         lambda t: t.append(rows([3], "c")), True),
+    Case("cow delete / append outside its filter", lambda tx: tx.delete("id < 5"),
+         lambda t: t.append(rows([50], "c")), False),
+    Case("cow delete under snapshot isolation / append into its filter", lambda tx: tx.delete("id < 5"),
+         lambda t: t.append(rows([3], "c")), False, properties=SNAPSHOT_ISOLATION,
+         expected=[3, *range(5, 10), *range(100, 110)]),
+    Case("overwrite / append into its filter", lambda tx: tx.overwrite(rows([1], "a"), "id < 5"),
+         lambda t: t.append(rows([4], "c")), True),
+    Case("overwrite / append outside its filter", lambda tx: tx.overwrite(rows([1], "a"), "id < 5"),
+         lambda t: t.append(rows([60], "c")), False),
+    Case("upsert / append of one of its keys", lambda tx: tx.upsert(rows([7], "new"), ["id"]),
+         lambda t: t.append(rows([7], "c")), True),
+    Case("upsert / append of another key", lambda tx: tx.upsert(rows([7], "new"), ["id"]),
+         lambda t: t.append(rows([70], "c")), False),
+    Case("upsert / upsert of the same key", lambda tx: tx.upsert(rows([7], "new"), ["id"]),
+         lambda t: t.upsert(rows([7], "other"), ["id"]), True),
+    Case("upsert / upsert of another key", lambda tx: tx.upsert(rows([7], "new"), ["id"]),
+         lambda t: t.upsert(rows([105], "other"), ["id"]), False),
+    # the files an operation rewrites or references must still be live
+    Case("cow delete / delete that removed its file", lambda tx: tx.delete("id = 1"),
+         lambda t: t.delete("id >= 0 and id < 10"), True),
+    Case("cow delete / delete that removed another file", lambda tx: tx.delete("id = 1"),
+         lambda t: t.delete("id >= 100"), False),
+    Case("compaction / delete that removed a file it rewrites", _rewrite,
+         lambda t: t.delete("id >= 100"), True),
+    Case("mor delete / delete that removed its file", lambda tx: tx.delete("id = 1"),
+         lambda t: t.overwrite(rows([0], "a"), "id < 10"), True, properties=MOR),
+    Case("mor delete / delete that removed another file", lambda tx: tx.delete("id = 1"),
+         lambda t: t.overwrite(rows([100], "b"), "id >= 100"), False, properties=MOR),
+    # validateNoNewDeletesForDataFiles: delete files added meanwhile for the files an operation rewrites
+    Case("cow delete / position deletes in its file", lambda tx: tx.delete("id = 1"),
+         lambda t: _position_delete(t, 2), True),
+    Case("cow delete / position deletes in another file", lambda tx: tx.delete("id = 1"),
+         lambda t: _position_delete(t, 102), False),
+    Case("cow delete / equality deletes overlapping its file", lambda tx: tx.delete("id = 1"),
+         lambda t: t.delete_by_key(rows([2], "a").select(["id"]), ["id"]), True),
+    Case("cow delete / equality deletes outside its file's bounds", lambda tx: tx.delete("id = 1"),
+         lambda t: t.delete_by_key(rows([104], "b").select(["id"]), ["id"]), False),
+    Case("cow delete / equality deletes in another partition", lambda tx: tx.delete("id = 1"),
+         lambda t: t.delete_by_key(rows([104], "b").select(["id", "cat"]), ["id", "cat"]), False, partitioned=True),
+    Case("cow delete / equality deletes in its partition and bounds", lambda tx: tx.delete("id = 1"),
+         lambda t: t.delete_by_key(rows([2], "a").select(["id", "cat"]), ["id", "cat"]), True, partitioned=True),
+    Case("compaction / equality deletes in its files", _rewrite,
+         lambda t: t.delete_by_key(rows([2], "a").select(["id"]), ["id"]), False),
+    Case("compaction / position deletes in its files", _rewrite,
+         lambda t: t.delete("id = 2"), True, properties=MOR),
+    # merge-on-read deletes of one file: a second delete of the same file would count rows twice
+    Case("mor delete / mor delete of the same file", lambda tx: tx.delete("id = 1"),
+         lambda t: t.delete("id = 2"), True, properties=MOR),
+    Case("mor delete / mor delete of another file", lambda tx: tx.delete("id = 1"),
+         lambda t: t.delete("id = 102"), False, properties=MOR),
+]
+
+
+def _serial(cat: Any, case: Case) -> list[int]:
+    """The rows when the concurrent commit lands first and the staged operation runs after it."""
+    t = _table(cat, "db.serial", case)
+    case.concurrent(t)
+    with t.transaction() as tx:
+        case.staged(tx)
+    return ids_of(t)
+
+
+def _table(cat: Any, name: str, case: Case) -> Any:
+    t = cat.create_table(name, schema=SCHEMA, partition_by=["cat"] if case.partitioned else None,
+                         properties=case.properties)
+    t.append(rows(list(range(10)), "a"))
+    t.append(rows(list(range(100, 110)), "b"))
+    return t
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_conflict_table(tmp_path, case: Case) -> None:
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = _table(cat, "db.t", case)
+        tx = t.transaction()
+        case.staged(tx)
+        landed = case.concurrent(t)
+        after_concurrent = ids_of(t)
+        if case.conflicts:
+            with pytest.raises(ValidationConflict) as info:
+                tx.commit_transaction()
+            assert info.value.commit_id == landed.commit_id and landed.commit_id in str(info.value)
+            assert ids_of(t) == after_concurrent                      # nothing of the operation landed
+        else:
+            tx.commit_transaction()
+            assert ids_of(t) == (case.expected if case.expected is not None else _serial(cat, case))
+        assert cat.verify("db.t") == []
+
+
+def test_a_conflict_raised_in_a_worker_process_reaches_the_parent_whole() -> None:
+    """Errors with keyword-only attributes pickle, so a process pool re-raises them instead of hanging."""
+    import pickle
+
+    from engine.errors import CommitConflict, PublishFailed
+
+    for error in (ValidationConflict("Cannot delete: commit c1 won", commit_id="c1", snapshot_id=7),
+                  CommitConflict("moved on", stream="s", expected_version=1, actual_version=3, winner="c2"),
+                  PublishFailed("not published", path="/x", table="db.t", version=4)):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error) and copy.__dict__ == error.__dict__
+
+
+def test_v2_position_deletes_name_one_data_file_each_unless_granularity_is_partition(tmp_path) -> None:
+    """``write.delete.granularity``: ``file`` (the default, as Java's since 1.8) writes one position delete file per
+    data file, so a concurrent rewrite of another file never sees it as its own; ``partition`` one per partition."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        for granularity, expected in ((None, 2), ("partition", 1)):
+            props = MOR | ({"write.delete.granularity": granularity} if granularity else {})
+            t = cat.create_table(f"db.t_{granularity}", schema=SCHEMA, properties=props)
+            t.append(rows(list(range(10)), "a"))
+            t.append(rows(list(range(100, 110)), "b"))
+            t.delete("id in (1, 101)")
+            deletes = [f for f in t.inspect.files().to_pylist() if f["content"] == 1]
+            assert len(deletes) == expected and ids_of(t) == [i for i in [*range(10), *range(100, 110)]
+                                                              if i not in (1, 101)]
+        t = cat.create_table("db.bad", schema=SCHEMA, properties=MOR | {"write.delete.granularity": "row"})
+        t.append(rows([1, 2], "a"))
+        version = t.state.version
+        with pytest.raises(ValidationError, match="write.delete.granularity is 'row'"):
+            t.delete("id = 1")
+        assert t.state.version == version
