@@ -12,7 +12,8 @@ requirements its base must still meet (``assert-ref-snapshot-id``, ...) and the 
   manifest list and the manifests that are not icelog's own (icelog's are in the parent's published list), so a
   commit reads only the manifests that changed;
 - :func:`commit_events` checks the requirements against the base (``RequirementFailed``: HTTP 409, the client
-  reloads and retries) and builds the events, updating a running state so ``-1`` ("the last one added") and later
+  reloads and retries; a pure append whose branch head moved on is rebased onto it instead, :func:`rebase_append`)
+  and builds the events, updating a running state so ``-1`` ("the last one added") and later
   updates see earlier ones. A staged create (``assert-create`` + the full table definition) becomes a
   ``TableCreated`` followed by the rest of the updates.
 
@@ -324,6 +325,8 @@ class _Running:
         #: files live in the snapshots this commit adds (their parents may be earlier snapshots of the same commit,
         #: which the log's file index does not know yet)
         self.live: dict[int, dict[str, DataFile]] = {}
+        #: a rebased append's snapshot id -> the parent the client built it on (its files are compared with that)
+        self.rebased_from: dict[int, int | None] = {}
 
     def add(self, event: Event) -> None:
         self.state = apply_in_commit(event, self.state, self.ctx)
@@ -464,7 +467,16 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
     :raises RequirementFailed: a requirement does not hold (or a snapshot was built on a stale base)
     :raises ValidationError: an update that is invalid on the table
     """
-    check_requirements(base, commit, stream)
+    rebased_from: dict[int, int | None] = {}
+    try:
+        check_requirements(base, commit, stream)
+    except RequirementFailed:
+        rebased = rebase_append(base, commit, client_snapshots, live_entries, stream)
+        if rebased is None:
+            raise
+        commit, moved = rebased
+        rebased_from = {moved.snapshot_id: moved.built_on}
+        client_snapshots = {**client_snapshots, moved.snapshot_id: moved.client}
     updates = list(commit.updates)
     prefix: list[Event] = []
     if base is None:
@@ -477,6 +489,7 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
         base = apply_in_commit(created, None, ctx)
         prefix = [created]
     run = _Running(base, ctx)
+    run.rebased_from = rebased_from
     run.events = prefix
     if prefix:
         run.last_schema_id, run.last_spec_id, run.last_order_id = 0, 0, base.default_sort_order_id
@@ -484,6 +497,101 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
     for i, u in enumerate(updates):
         _apply_update(run, u, updates[i + 1:], client_snapshots, live_entries, stream)
     return run.events
+
+
+@attrs.frozen
+class RebasedSnapshot:
+    """A client's append moved onto the branch head: its id, the snapshot the client built it on (its files are
+    compared with that one's) and what the client wrote, its new manifests carrying the new sequence number and
+    row ids."""
+
+    snapshot_id: int
+    built_on: int | None
+    client: ClientSnapshot
+
+
+def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots: Mapping[int, ClientSnapshot],
+                  live_entries: Callable[[TableState, int | None], Sequence[Any]], stream: str
+                  ) -> tuple[TableCommit, RebasedSnapshot] | None:
+    """A commit whose only failed requirement is its branch's ``assert-ref-snapshot-id``, and which only appends
+    data files on that branch, rebased onto the branch's head, as Iceberg Java's own append retries on a refreshed
+    base (an append reads nothing, so what landed meanwhile cannot conflict with it). Returns the rebased commit
+    and its moved snapshot; None when the commit is not such an append (the requirement's failure stands: 409).
+
+    The rebased snapshot keeps the client's id, files and summary of what it added; it gets the head as parent, the
+    next sequence number (its files inherit it) and totals recounted from the head's. Format v1 and v2 tables.
+    """
+    if base is None or commit.creates or base.format_version >= 3:
+        return None  # v3: not yet (the rebased files' row ids would move with it; untested against a v3 client)
+    snapshots = [u for u in commit.updates if u["action"] == "add-snapshot"]
+    refs = [u for u in commit.updates if u["action"] == "set-snapshot-ref"]
+    if len(snapshots) != 1 or len(refs) != 1 or len(commit.updates) != 2:
+        return None
+    snap, ref = dict(snapshots[0]["snapshot"]), refs[0]
+    sid, branch = snap.get("snapshot-id"), ref.get("ref-name")
+    if ref.get("snapshot-id") != sid or ref.get("type") != "branch" or not isinstance(branch, str):
+        return None
+    summary = {str(k): str(v) for k, v in (snap.get("summary") or {}).items()}
+    if summary.get("operation", "append") != "append" or sid not in client_snapshots:
+        return None
+    asserted = [r for r in commit.requirements if r["type"] == "assert-ref-snapshot-id" and r.get("ref") == branch]
+    if len(asserted) != 1 or asserted[0].get("snapshot-id") != snap.get("parent-snapshot-id"):
+        return None
+    built_on = snap.get("parent-snapshot-id")
+    head_ref = base.ref(branch)
+    if head_ref is None or (built_on is not None and not any(
+            s.snapshot_id == built_on for s in base.ancestors(head_ref.snapshot_id))):
+        return None  # the branch is gone, or no longer descends from what the client read
+    rest = TableCommit(requirements=tuple(r for r in commit.requirements if r is not asserted[0]),
+                       updates=commit.updates)
+    try:
+        check_requirements(base, rest, stream)
+    except RequirementFailed:
+        return None
+    client = client_snapshots[sid]
+    if any(e.data_sequence_number is not None
+           for entries in client.entries.values() for e in entries if e.status == EntryStatus.ADDED):
+        return None  # added entries that carry their own sequence numbers cannot move
+    head = base.snapshot_by_id(head_ref.snapshot_id)
+    sequence_number = base.last_sequence_number + 1
+    # the client's new manifests move with the snapshot: their entries inherit the new sequence number
+    client = attrs.evolve(client, manifests=tuple(
+        attrs.evolve(m, sequence_number=sequence_number, min_sequence_number=sequence_number)
+        if m.added_snapshot_id == sid else m for m in client.manifests))
+    before = {} if built_on is None else {e.file.key: e.file for e in live_entries(base, built_on)}
+    try:
+        changes = _file_changes(base, client, before, sequence_number)
+    except ValidationError:
+        return None
+    if not changes or any(not c.added or c.file.content != DataFileContent.DATA for c in changes):
+        return None
+    snap["parent-snapshot-id"] = head.snapshot_id
+    snap["sequence-number"] = sequence_number
+    snap["summary"] = _totals_from(head, summary)
+    requirement = {"type": "assert-ref-snapshot-id", "ref": branch, "snapshot-id": head.snapshot_id}
+    updates = tuple({"action": "add-snapshot", "snapshot": snap} if u is snapshots[0] else u for u in commit.updates)
+    return (TableCommit(requirements=rest.requirements + (requirement,), updates=updates),
+            RebasedSnapshot(snapshot_id=sid, built_on=built_on, client=client))
+
+
+_TOTALS = {"total-records": "added-records", "total-files-size": "added-files-size",
+           "total-data-files": "added-data-files"}
+
+
+def _totals_from(head: Any, summary: Mapping[str, str]) -> dict[str, str]:
+    """An append's summary with its totals recounted on a new parent: the parent's totals plus what it adds; totals
+    the parent does not have are left out."""
+    parent = dict(head.summary) if head is not None else {}
+    out = {k: v for k, v in summary.items() if not k.startswith("total-")}
+    for total, added in _TOTALS.items():
+        try:
+            out[total] = str(int(parent[total]) + int(summary.get(added, "0")))
+        except (KeyError, ValueError):
+            continue
+    for total in ("total-delete-files", "total-position-deletes", "total-equality-deletes"):
+        if total in parent:
+            out[total] = parent[total]
+    return out
 
 
 def _merged_removals(updates: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -674,8 +782,11 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     client = client_snapshots.get(sid)
     if client is None:
         raise ValidationError(f"Cannot add snapshot {sid}: its manifest list was not read")
-    if parent_id is None:
-        before: dict[str, DataFile] = {}
+    if sid in run.rebased_from:  # a rebased append: what it adds, relative to the snapshot the client read
+        built_on = run.rebased_from[sid]
+        before = {} if built_on is None else {e.file.key: e.file for e in live_entries(state, built_on)}
+    elif parent_id is None:
+        before = {}
     elif parent_id in run.live:
         before = run.live[parent_id]
     else:
@@ -684,6 +795,8 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     if state.format_version >= 3:
         first_row_id, added_rows = _row_lineage(state, snap, stream)
     changes = _file_changes(state, client, before, seq)
+    if sid in run.rebased_from and parent_id is not None:
+        before = run.live.get(parent_id) or {e.file.key: e.file for e in live_entries(state, parent_id)}
     after = dict(before)
     for c in changes:
         if c.added:
