@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import attrs
 import pyarrow as pa
@@ -23,6 +23,7 @@ from engine.errors import CorruptFileError, StorageError, ValidationError, stora
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.data_file import DataFile
+from engine.model.expressions import BooleanExpression, metrics_might_match
 from engine.model.schema import Schema
 from engine.model.sort_order import SortOrder
 from storage.errors import FileError
@@ -213,46 +214,21 @@ def _stat_value(stats: Any, is_min: bool, t: T.PrimitiveType) -> Any:
     return value_from_python(t, raw)
 
 
-def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[Any, ...],
-                   properties: dict[str, str] | None = None, nan_counts: dict[int, int] | None = None,
-                   sort_order_id: int | None = None, metadata: pq.FileMetaData | None = None,
-                   file_size: int | None = None, sort_order: SortOrder | None = None,
-                   io: FileIO = LOCAL_FILES) -> DataFile:
-    """Build a DataFile for a Parquet file from its footer.
+@attrs.define
+class _ColumnMetrics:
+    """Column metrics summed over some row groups of a Parquet footer, by field id (bounds as canonical values)."""
 
-    :param path: the Parquet file
-    :param schema: the table schema the file's columns map to (by field id, else by name)
-    :param spec_id: the partition spec the file is written for
-    :param partition: the file's partition tuple (canonical values)
-    :param properties: table properties (metrics modes)
-    :param nan_counts: NaN counts per field id when the writer knows them (footers do not carry them)
-    :param metadata: the footer when already at hand (just written)
-    :param sort_order: the order the file is sorted by (its columns get bounds even in none/counts modes)
-    :param io: where the file is read from when its footer is not at hand
-    """
-    properties = properties or {}
-    modes = metrics_modes(properties, schema, sort_order)
-    refuse_catalog_database(path)
-    try:
-        if metadata is None:
-            with io.open_input(path) as source:
-                file_size = source.size() if file_size is None else file_size
-                pf = pq.ParquetFile(source)
-                metadata = pf.metadata
-                arrow_schema = pf.schema_arrow
-        else:
-            if file_size is None:
-                file_size = io.size(path)
-            arrow_schema = metadata.schema.to_arrow_schema()
-    except FileError as e:
-        raise storage_error(e, path) from e
-    except FileNotFoundError as e:
-        raise CorruptFileError(f"Cannot read data file: {path} does not exist", path=path) from e
-    except (pa.ArrowInvalid, OSError) as e:
-        raise CorruptFileError(f"Cannot read data file: {path} is not a readable Parquet file ({e})",
-                               path=path) from e
+    column_sizes: dict[int, int]
+    value_counts: dict[int, int]
+    null_counts: dict[int, int]
+    lowers: dict[int, Any]
+    uppers: dict[int, Any]
+    no_bounds: set[int]
+    split_offsets: list[int]
 
-    leaves = _leaves(schema)
+
+def _column_metrics(metadata: pq.FileMetaData, arrow_schema: pa.Schema, leaves: dict[str, LeafField],
+                    row_groups: Iterable[int]) -> _ColumnMetrics:
     by_id = {leaf.field_id: leaf for leaf in leaves.values()}
     file_ids = _ids_by_path(arrow_schema)
 
@@ -264,7 +240,7 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
     no_bounds: set[int] = set()
     split_offsets: list[int] = []
 
-    for rg_index in range(metadata.num_row_groups):
+    for rg_index in row_groups:
         rg = metadata.row_group(rg_index)
         first = rg.column(0) if rg.num_columns else None
         if first is not None:
@@ -306,6 +282,82 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
                 continue
             lowers[fid] = lo if fid not in lowers else min(lowers[fid], lo)
             uppers[fid] = hi if fid not in uppers else max(uppers[fid], hi)
+
+    return _ColumnMetrics(column_sizes, value_counts, null_counts, lowers, uppers, no_bounds, split_offsets)
+
+
+def matching_row_groups(metadata: pq.FileMetaData, arrow_schema: pa.Schema, schema: Schema,
+                        row_filter: BooleanExpression) -> list[int] | None:
+    """The row groups of a Parquet file whose statistics may hold rows matching ``row_filter`` (bound to
+    ``schema``), judged as a file's metrics are; None when every row group may (or the file has only one, or
+    carries no field ids to match its columns by).
+    """
+    if metadata.num_row_groups <= 1 or not _ids_by_path(arrow_schema):
+        return None
+    leaves = _leaves(schema)
+    by_id = {leaf.field_id: leaf for leaf in leaves.values()}
+    keep = []
+    for rg_index in range(metadata.num_row_groups):
+        m = _column_metrics(metadata, arrow_schema, leaves, [rg_index])
+        lower, upper = {}, {}
+        for fid in set(m.lowers) - m.no_bounds:
+            try:
+                lower[fid] = to_bytes(by_id[fid].field_type, m.lowers[fid])
+                upper[fid] = to_bytes(by_id[fid].field_type, m.uppers[fid])
+            except ValidationError:
+                continue
+        group = DataFile(file_path="", record_count=metadata.row_group(rg_index).num_rows, file_size_in_bytes=0,
+                         value_counts=m.value_counts, null_value_counts=m.null_counts, lower_bounds=lower,
+                         upper_bounds=upper)
+        if metrics_might_match(row_filter, group, schema):
+            keep.append(rg_index)
+    return None if len(keep) == metadata.num_row_groups else keep
+
+
+def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[Any, ...],
+                   properties: dict[str, str] | None = None, nan_counts: dict[int, int] | None = None,
+                   sort_order_id: int | None = None, metadata: pq.FileMetaData | None = None,
+                   file_size: int | None = None, sort_order: SortOrder | None = None,
+                   io: FileIO = LOCAL_FILES) -> DataFile:
+    """Build a DataFile for a Parquet file from its footer.
+
+    :param path: the Parquet file
+    :param schema: the table schema the file's columns map to (by field id, else by name)
+    :param spec_id: the partition spec the file is written for
+    :param partition: the file's partition tuple (canonical values)
+    :param properties: table properties (metrics modes)
+    :param nan_counts: NaN counts per field id when the writer knows them (footers do not carry them)
+    :param metadata: the footer when already at hand (just written)
+    :param sort_order: the order the file is sorted by (its columns get bounds even in none/counts modes)
+    :param io: where the file is read from when its footer is not at hand
+    """
+    properties = properties or {}
+    modes = metrics_modes(properties, schema, sort_order)
+    refuse_catalog_database(path)
+    try:
+        if metadata is None:
+            with io.open_input(path) as source:
+                file_size = source.size() if file_size is None else file_size
+                pf = pq.ParquetFile(source)
+                metadata = pf.metadata
+                arrow_schema = pf.schema_arrow
+        else:
+            if file_size is None:
+                file_size = io.size(path)
+            arrow_schema = metadata.schema.to_arrow_schema()
+    except FileError as e:
+        raise storage_error(e, path) from e
+    except FileNotFoundError as e:
+        raise CorruptFileError(f"Cannot read data file: {path} does not exist", path=path) from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptFileError(f"Cannot read data file: {path} is not a readable Parquet file ({e})",
+                               path=path) from e
+
+    leaves = _leaves(schema)
+    by_id = {leaf.field_id: leaf for leaf in leaves.values()}
+    metrics = _column_metrics(metadata, arrow_schema, leaves, range(metadata.num_row_groups))
+    column_sizes, value_counts, null_counts = metrics.column_sizes, metrics.value_counts, metrics.null_counts
+    lowers, uppers, no_bounds, split_offsets = metrics.lowers, metrics.uppers, metrics.no_bounds, metrics.split_offsets
 
     lower_bounds: dict[int, bytes] = {}
     upper_bounds: dict[int, bytes] = {}

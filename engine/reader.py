@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,6 +45,7 @@ from engine.model.schema import (
 )
 from engine.model.values import value_from_json
 from engine.model.variant import null_variants
+from engine.parquet_files import matching_row_groups
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
 
@@ -137,15 +138,24 @@ class _RawFile:
     """
 
     def __init__(self, path: str, *, mapping: MappingEntries | None, needed_ids: set[int] | None,
-                 file_format: str | None = None, io: FileIO = LOCAL_FILES) -> None:
+                 file_format: str | None = None, io: FileIO = LOCAL_FILES,
+                 row_groups: Callable[[pq.FileMetaData, pa.Schema], list[int] | None] | None = None) -> None:
+        """:param row_groups: for a Parquet file, picks the row groups to read from its footer and Arrow schema
+        (None: all); the rows read keep their positions in the file (:attr:`positions`)"""
         self.path = path
         fmt = _format_of(path, file_format)
         refuse_catalog_database(path)
+        #: each row's position in the file (rows of skipped row groups are not read)
+        self.positions: pa.Array | None = None
         try:
             with io.open_input(path) as source:
-                opener = {"ORC": _open_orc, "AVRO": _open_avro}.get(fmt, _open_parquet)
-                file_schema, read, self.num_rows = opener(source, path)
+                if fmt in ("ORC", "AVRO"):
+                    file_schema, read, self.num_rows = (_open_orc if fmt == "ORC" else _open_avro)(source, path)
+                else:
+                    file_schema, read, self.num_rows, self.positions = _open_parquet(source, path, row_groups)
                 self._read_columns(file_schema, read, mapping, needed_ids)
+                if self.positions is None:
+                    self.positions = _row_numbers(self.num_rows)
         except FileError as e:
             raise storage_error(e, path) from e
         except CorruptFileError:
@@ -208,9 +218,22 @@ def _format_of(path: str, file_format: str | None) -> str:
     return "PARQUET"
 
 
-def _open_parquet(source: pa.NativeFile, path: str) -> tuple[pa.Schema, Any, int]:
+def _open_parquet(source: pa.NativeFile, path: str,
+                  row_groups: Callable[[pq.FileMetaData, pa.Schema], list[int] | None] | None
+                  ) -> tuple[pa.Schema, Any, int, pa.Array | None]:
     pf = pq.ParquetFile(source)
-    return pf.schema_arrow, lambda names: pf.read(columns=names, use_threads=False), pf.metadata.num_rows
+    chosen = row_groups(pf.metadata, pf.schema_arrow) if row_groups is not None else None
+    if chosen is None:
+        return pf.schema_arrow, lambda names: pf.read(columns=names, use_threads=False), pf.metadata.num_rows, None
+    starts, offset = [], 0
+    for i in range(pf.metadata.num_row_groups):
+        starts.append(offset)
+        offset += pf.metadata.row_group(i).num_rows
+    counts = [pf.metadata.row_group(i).num_rows for i in chosen]
+    positions = pa.concat_arrays([pc.add(_row_numbers(n), pa.scalar(starts[i], pa.int64()))
+                                  for i, n in zip(chosen, counts)]) if chosen else pa.array([], pa.int64())
+    return (pf.schema_arrow, lambda names: pf.read_row_groups(chosen, columns=names, use_threads=False),
+            sum(counts), positions)
 
 
 def _open_orc(source: pa.NativeFile, path: str) -> tuple[pa.Schema, Any, int]:
@@ -495,7 +518,7 @@ def deleted_rows(raw: _RawFile, data_file: DataFile, deletes: Iterable[DataFile]
                  ) -> pa.Array | None:
     """A mask of the data file's rows its delete files delete (None when none is deleted)."""
     n = raw.num_rows
-    rows = _row_numbers(n)
+    rows = raw.positions
     mask: pa.Array | None = None
 
     def add(m: pa.Array) -> None:
@@ -537,7 +560,7 @@ def lineage_columns(raw: _RawFile, first_row_id: int | None, data_sequence_numbe
     n = raw.num_rows
     if first_row_id is None:
         return pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64())
-    row_ids = pc.add(_row_numbers(n), pa.scalar(first_row_id, pa.int64()))
+    row_ids = pc.add(raw.positions, pa.scalar(first_row_id, pa.int64()))
     sequence_numbers = pa.repeat(pa.scalar(data_sequence_number or 0, pa.int64()), n)
     written_ids = raw.column_by_id(ROW_ID_FIELD_ID)
     if written_ids is not None:
@@ -574,7 +597,12 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     for d in deletes:
         if d.content == DataFileContent.EQUALITY_DELETES:
             needed |= set(d.equality_ids or ())
-    raw = _RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format, io=io)
+    pick = None
+    if row_filter is not None:
+        def pick(metadata: pq.FileMetaData, arrow_schema: pa.Schema) -> list[int] | None:
+            return matching_row_groups(metadata, arrow_schema, schema, row_filter)
+    raw = _RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format, io=io,
+                   row_groups=pick)
     mask = deleted_rows(raw, data_file, deletes, loader or DeleteLoader(mapping, io=io)) if deletes else None
     table, num_rows = raw.table, raw.num_rows
     if mask is not None and table is not None:
@@ -587,7 +615,7 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
         for name, values in zip(LINEAGE_COLUMNS, lineage_columns(raw, data_file.first_row_id, data_sequence_number)):
             out = out.append_column(lineage_field(name), values.filter(pc.invert(mask)) if mask is not None else values)
     if with_positions:
-        positions = _row_numbers(raw.num_rows)
+        positions = raw.positions
         if mask is not None:
             positions = positions.filter(pc.invert(mask))
         out = out.append_column(pa.field(POS_COLUMN, pa.int64(), nullable=False,

@@ -30,8 +30,12 @@ of a branch head reads with the current schema.
 from __future__ import annotations
 
 import bisect
+import collections
+import itertools
 import operator
+import os
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -105,6 +109,10 @@ def referenced_path(delete_file: DataFile) -> str | None:
     if lower is None or lower != upper:
         return None
     return normalize_path(from_bytes(T.StringType(), lower))
+
+
+#: threads that read a scan's data files at once (``ICELOG_READ_THREADS``; default: the cores, at most 8)
+READ_THREADS = max(1, int(os.environ.get("ICELOG_READ_THREADS") or min(8, os.cpu_count() or 1)))
 
 
 class DeleteIndex:
@@ -431,11 +439,30 @@ class Scan:
         return table
 
     def to_batches(self) -> Iterator[pa.Table]:
-        """The matching rows, one table per data file."""
+        """The matching rows, one table per data file, in plan order. Files are read by a few threads at once
+        (Parquet decoding releases the GIL), at most ``2 x threads`` files ahead of the consumer, so memory stays
+        bounded however large the table."""
         mapping = parse_name_mapping(self.state.prop(NAME_MAPPING_PROPERTY))
         loader = DeleteLoader(mapping, io=self.io)
-        for task in self.plan_files():
-            yield self._read(task, mapping, loader)
+        tasks = self.plan_files()
+        if len(tasks) <= 1 or READ_THREADS <= 1:
+            for task in tasks:
+                yield self._read(task, mapping, loader)
+            return
+        with ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="icelog-scan") as pool:
+            ahead: collections.deque[Future[pa.Table]] = collections.deque()
+            pending = iter(tasks)
+            try:
+                for task in itertools.islice(pending, 2 * READ_THREADS):
+                    ahead.append(pool.submit(self._read, task, mapping, loader))
+                while ahead:
+                    table = ahead.popleft().result()
+                    for task in itertools.islice(pending, 1):
+                        ahead.append(pool.submit(self._read, task, mapping, loader))
+                    yield table
+            finally:
+                for f in ahead:
+                    f.cancel()
 
     def _empty(self) -> pa.Table:
         empty = empty_arrow_table(self.schema)

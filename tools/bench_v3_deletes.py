@@ -7,7 +7,7 @@ Layer: tools (uses engine's public API and tools.spark; starts a local Spark ses
 The same rows go into three tables (``id long, bucket int, value double``; ``bucket = id % 100``), one data file
 per append: ``v2`` (format 2), ``v3`` and ``spark_v3`` (format 3), all ``write.delete.mode=merge-on-read``. The
 delete is ``bucket = 7``: 1% of the rows, in every file. icelog deletes from ``v2`` (one position delete file per
-partition) and ``v3`` (one Puffin file of one vector per data file); Spark 3.5 with the Iceberg 1.10 runtime
+data file, ``write.delete.granularity=file`` as Java) and ``v3`` (one Puffin file of one vector per data file); Spark 3.5 with the Iceberg 1.10 runtime
 deletes from ``spark_v3`` through icelog's REST catalog (``DELETE FROM``). Each full scan reads every column of
 every live row: icelog's ``scan().to_arrow()``, Spark's ``write.format("noop")``.
 

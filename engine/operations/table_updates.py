@@ -549,13 +549,24 @@ def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots
     except RequirementFailed:
         return None
     client = client_snapshots[sid]
-    if any(e.data_sequence_number is not None
-           for entries in client.entries.values() for e in entries if e.status == EntryStatus.ADDED):
-        return None  # added entries that carry their own sequence numbers cannot move
+    # an added entry may spell out the client's own sequence number (DuckDB does), which is inheriting it; any other
+    # sequence number of its own cannot move with the snapshot
+    client_seq = snap.get("sequence-number")
+    moved_entries: dict[str, tuple[ManifestEntry, ...]] = {}
+    for path, entries in client.entries.items():
+        moved = []
+        for e in entries:
+            if e.status == EntryStatus.ADDED and (e.data_sequence_number is not None
+                                                  or e.file_sequence_number is not None):
+                if {e.data_sequence_number, e.file_sequence_number} - {None, client_seq}:
+                    return None
+                e = attrs.evolve(e, data_sequence_number=None, file_sequence_number=None)
+            moved.append(e)
+        moved_entries[path] = tuple(moved)
     head = base.snapshot_by_id(head_ref.snapshot_id)
     sequence_number = base.last_sequence_number + 1
     # the client's new manifests move with the snapshot: their entries inherit the new sequence number
-    client = attrs.evolve(client, manifests=tuple(
+    client = attrs.evolve(client, entries=moved_entries, manifests=tuple(
         attrs.evolve(m, sequence_number=sequence_number, min_sequence_number=sequence_number)
         if m.added_snapshot_id == sid else m for m in client.manifests))
     before = {} if built_on is None else {e.file.key: e.file for e in live_entries(base, built_on)}

@@ -117,3 +117,31 @@ def test_commits_that_read_what_changed_still_get_409(tmp_path: Path) -> None:
                 update.add_column("other", StringType())
         with Catalog.open(tmp_path / "wh") as cat:
             assert cat.load_table("db.t").state.version == version
+
+
+def test_a_duckdb_insert_whose_transaction_began_before_another_append_is_rebased(tmp_path: Path) -> None:
+    """DuckDB spells out its snapshot's sequence number in the entries it adds: that is inheriting it, so the
+    append still moves onto the new head (with the new number)."""
+    from tests.conftest import duckdb_connect
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        cat.create_table("db.t", schema=SCHEMA)
+    with running_server(tmp_path / "wh", TOKEN) as server:
+        con = duckdb_connect()
+        con.execute(f"ATTACH 'warehouse' AS ice (TYPE iceberg, ENDPOINT '{server.uri}', AUTHORIZATION_TYPE 'oauth2', "
+                    f"TOKEN '{TOKEN}')")
+        con.execute("BEGIN")
+        con.execute("INSERT INTO ice.db.t VALUES (1, 'duckdb')")      # built on the empty table
+        with Catalog.open(tmp_path / "wh") as cat:
+            cat.load_table("db.t").append(_rows([2], "icelog"))
+        con.execute("COMMIT")                                          # no 409
+        assert sorted(con.execute("SELECT id FROM ice.db.t").fetchall()) == [(1,), (2,)]
+        con.close()
+    with Catalog.open(tmp_path / "wh") as cat:
+        t = cat.load_table("db.t")
+        head = t.current_snapshot()
+        assert head.sequence_number == 2 and head.parent_snapshot_id is not None
+        assert all(e.data_sequence_number == 2 for e in t.catalog.store.live_entries(t.state, head.snapshot_id)
+                   if e.snapshot_id == head.snapshot_id)
+        assert cat.verify("db.t") == []
