@@ -30,7 +30,6 @@ from engine.model import types as T
 from engine.model.arrow_schema import arrow_carries_field_ids, arrow_children, arrow_field_id
 from engine.model.name_mapping import name_mapping
 from engine.model.schema import Schema
-from engine.model.variant import VARIANT_STORAGE_TYPE
 from engine.reader import apply_name_mapping, parse_name_mapping
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
@@ -163,9 +162,8 @@ def reads_as(ftype: pa.DataType, t: T.IcebergType) -> bool:
         return ftype in (pa.time32("ms"), pa.time64("us"))
     if isinstance(t, (T.TimestampType, T.TimestamptzType) + T.NANO_TIMESTAMPS):
         return pa.types.is_timestamp(ftype)
-    if isinstance(t, T.VariantType):
-        return ftype == VARIANT_STORAGE_TYPE or (
-            pa.types.is_struct(ftype) and {"metadata", "value"} <= {ftype.field(i).name for i in range(ftype.num_fields)})
+    if isinstance(t, T.VariantType):  # the unshredded (metadata, value) group
+        return pa.types.is_struct(ftype) and {"metadata", "value"} <= {f.name for f in arrow_children(ftype)}
     if isinstance(t, T.StringType):
         return ftype in _STRINGS or ftype in _BINARIES  # Hive and Impala write strings without the UTF-8 mark
     if isinstance(t, T.BinaryType):

@@ -227,10 +227,10 @@ class _ColumnMetrics:
     split_offsets: list[int]
 
 
-def _column_metrics(metadata: pq.FileMetaData, arrow_schema: pa.Schema, leaves: dict[str, LeafField],
+def _column_metrics(metadata: pq.FileMetaData, file_ids: dict[str, int], leaves: dict[str, LeafField],
                     row_groups: Iterable[int]) -> _ColumnMetrics:
+    """:param file_ids: the file's own field ids by Parquet path (empty: match columns by the schema's names)"""
     by_id = {leaf.field_id: leaf for leaf in leaves.values()}
-    file_ids = _ids_by_path(arrow_schema)
 
     column_sizes: dict[int, int] = {}
     value_counts: dict[int, int] = {}
@@ -292,13 +292,14 @@ def matching_row_groups(metadata: pq.FileMetaData, arrow_schema: pa.Schema, sche
     ``schema``), judged as a file's metrics are; None when every row group may (or the file has only one, or
     carries no field ids to match its columns by).
     """
-    if metadata.num_row_groups <= 1 or not _ids_by_path(arrow_schema):
+    file_ids = _ids_by_path(arrow_schema) if metadata.num_row_groups > 1 else {}
+    if not file_ids:
         return None
     leaves = _leaves(schema)
     by_id = {leaf.field_id: leaf for leaf in leaves.values()}
     keep = []
     for rg_index in range(metadata.num_row_groups):
-        m = _column_metrics(metadata, arrow_schema, leaves, [rg_index])
+        m = _column_metrics(metadata, file_ids, leaves, [rg_index])
         lower, upper = {}, {}
         for fid in set(m.lowers) - m.no_bounds:
             try:
@@ -355,7 +356,7 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
 
     leaves = _leaves(schema)
     by_id = {leaf.field_id: leaf for leaf in leaves.values()}
-    metrics = _column_metrics(metadata, arrow_schema, leaves, range(metadata.num_row_groups))
+    metrics = _column_metrics(metadata, _ids_by_path(arrow_schema), leaves, range(metadata.num_row_groups))
     column_sizes, value_counts, null_counts = metrics.column_sizes, metrics.value_counts, metrics.null_counts
     lowers, uppers, no_bounds, split_offsets = metrics.lowers, metrics.uppers, metrics.no_bounds, metrics.split_offsets
 

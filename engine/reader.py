@@ -13,6 +13,7 @@ the table since still matches). The row filter is applied last, to the projected
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -571,6 +572,11 @@ def lineage_columns(raw: _RawFile, first_row_id: int | None, data_sequence_numbe
     return row_ids, sequence_numbers
 
 
+def _row_groups_matching(schema: Schema, row_filter: BooleanExpression, metadata: pq.FileMetaData,
+                         arrow_schema: pa.Schema) -> list[int] | None:
+    return matching_row_groups(metadata, arrow_schema, schema, row_filter)
+
+
 def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[DataFile] = (),
                    name_mapping_entries: MappingEntries | None = None, row_filter: BooleanExpression | None = None,
                    loader: DeleteLoader | None = None, with_positions: bool = False,
@@ -597,12 +603,9 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     for d in deletes:
         if d.content == DataFileContent.EQUALITY_DELETES:
             needed |= set(d.equality_ids or ())
-    pick = None
-    if row_filter is not None:
-        def pick(metadata: pq.FileMetaData, arrow_schema: pa.Schema) -> list[int] | None:
-            return matching_row_groups(metadata, arrow_schema, schema, row_filter)
+    row_groups = None if row_filter is None else functools.partial(_row_groups_matching, schema, row_filter)
     raw = _RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format, io=io,
-                   row_groups=pick)
+                   row_groups=row_groups)
     mask = deleted_rows(raw, data_file, deletes, loader or DeleteLoader(mapping, io=io)) if deletes else None
     table, num_rows = raw.table, raw.num_rows
     if mask is not None and table is not None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import bisect
 import collections
-import itertools
 import operator
 import os
 from collections import defaultdict
@@ -47,7 +46,7 @@ from engine.file_index import FileIndex, FileItem, collector_paused
 from engine.model import types as T
 from engine.model.arrow_schema import empty_arrow_table
 from engine.model.data_file import DataFile, DataFileContent, FieldSummary
-from engine.model.delete_overlap import equality_deletes_may_apply
+from engine.model.delete_overlap import FileMetrics
 from engine.model.expressions import (
     AlwaysFalse,
     AlwaysTrue,
@@ -121,13 +120,14 @@ class DeleteIndex:
     :param entries: the live delete entries
     :param unpartitioned_specs: ids of the table's unpartitioned specs (their equality deletes are global)
     :param schema: the table schema; when given, an equality delete file applies to a data file only if their
-        column metrics say it may (:func:`engine.model.delete_overlap.equality_deletes_may_apply`, Java's rule)
+        column metrics say it may (:class:`engine.model.delete_overlap.FileMetrics`, Java's rule)
     """
 
     def __init__(self, entries: Sequence[LiveEntry], unpartitioned_specs: set[int], schema: Schema | None = None
                  ) -> None:
         #: the table schema's fields by id: equality deletes whose metrics cannot touch a data file are left out
         self._fields = schema.index_by_id() if schema is not None else None
+        self._delete_metrics: dict[int, FileMetrics] = {}  # by id() of the delete files this index holds
         self._pos_by_partition: dict[tuple[int, tuple[Any, ...]], list[tuple[int, int, DataFile]]] = defaultdict(list)
         self._pos_by_path: dict[str, list[tuple[int, int, DataFile]]] = defaultdict(list)
         self._eq_by_partition: dict[tuple[int, tuple[Any, ...]], list[tuple[int, int, DataFile]]] = defaultdict(list)
@@ -165,13 +165,20 @@ class DeleteIndex:
         find = bisect.bisect_right if strictly_newer else bisect.bisect_left
         return bucket[find(keys, sequence_number):]
 
+    def _metrics_of(self, delete_file: DataFile) -> FileMetrics:
+        metrics = self._delete_metrics.get(id(delete_file))
+        if metrics is None:
+            metrics = self._delete_metrics[id(delete_file)] = FileMetrics(delete_file)
+        return metrics
+
     def for_data_file(self, f: DataFile, data_sequence_number: int) -> tuple[DataFile, ...]:
         """The delete files that apply to a data file with this data sequence number, oldest first."""
         key = (f.spec_id, f.partition)
         equality = (self._from(self._eq_by_partition.get(key, []), data_sequence_number, True)
                     + self._from(self._eq_global, data_sequence_number, True))
         if equality and self._fields is not None:
-            equality = [x for x in equality if equality_deletes_may_apply(f, x[2], self._fields)]
+            data = FileMetrics(f)
+            equality = [x for x in equality if data.may_hold_rows_deleted_by(self._metrics_of(x[2]), self._fields)]
         found = (self._from(self._pos_by_partition.get(key, []), data_sequence_number, False)
                  + self._from(self._pos_by_path.get(normalize_path(f.file_path), []), data_sequence_number, False)
                  + equality)
@@ -450,14 +457,14 @@ class Scan:
                 yield self._read(task, mapping, loader)
             return
         with ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="icelog-scan") as pool:
-            ahead: collections.deque[Future[pa.Table]] = collections.deque()
-            pending = iter(tasks)
+            ahead: collections.deque[Future[pa.Table]] = collections.deque(
+                pool.submit(self._read, task, mapping, loader) for task in tasks[:2 * READ_THREADS])
+            pending = iter(tasks[2 * READ_THREADS:])
             try:
-                for task in itertools.islice(pending, 2 * READ_THREADS):
-                    ahead.append(pool.submit(self._read, task, mapping, loader))
                 while ahead:
                     table = ahead.popleft().result()
-                    for task in itertools.islice(pending, 1):
+                    task = next(pending, None)
+                    if task is not None:
                         ahead.append(pool.submit(self._read, task, mapping, loader))
                     yield table
             finally:

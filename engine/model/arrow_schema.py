@@ -4,12 +4,12 @@ Layer: engine.model (pure values; imports pyarrow, attrs and engine.model / engi
 
 :func:`schema_to_arrow` gives the Arrow schema the engine writes Parquet with: every field, list elements and
 map keys and values included, carries ``PARQUET:field_id`` metadata, which pyarrow writes as the Parquet field
-id that Iceberg readers (Java/Spark, PyIceberg) project by. Format v3 types: ``timestamp_ns``/``timestamptz_ns`` map to nanosecond timestamps (an Arrow nanosecond timestamp
-still reads as ``timestamp``/``timestamptz``, as before, since older tables cannot hold nanoseconds), ``unknown`` to
-Arrow's null type and ``variant`` to the unshredded (metadata, value) struct marked ``arrow.parquet.variant``
-(:mod:`engine.model.variant`). ``uuid`` maps to Arrow's canonical ``arrow.uuid``
-extension type (``pa.uuid()``), which is what PyIceberg 0.12 maps uuid to; pyarrow writes it as a 16-byte
-FIXED_LEN_BYTE_ARRAY with the Parquet UUID logical type, as Iceberg Java does.
+id that Iceberg readers (Java/Spark, PyIceberg) project by. Format v3 types: ``timestamp_ns``/``timestamptz_ns``
+map to nanosecond timestamps (an Arrow nanosecond timestamp still reads as ``timestamp``/``timestamptz``, as
+before, since older tables cannot hold nanoseconds), ``unknown`` to Arrow's null type and ``variant`` to the
+unshredded (metadata, value) struct marked ``arrow.parquet.variant`` (:mod:`engine.model.variant`). ``uuid`` maps
+to Arrow's canonical ``arrow.uuid`` extension type (``pa.uuid()``), which is what PyIceberg 0.12 maps uuid to;
+pyarrow writes it as a 16-byte FIXED_LEN_BYTE_ARRAY with the Parquet UUID logical type, as Iceberg Java does.
 
 :func:`schema_from_arrow` reads an Arrow schema back: with the field ids it carries, or, when it carries none,
 with fresh ids assigned like Java's ``TypeUtil.assignFreshIds``.

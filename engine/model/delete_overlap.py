@@ -13,14 +13,13 @@ NaN is outside every range.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from engine.errors import ValidationError
 from engine.model.data_file import DataFile
-from engine.model.types import DoubleType, FloatType, IcebergType, IntegerType, LongType, NestedField, PrimitiveType
-from engine.model.values import from_bytes
+from engine.model.types import DoubleType, FloatType, NestedField, PrimitiveType
+from engine.model.values import bound_value
 
 
 def equality_deletes_may_apply(data_file: DataFile, delete_file: DataFile, fields: Mapping[int, NestedField]) -> bool:
@@ -29,38 +28,18 @@ def equality_deletes_may_apply(data_file: DataFile, delete_file: DataFile, field
     :param fields: the table schema's fields by id (``Schema.index_by_id()``), for the equality columns' types and
         nullability
     """
-    data = _Metrics(data_file)
-    deletes = _Metrics(delete_file)
-    check_ranges = data.has_bounds and deletes.has_bounds
-    for field_id in delete_file.equality_ids or ():
-        field = fields.get(field_id)
-        if field is None or not isinstance(field.field_type, PrimitiveType):
-            continue  # no metrics to judge by: may apply
-        if data.contains_null(field) and deletes.contains_null(field):
-            continue  # null keys deleted, null keys present
-        if data.all_null(field) and deletes.all_non_null(field):
-            return False
-        if deletes.all_null(field) and data.all_non_null(field):
-            return False
-        if not check_ranges or not _ranges_comparable(field, data, deletes):
-            continue
-        data_lower, data_upper = data.bound(field, lower=True), data.bound(field, lower=False)
-        delete_lower, delete_upper = deletes.bound(field, lower=True), deletes.bound(field, lower=False)
-        if None in (data_lower, data_upper, delete_lower, delete_upper):
-            continue
-        if data_lower > delete_upper or delete_lower > data_upper:
-            return False
-    return True
+    return FileMetrics(data_file).may_hold_rows_deleted_by(FileMetrics(delete_file), fields)
 
 
-def _ranges_comparable(field: NestedField, data: _Metrics, deletes: _Metrics) -> bool:
+def _ranges_comparable(field: NestedField, data: FileMetrics, deletes: FileMetrics) -> bool:
     if isinstance(field.field_type, (FloatType, DoubleType)):
         return data.nan_count(field.field_id) == 0 and deletes.nan_count(field.field_id) == 0
     return True
 
 
-class _Metrics:
-    """One file's column metrics, read the way Java's null-count helpers read them."""
+class FileMetrics:
+    """One file's column metrics, read the way Java's null-count helpers read them (a scan builds them once per
+    file and compares them with every delete file's)."""
 
     def __init__(self, f: DataFile) -> None:
         self.file = f
@@ -70,6 +49,29 @@ class _Metrics:
         self.lower = dict(f.lower_bounds or ())
         self.upper = dict(f.upper_bounds or ())
         self.has_bounds = bool(f.lower_bounds) and bool(f.upper_bounds)
+
+    def may_hold_rows_deleted_by(self, deletes: FileMetrics, fields: Mapping[int, NestedField]) -> bool:
+        """Whether the equality delete file ``deletes`` may delete a row of this data file."""
+        check_ranges = self.has_bounds and deletes.has_bounds
+        for field_id in deletes.file.equality_ids or ():
+            field = fields.get(field_id)
+            if field is None or not isinstance(field.field_type, PrimitiveType):
+                continue  # no metrics to judge by: may apply
+            if self.contains_null(field) and deletes.contains_null(field):
+                continue  # null keys deleted, null keys present
+            if self.all_null(field) and deletes.all_non_null(field):
+                return False
+            if deletes.all_null(field) and self.all_non_null(field):
+                return False
+            if not check_ranges or not _ranges_comparable(field, self, deletes):
+                continue
+            data_lower, data_upper = self.bound(field, lower=True), self.bound(field, lower=False)
+            delete_lower, delete_upper = deletes.bound(field, lower=True), deletes.bound(field, lower=False)
+            if None in (data_lower, data_upper, delete_lower, delete_upper):
+                continue
+            if data_lower > delete_upper or delete_lower > data_upper:
+                return False
+        return True
 
     def contains_null(self, field: NestedField) -> bool:
         if field.required:
@@ -98,16 +100,7 @@ class _Metrics:
         raw = (self.lower if lower else self.upper).get(field.field_id)
         if raw is None:
             return None
-        t: IcebergType = field.field_type
-        # bounds written before an int -> long or float -> double promotion keep their narrower size
-        if isinstance(t, LongType) and len(raw) == 4:
-            t = IntegerType()
-        elif isinstance(t, DoubleType) and len(raw) == 4:
-            t = FloatType()
         try:
-            value = from_bytes(t, raw)
-        except (ValidationError, ValueError, TypeError):
+            return bound_value(field.field_type, raw)
+        except ValidationError:
             return None  # an unreadable bound proves nothing
-        if isinstance(value, float) and math.isnan(value):
-            return None
-        return value

@@ -936,20 +936,11 @@ class _MetricsEvaluator:
         raw = (self._lower if which == "lower" else self._upper).get(ref.field_id)
         if raw is None:
             return None
-        t = ref.field_type
-        # bounds written before an int -> long or float -> double promotion keep their narrower size
-        if isinstance(t, LongType) and len(raw) == 4:
-            t = IntegerType()
-        elif isinstance(t, DoubleType) and len(raw) == 4:
-            t = FloatType()
         try:
-            value = values.from_bytes(t, raw)
-        except (ValidationError, ValueError, TypeError, ArithmeticError, struct.error) as e:
+            return values.bound_value(ref.field_type, raw)
+        except ValidationError as e:
             raise CorruptFileError(f"Cannot read {which} bound of column {ref.name!r} ({ref.field_type}): {e}",
                                    path=self._file.file_path) from e
-        if isinstance(value, float) and math.isnan(value):
-            return None  # a NaN bound proves nothing
-        return value
 
     # predicates -----------------------------------------------------------------------------------------------
 
@@ -1498,17 +1489,11 @@ class _SummaryEvaluator:
     def _bound(self, ref: BoundReference, raw: bytes | None) -> Any:
         if raw is None:
             return None
-        t = ref.field_type
-        if isinstance(t, LongType) and len(raw) == 4:
-            t = IntegerType()
-        elif isinstance(t, DoubleType) and len(raw) == 4:
-            t = FloatType()
         try:
-            value = values.from_bytes(t, raw)
-        except (ValidationError, ValueError, TypeError, ArithmeticError, struct.error) as e:
+            return values.bound_value(ref.field_type, raw)
+        except ValidationError as e:
             raise CorruptFileError(f"Cannot read partition summary bound of {ref.name!r} ({ref.field_type}): {e}",
                                    path=self._path or "<manifest list>") from e
-        return None if _is_nan(value) else value
 
     @staticmethod
     def _all_null(s: FieldSummary, ref: BoundReference) -> bool:

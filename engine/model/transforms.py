@@ -18,7 +18,8 @@ Results match Iceberg Java 1.10 value for value, including its corner cases: tru
 long overflow, and year/month/day/hour of a timestamp before 1970 floor toward negative infinity except at
 ``hh:00:00.999999`` in the first second of a unit, where Java (``DateTimeUtil.convertMicros``) gives one unit
 less (``.999999999`` for nanosecond timestamps, ``convertNanos``). Nanosecond timestamps hash their microseconds
-(floor), so a value buckets alike in both units. icelog reproduces that so that Java's partition pruning agrees with the partitions icelog writes.
+(floor), so a value buckets alike in both units. icelog reproduces that so that Java's partition pruning agrees
+with the partitions icelog writes.
 """
 
 from __future__ import annotations

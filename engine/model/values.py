@@ -367,6 +367,26 @@ def from_bytes(t: IcebergType, b: bytes) -> Any:
     raise ValidationError(f"Cannot read value: type {t} has no single-value form")
 
 
+def bound_value(t: IcebergType, raw: bytes) -> Any:
+    """The canonical value of a column's lower or upper bound (Appendix D bytes) for a column now of type ``t``:
+    bounds written before an int -> long or float -> double promotion keep their narrower size; a NaN bound proves
+    nothing and reads as None.
+
+    :raises ValidationError: when the bytes are not a value of the type
+    """
+    if isinstance(t, LongType) and len(raw) == 4:
+        t = IntegerType()
+    elif isinstance(t, DoubleType) and len(raw) == 4:
+        t = FloatType()
+    try:
+        value = from_bytes(t, raw)
+    except (ValueError, TypeError, ArithmeticError, struct.error) as e:
+        raise ValidationError(f"Cannot read {t} bound from bytes {bytes(raw).hex()}: {e}") from e
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
 # -- JSON single-value serialization -----------------------------------------------------------------------------
 
 

@@ -41,7 +41,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import ValidationError
-from engine.model.values import decimal_from_unscaled
+from engine.model.values import decimal_from_unscaled, decimal_unscaled
 
 _VERSION = 1
 _PRIMITIVE, _SHORT_STRING, _OBJECT, _ARRAY = 0, 1, 2, 3
@@ -157,12 +157,11 @@ def _encode_value(value: Any, ids: dict[str, int]) -> bytes:
 
 
 def _encode_decimal(value: decimal.Decimal) -> bytes:
-    sign, digits, exponent = value.as_tuple()
+    exponent = value.as_tuple().exponent
     if not isinstance(exponent, int):
         raise ValidationError(f"Cannot encode variant: decimal {value} is not finite")
     scale = max(0, -exponent)
-    unscaled = int("".join(map(str, digits)) or "0") * 10 ** max(0, exponent)
-    unscaled = -unscaled if sign else unscaled
+    unscaled = decimal_unscaled(value, scale)
     precision = max(len(str(abs(unscaled))), scale)
     if scale > 38 or precision > 38:
         raise ValidationError(f"Cannot encode variant: decimal {value} has more than 38 digits")

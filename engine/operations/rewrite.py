@@ -28,8 +28,8 @@ file. Java's other selection options (min-input-files, file size thresholds, par
 
 Sequence numbers (Java's ``use-starting-sequence-number`` option, on by default): the new files' file changes
 carry an explicit data sequence number, the sequence number of the snapshot the compaction started from, while
-the ``replace`` snapshot (and so the files' file sequence number) takes the table's next one. Equality deletes committed meanwhile have higher sequence numbers, so they
-still apply to the rewritten rows and the compaction lands beside them. Position deletes committed meanwhile
+the ``replace`` snapshot (and so the files' file sequence number) takes the table's next one. Equality deletes
+committed meanwhile have higher sequence numbers, so they still apply to the rewritten rows and the compaction lands beside them. Position deletes committed meanwhile
 name the old files by path and would be lost, so the commit step refuses any that apply to a file it rewrites
 (ValidationConflict naming the commit), as it refuses a rewritten file that was removed meanwhile. Files of an
 older spec are rewritten into the current spec's partitions, where equality deletes scoped to their old

@@ -84,7 +84,8 @@ def snapshot_events(base: TableState, ctx: CommitContext, *, operation: str, sna
         ref = base.ref(branch)
         parent = base.snapshot_by_id(ref.snapshot_id) if ref is not None else None
     else:
-        parent = base.snapshot_by_id(parent_snapshot_id) if parent_snapshot_id is not None else None  # type: ignore[arg-type]
+        parent = (base.snapshot_by_id(parent_snapshot_id)  # type: ignore[arg-type]
+                  if parent_snapshot_id is not None else None)
         if parent_snapshot_id is not None and parent is None:
             raise ValidationError(f"Cannot commit snapshot: parent snapshot {parent_snapshot_id} does not exist")
     if base.format_version < 2 and any(f.content != DataFileContent.DATA for f in added):

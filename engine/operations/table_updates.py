@@ -261,7 +261,8 @@ def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | No
                     gone.extend(_entries(io, m, "parent manifest"))
         out[snap["snapshot-id"]] = ClientSnapshot(
             snapshot_id=snap["snapshot-id"], manifest_list=list_path, manifests=manifests, entries=entries,
-            parent_manifests=None if parent_manifests is None else frozenset(parent_manifests), gone_entries=tuple(gone))
+            parent_manifests=None if parent_manifests is None else frozenset(parent_manifests),
+            gone_entries=tuple(gone))
     return out
 
 
@@ -325,8 +326,8 @@ class _Running:
         #: files live in the snapshots this commit adds (their parents may be earlier snapshots of the same commit,
         #: which the log's file index does not know yet)
         self.live: dict[int, dict[str, DataFile]] = {}
-        #: a rebased append's snapshot id -> the parent the client built it on (its files are compared with that)
-        self.rebased_from: dict[int, int | None] = {}
+        #: a rebased append's snapshot id -> the files it adds (found against the snapshot the client built on)
+        self.rebased: dict[int, tuple[FileChange, ...]] = {}
 
     def add(self, event: Event) -> None:
         self.state = apply_in_commit(event, self.state, self.ctx)
@@ -467,16 +468,15 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
     :raises RequirementFailed: a requirement does not hold (or a snapshot was built on a stale base)
     :raises ValidationError: an update that is invalid on the table
     """
-    rebased_from: dict[int, int | None] = {}
+    rebased: dict[int, tuple[FileChange, ...]] = {}
     try:
         check_requirements(base, commit, stream)
     except RequirementFailed:
-        rebased = rebase_append(base, commit, client_snapshots, live_entries, stream)
-        if rebased is None:
+        found = rebase_append(base, commit, client_snapshots, live_entries, stream)
+        if found is None:
             raise
-        commit, moved = rebased
-        rebased_from = {moved.snapshot_id: moved.built_on}
-        client_snapshots = {**client_snapshots, moved.snapshot_id: moved.client}
+        commit, moved = found
+        rebased = {moved.snapshot_id: moved.changes}
     updates = list(commit.updates)
     prefix: list[Event] = []
     if base is None:
@@ -489,7 +489,7 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
         base = apply_in_commit(created, None, ctx)
         prefix = [created]
     run = _Running(base, ctx)
-    run.rebased_from = rebased_from
+    run.rebased = rebased
     run.events = prefix
     if prefix:
         run.last_schema_id, run.last_spec_id, run.last_order_id = 0, 0, base.default_sort_order_id
@@ -501,13 +501,11 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
 
 @attrs.frozen
 class RebasedSnapshot:
-    """A client's append moved onto the branch head: its id, the snapshot the client built it on (its files are
-    compared with that one's) and what the client wrote, its new manifests carrying the new sequence number and
-    row ids."""
+    """A client's append moved onto the branch head: its id and the files it adds (found against the snapshot the
+    client built on; they inherit the new sequence number)."""
 
     snapshot_id: int
-    built_on: int | None
-    client: ClientSnapshot
+    changes: tuple[FileChange, ...]
 
 
 def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots: Mapping[int, ClientSnapshot],
@@ -582,7 +580,7 @@ def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots
     requirement = {"type": "assert-ref-snapshot-id", "ref": branch, "snapshot-id": head.snapshot_id}
     updates = tuple({"action": "add-snapshot", "snapshot": snap} if u is snapshots[0] else u for u in commit.updates)
     return (TableCommit(requirements=rest.requirements + (requirement,), updates=updates),
-            RebasedSnapshot(snapshot_id=sid, built_on=built_on, client=client))
+            RebasedSnapshot(snapshot_id=sid, changes=changes))
 
 
 _TOTALS = {"total-records": "added-records", "total-files-size": "added-files-size",
@@ -793,10 +791,7 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     client = client_snapshots.get(sid)
     if client is None:
         raise ValidationError(f"Cannot add snapshot {sid}: its manifest list was not read")
-    if sid in run.rebased_from:  # a rebased append: what it adds, relative to the snapshot the client read
-        built_on = run.rebased_from[sid]
-        before = {} if built_on is None else {e.file.key: e.file for e in live_entries(state, built_on)}
-    elif parent_id is None:
+    if parent_id is None:
         before = {}
     elif parent_id in run.live:
         before = run.live[parent_id]
@@ -805,9 +800,8 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     first_row_id = added_rows = None
     if state.format_version >= 3:
         first_row_id, added_rows = _row_lineage(state, snap, stream)
-    changes = _file_changes(state, client, before, seq)
-    if sid in run.rebased_from and parent_id is not None:
-        before = run.live.get(parent_id) or {e.file.key: e.file for e in live_entries(state, parent_id)}
+    # a rebased append adds what it added to the snapshot the client built on (rebase_append found it)
+    changes = run.rebased[sid] if sid in run.rebased else _file_changes(state, client, before, seq)
     after = dict(before)
     for c in changes:
         if c.added:

@@ -304,7 +304,8 @@ class _Changes:
             try:
                 default_json = value_to_json(field_type, value_from_python(field_type, default))
             except (ValidationError, ValueError, TypeError, OverflowError) as e:
-                raise ValidationError(f"Cannot {action} with default {default!r}: it is not a {field_type} ({e})") from e
+                raise ValidationError(f"Cannot {action} with default {default!r}: it is not a {field_type} "
+                                      f"({e})") from e
         key = ROOT
         if len(path) > 1:
             parent_name = ".".join(path[:-1])
