@@ -145,3 +145,37 @@ def test_a_duckdb_insert_whose_transaction_began_before_another_append_is_rebase
         assert all(e.data_sequence_number == 2 for e in t.catalog.store.live_entries(t.state, head.snapshot_id)
                    if e.snapshot_id == head.snapshot_id)
         assert cat.verify("db.t") == []
+
+
+def test_a_rebased_append_of_files_the_table_does_not_own_is_refused_and_lands_nothing(tmp_path: Path) -> None:
+    """Rebasing changes where an append lands, never what it may add: a stale client appending another table's data
+    file, or a file outside the table's location, still gets 400 and nothing is committed."""
+    import pyarrow.parquet as pq
+    from pyiceberg.exceptions import BadRequestError
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        victim = cat.create_table("db.victim", schema=SCHEMA)
+        victim.append(_rows([1], "victim"))
+        victim_file = victim.inspect.files().column("file_path").to_pylist()[0].removeprefix("file://")
+        cat.create_table("db.t", schema=SCHEMA, properties=NO_CLIENT_RETRY).append(_rows([5], "icelog"))
+    outside = tmp_path / "outside.parquet"
+    pq.write_table(_rows([9], "outside"), outside)
+    with running_server(tmp_path / "wh", TOKEN) as server:
+        # PyIceberg's add_files first sets a name mapping when the table has none (then it is no pure append)
+        mapping = _client(server.uri).load_table("db.t").schema().name_mapping.model_dump_json()
+        with Catalog.open(tmp_path / "wh") as cat:
+            cat.load_table("db.t").set_properties({"schema.name-mapping.default": mapping})
+        for path, message in ((victim_file, "belongs to db.victim"), (str(outside), "not under the table location")):
+            stale = _client(server.uri).load_table("db.t")
+            with Catalog.open(tmp_path / "wh") as cat:
+                cat.load_table("db.t").append(_rows([6], "icelog"))      # the client's head is stale: a rebase case
+                version = cat.load_table("db.t").state.version
+            with pytest.raises(BadRequestError, match=message):
+                stale.add_files([path])
+            with Catalog.open(tmp_path / "wh") as cat:
+                assert cat.load_table("db.t").state.version == version
+    with Catalog.open(tmp_path / "wh") as cat:
+        assert sorted(cat.load_table("db.t").scan().to_arrow().column("id").to_pylist()) == [5, 6, 6]
+        assert cat.load_table("db.victim").scan().to_arrow().column("id").to_pylist() == [1]
+        assert cat.verify("db.victim") == []
