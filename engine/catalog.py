@@ -17,11 +17,12 @@ log on every call.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
 import uuid
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import attrs
@@ -607,8 +608,9 @@ class Table(TableStateReads):
     # ------------------------------------------------------------ writes
     def append(self, data: pa.Table, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Write ``data`` as Parquet data files (one or more per partition) and commit them as one snapshot."""
-        files = write_data_files(self.state, data, stage=self.stage_file, io=self.catalog.io)
-        return self._commit_append(files, branch=branch)
+        with self._staging() as staged:
+            files = write_data_files(self.state, data, stage=staged.append, io=self.catalog.io)
+            return self._commit_append(files, branch=branch, staged=staged)
 
     def append_files(self, paths: Iterable[str], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Register existing Parquet files in place (unpartitioned tables, or files whose partition is given by
@@ -684,6 +686,20 @@ class Table(TableStateReads):
         changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, start, stage=self.stage_file,
                                                     io=self.catalog.io)
         return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files)
+
+    @contextlib.contextmanager
+    def _staging(self) -> Iterator[list[str]]:
+        """Collects the files an operation is about to write; its commit records them as staged in its own
+        transaction (no flush of their own). When the operation fails before its commit lands they are recorded
+        in a transaction of their own, for remove_orphan_files (after a crash, its listing finds them: they are
+        under the table's location)."""
+        paths: list[str] = []
+        try:
+            yield paths
+        except BaseException:
+            if paths:
+                self.catalog.log.record_staged_many(self.uuid, paths, now_ms())
+            raise
 
     def stage_file(self, path: str) -> None:
         """Record a file about to be written for this table, before it is written (see remove_orphan_files)."""
@@ -838,7 +854,7 @@ class Table(TableStateReads):
                               properties=dict(state.properties), io=io)
 
     def _commit_append(self, files: list[DataFile], name_mapping: str | None = None,
-                       branch: str = MAIN_BRANCH) -> Snapshot | None:
+                       branch: str = MAIN_BRANCH, staged: Sequence[str] = ()) -> Snapshot | None:
         """Commit ``files`` as one append; with ``name_mapping``, also set the table's default name mapping (for
         files written without field ids) in the same commit."""
         if not files:
@@ -851,7 +867,7 @@ class Table(TableStateReads):
                 events.append(PropertiesSet(updates={NAME_MAPPING_PROPERTY: name_mapping}))
             return events + append_events(base, files, ctx, snapshot_id=snapshot_id, branch=branch)
 
-        return self.commit_events(build).snapshot_by_id(snapshot_id)
+        return self.commit_events(build, staged=staged).snapshot_by_id(snapshot_id)
 
     # ------------------------------------------------------------ table metadata
     def set_properties(self, properties: Mapping[str, str] | None = None, **kwargs: str) -> TableState:
@@ -909,12 +925,16 @@ class Table(TableStateReads):
         if self._staged is not None and exc_type is None:
             self.commit_transaction()
 
-    def commit_events(self, build: Callable[[TableState, CommitContext], Sequence[Event]]) -> TableState:
+    def commit_events(self, build: Callable[[TableState, CommitContext], Sequence[Event]], *,
+                      staged: Sequence[str] = ()) -> TableState:
         """Commit the events ``build(base, ctx)`` makes on the current state, rebuilt on a fresh base after a
-        conflict (up to the table's ``commit.retry.*`` settings); returns the state after the commit.
+        conflict (up to the table's ``commit.retry.*`` settings); returns the state after the commit. ``staged``:
+        the files written for it, recorded as staged in the commit's own transaction.
 
         In a transaction the build is staged instead, and the state it would lead to comes back."""
         if self._staged is not None:
+            if staged:
+                self.catalog.log.record_staged_many(self.uuid, staged, now_ms())
             self._staged.append(build)
             try:
                 return self.state  # validates the staged change now; it is validated again at commit
@@ -927,7 +947,8 @@ class Table(TableStateReads):
             base = self.catalog.store.table(self.uuid)
             return [(self.uuid, base.version, list(build(base, ctx)))]
 
-        landed = commit_streams(self.catalog.store, commit_build, policy=RetryPolicy.of(self.state))
+        landed = commit_streams(self.catalog.store, commit_build, policy=RetryPolicy.of(self.state),
+                                staged=[(self.uuid, staged)] if staged else ())
         return self._after_commit(landed)
 
     def check_foreign_writers(self, action: str = "commit to") -> None:
@@ -1015,10 +1036,10 @@ class Table(TableStateReads):
         state = store.table(self.uuid)
         if self.catalog.project:
             try:
-                # the commit has just checked for foreign metadata; on S3 the conditional PUT of metadata.json
-                # guards the publish itself, locally the check runs again
-                self._publish(check_foreign=not is_s3(state.location))
-            except StorageError as e:
+                # the commit has just checked for foreign metadata, and the publish writes metadata.json only where
+                # no file is (a foreign one that slipped in since is refused, never replaced)
+                self._publish(check_foreign=False)
+            except (StorageError, ForeignWriterError) as e:
                 raise PublishFailed(f"Committed {'.'.join(self.identifier)} at version {state.version}, but could "
                                     f"not publish it ({e}); readers see the previous version until publish() "
                                     f"succeeds", path=e.path, table=".".join(self.identifier),

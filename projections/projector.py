@@ -41,7 +41,7 @@ from projections.manifests import (
     render_manifest,
     render_manifest_list,
 )
-from projections.metadata_json import render_metadata
+from projections.metadata_json import MetadataRenderer
 from storage import Log
 from storage.errors import FileAlreadyExists, FileNotFound
 from storage.files import FileIO, is_s3
@@ -129,16 +129,21 @@ class OverlayIndex:
 
 
 class SqliteIndex:
-    """The manifest-list index as a derived table in the catalog's SQLite file."""
+    """The manifest-list index as a derived table in the catalog's SQLite file. A row never changes once written,
+    so each table's newest list (the parent of its next commit) is also kept in memory."""
 
     TABLE = "projection_manifest_lists"
 
     def __init__(self, log: Log) -> None:
         self.log = log
+        self._newest: dict[str, tuple[int, list[ManifestFile]]] = {}
         log.db.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (table_uuid TEXT NOT NULL, snapshot_id INTEGER "
                        f"NOT NULL, manifests TEXT NOT NULL, PRIMARY KEY (table_uuid, snapshot_id))")
 
     def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None:
+        newest = self._newest.get(table_uuid)
+        if newest is not None and newest[0] == snapshot_id:
+            return list(newest[1])
         row = self.log.db.execute(f"SELECT manifests FROM {self.TABLE} WHERE table_uuid = ? AND snapshot_id = ?",
                                   [table_uuid, avro_long(snapshot_id)]).fetchone()
         return None if row is None else [manifest_file_from_json(m) for m in json.loads(row[0])]
@@ -151,6 +156,9 @@ class SqliteIndex:
                 for sid, ms in lists.items()]
         with self.log.transaction():
             self.log.db.conn.executemany(f"INSERT OR IGNORE INTO {self.TABLE} VALUES (?, ?, ?)", rows)
+        if lists:
+            snapshot_id, manifests = list(lists.items())[-1]
+            self._newest[table_uuid] = (snapshot_id, list(manifests))
 
 
 # ---------------------------------------------------------------- planning a snapshot's manifests
@@ -413,6 +421,8 @@ class Projector:
         self.io = io
         self.catalog_name = catalog_name
         self.index = SqliteIndex(log)
+        #: keeps each table's encoded snapshot history between publishes
+        self.metadata = MetadataRenderer()
         db = log.db
         db.execute(f"CREATE TABLE IF NOT EXISTS {self.STATUS} (table_uuid TEXT PRIMARY KEY, version INTEGER NOT NULL, "
                    f"metadata_location TEXT NOT NULL)")
@@ -439,7 +449,7 @@ class Projector:
         renderer = Renderer(self.io.read_bytes)
         index = OverlayIndex(self.index)
         for state in states:
-            write_commit(state, renderer, index, changes_of, self._write)
+            write_commit(state, renderer, index, changes_of, self._write, self.metadata)
         newest = states[-1]
         location = layout.metadata_file_of(newest)
         ns = ".".join(namespace)
@@ -461,10 +471,11 @@ class Projector:
         return location
 
     def _write(self, path: str, data: bytes) -> None:
-        """Write one rendered file. On an object store a metadata.json is written once, never replaced (a
-        conditional PUT): the same bytes already there are a publish repeated; other bytes a foreign writer's."""
-        if not (is_s3(path) and path.endswith(".metadata.json")):
-            self.io.write_bytes(path, data)
+        """Write one rendered file. A metadata.json is written once, never replaced (locally a hard link of a
+        temporary file, on an object store a conditional PUT): the same bytes already there are a publish
+        repeated; other bytes a foreign writer's (a Hadoop-catalog commit that slipped in since the check)."""
+        if not path.endswith(".metadata.json"):
+            self.io.write_fresh(path, data)  # manifests and manifest lists: names only this commit takes
             return
         try:
             self.io.write_once(path, data)
@@ -523,7 +534,7 @@ class Projector:
                                     "namespace = ? AND property_key = ?", [self.catalog_name, ns, k])
 
 def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex, changes_of: ChangesOf,
-                 write: Callable[[str, bytes], None]) -> dict[str, bytes]:
+                 write: Callable[[str, bytes], None], metadata: MetadataRenderer) -> dict[str, bytes]:
     """Render and write one commit's files (manifests, manifest list, metadata.json); returns what was written."""
     written: dict[str, bytes] = {}
     for snap in state.snapshots:
@@ -553,7 +564,7 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
         written[list_path] = data
         index.put(state.table_uuid, snap.snapshot_id, manifests)
     meta_path = layout.metadata_file_of(state)
-    meta = render_metadata(state)
+    meta = metadata.render(state)
     write(meta_path, meta)
     written[meta_path] = meta
     return written
@@ -579,9 +590,10 @@ def render_all(states: Iterable[TableState], changes_of: ChangesOf,
 
     renderer = Renderer(read)
     index = MemoryIndex()
+    metadata = MetadataRenderer(max_tables=1)
     last: TableState | None = None
     for state in states:
-        write_commit(state, renderer, index, changes_of, files.__setitem__)
+        write_commit(state, renderer, index, changes_of, files.__setitem__, metadata)
         last = state
     if last is not None:
         files[layout.version_hint_file(last.location)] = str(last.metadata_number()).encode("ascii")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import stat
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -66,13 +67,24 @@ class _OpenDatabases:
             databases = list(self._counts)
         if not databases:
             return None
-        real = os.path.realpath(local_path)
-        for db in databases:
-            if real.startswith(db) and real[len(db):] in DATABASE_SUFFIXES:
-                return db
         try:
-            st = os.stat(local_path)
+            st: os.stat_result | None = os.lstat(local_path)
         except OSError:
+            st = None
+        name = os.path.basename(local_path)
+        # resolving a path that is no symlink keeps its last name: only a database's own names (or a symlink, or
+        # a name like "..") can resolve to one, and only those pay for resolving every folder on the way
+        if (st is not None and stat.S_ISLNK(st.st_mode)) or name in ("", ".", "..") or \
+                any(name == os.path.basename(db) + suffix for db in databases for suffix in DATABASE_SUFFIXES):
+            real = os.path.realpath(local_path)
+            for db in databases:
+                if real.startswith(db) and real[len(db):] in DATABASE_SUFFIXES:
+                    return db
+            try:
+                st = os.stat(local_path)
+            except OSError:
+                return None
+        if st is None:
             return None
         for db in databases:
             for suffix in DATABASE_SUFFIXES:
@@ -238,6 +250,40 @@ class FileIO:
                 _unlink_quietly(temp)
             if fsync:
                 _fsync_dir(os.path.dirname(path))
+
+    def write_fresh(self, location: str | os.PathLike[str], data: bytes) -> None:
+        """Write a file under a name nothing else ever takes (a manifest named by its commit), where readers only
+        find it through a file written after it: locally straight into place, without a temporary file and a
+        rename; a file already there (the same write repeated after a crash) is replaced atomically. Never follows
+        a symbolic link at the name.
+
+        :param location: path, ``file://`` or ``s3://`` URI
+        """
+        if is_s3(location):
+            self._put(location, data)
+            return
+        path = self.fs_path(location)
+        with self._errors("write", location):
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+            try:
+                fd = os.open(path, flags, 0o666)
+            except FileNotFoundError:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fd = os.open(path, flags, 0o666)
+            except FileExistsError:
+                fd = -1
+            if fd < 0:
+                self.write_bytes(location, data)
+                return
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            except BaseException:
+                os.close(fd)
+                _unlink_quietly(path)
+                raise
+            os.close(fd)
 
     def write_once(self, location: str | os.PathLike[str], data: bytes, *, fsync: bool = False) -> None:
         """Write a file that is written once and never replaced: when it exists already with exactly these bytes

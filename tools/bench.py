@@ -6,8 +6,9 @@ alone (under synchronous=FULL, and under NORMAL to show its cost apart from the 
 commit with synchronous projection (manifest, manifest list, metadata.json, hint, pointer), and
 ``append_files`` end to end (footer read included); then the
 same appends through PyIceberg's SqlCatalog on SQLite (``add_files``), and PyIceberg's fast
-append (``table.append``) at the first commits and after 200 commits, against icelog's; and the same 1-file
-append on an S3 warehouse (loopback server), with the S3 requests each sends (tools/bench_s3.py).
+append (``table.append``) at the first commits and after 200 commits, against icelog's; the same 1-file
+append on an S3 warehouse (loopback server), with the S3 requests each sends (tools/bench_s3.py); and 1,000
+10-row commits side by side with DuckLake and PyIceberg (tools/bench_commits.py).
 """
 
 from __future__ import annotations
@@ -263,6 +264,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="snapshots before each 1-file append figure on the loopback S3 server (comma-separated)")
     parser.add_argument("--s3-samples", type=int, default=20, help="timed appends per S3 figure")
     parser.add_argument("--skip-s3", action="store_true", help="skip the S3 append figures")
+    parser.add_argument("--commits", type=int, default=1000,
+                        help="10-row commits per system in the icelog / DuckLake / PyIceberg side-by-side (0 skips)")
     parser.add_argument("--spark-write-rows", type=int, default=0,
                         help="rows of the tools.spark.write vs Spark's Iceberg writer figure (needs Java; the "
                              "issue's figure is 10000000; 0 skips it)")
@@ -284,6 +287,11 @@ def main(argv: list[str] | None = None) -> None:
             result["pyiceberg"] = {"add_files_1_file": bench_pyiceberg(root, sizes, args.samples, files),
                                    "history": bench_pyiceberg_history(root, args.history, args.samples)}
             result["speedup"] = speedups(result, sizes, args.history)
+        if args.commits > 0:
+            from tools.bench_commits import SYSTEMS, run as bench_commits
+
+            systems = [name for name in SYSTEMS if name != "pyiceberg" or not args.skip_pyiceberg]
+            result["commits_side_by_side"] = bench_commits(args.commits, systems)
         if not args.skip_operations:
             from tools.bench_compaction import bench_compaction
 

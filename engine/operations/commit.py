@@ -97,7 +97,7 @@ class Landed:
 
 def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[tuple[str, int, Sequence[Event]]]],
                    *, policy: RetryPolicy, commit_id: str | None = None, actor: str | None = None,
-                   message: str | None = None) -> Landed | None:
+                   message: str | None = None, staged: Sequence[tuple[str, Sequence[str]]] = ()) -> Landed | None:
     """Build and CAS a commit over one or more streams, retrying per ``policy``.
 
     The build runs inside the log's write transaction (``BEGIN IMMEDIATE``), so it must be quick and pure: read
@@ -105,7 +105,8 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
 
     ``build(ctx)`` reads whatever base state it needs from ``store`` and returns
     ``[(stream, expected_version, events), ...]``; no events at all means nothing to commit
-    (returns None).
+    (returns None). ``staged`` (``[(stream, paths), ...]``): files written for the commit, recorded as staged in
+    its own transaction (see ``Log.record_staged``) rather than in one of their own before.
     """
     commit_id = commit_id or new_commit_id()
     started = time.monotonic()
@@ -125,6 +126,8 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
                 result = store.log.commit(commit_id, writes, time_ms=ctx.time_ms, actor=actor, message=message)
                 if not result.duplicate:
                     _record_file_blocks(store, result.positions, writes, writes_spec)
+                for stream, paths in staged:
+                    store.log.record_staged_many(stream, paths, ctx.time_ms)
         except StreamVersionConflict as e:
             attempt += 1
             elapsed_ms = (time.monotonic() - started) * 1000

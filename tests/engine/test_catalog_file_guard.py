@@ -52,8 +52,10 @@ def spellings(tmp_path: Path) -> list[str]:
     db = tmp_path / "wh" / "catalog.db"
     os.symlink(db, tmp_path / "link.parquet")
     os.link(db, tmp_path / "hardlink.parquet")
+    os.symlink(tmp_path / "wh", tmp_path / "linked-folder")
     return [str(db), f"file://{db}", str(tmp_path / "wh" / "db" / ".." / "catalog.db"), str(tmp_path / "link.parquet"),
-            str(tmp_path / "hardlink.parquet"), str(db) + "-wal", str(db) + "-shm"]
+            str(tmp_path / "hardlink.parquet"), str(db) + "-wal", str(db) + "-shm",
+            str(tmp_path / "linked-folder" / "catalog.db"), str(tmp_path / "linked-folder" / "catalog.db-wal")]
 
 
 def test_file_io_refuses_the_open_database_by_every_name(cat, tmp_path):

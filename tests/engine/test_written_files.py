@@ -16,7 +16,7 @@ import pytest
 
 from engine import Catalog
 from engine.data_writer import write_data_files, write_partition_files
-from engine.errors import ForeignWriterError, PublishTimeout, ValidationError
+from engine.errors import ForeignWriterError, PublishFailed, PublishTimeout, ValidationError
 from projections import layout
 
 SCHEMA = pa.schema([("id", pa.int64()), ("category", pa.string())])
@@ -179,3 +179,46 @@ def test_a_foreign_file_is_not_overwritten_by_a_later_publish(tmp_path):
         t.publish()
     assert open(foreign, "rb").read() == b'{"written": "by someone else"}'
     behind.close()
+
+
+def test_a_foreign_metadata_file_that_slips_in_after_the_commit_check_is_kept_and_the_publish_refused(table):
+    """The commit checks for foreign metadata once; a Hadoop-catalog writer that puts v<N+1> there between that check
+    and the publish must not be overwritten: the publish writes metadata.json only where no file is."""
+    table.append(rows(range(3), "a"))
+    projector = table.catalog.projector
+    foreign = layout.metadata_file(table.location, projector.published_version(table.uuid) + 1)
+    publish = projector.publish
+
+    def racing_publish(*args, **kwargs):
+        with open(foreign, "wb") as out:
+            out.write(b'{"written": "by someone else"}')
+        return publish(*args, **kwargs)
+
+    projector.publish = racing_publish
+    try:
+        with pytest.raises(PublishFailed, match="another writer put different metadata there"):
+            table.append(rows(range(3, 6), "b"))
+    finally:
+        projector.publish = publish
+    assert open(foreign, "rb").read() == b'{"written": "by someone else"}'
+    assert projector.published_version(table.uuid) == table.state.version - 1
+
+
+def test_files_an_append_writes_are_staged_in_its_commit_and_in_their_own_transaction_when_it_fails(table):
+    table.append(rows(range(3), "a"))
+    log = table.catalog.log
+    staged_before = {p for p, _ in log.staged_files(table.uuid)}
+    table.append(rows(range(3, 6), "a"))
+    new = {p for p, _ in log.staged_files(table.uuid)} - staged_before
+    state = table.state
+    assert new == {c.file.file_path for c in table.catalog.store.file_changes_of(state, state.current_snapshot)}
+    # a commit refused after the data file was written: the file is recorded as staged all the same
+    published = table.catalog.projector.published_version(table.uuid)
+    with open(layout.metadata_file(table.location, published + 1), "wb") as out:
+        out.write(b'{"written": "by someone else"}')
+    version, before = table.state.version, {p for p, _ in log.staged_files(table.uuid)}
+    with pytest.raises(ForeignWriterError):
+        table.append(rows(range(6, 9), "a"))
+    assert table.state.version == version
+    orphans = {p for p, _ in log.staged_files(table.uuid)} - before
+    assert len(orphans) == 1 and os.path.exists(orphans.pop())

@@ -96,3 +96,19 @@ def test_filesystem_reads_what_fileio_wrote(io, tmp_path):
     assert isinstance(io.filesystem, pafs.LocalFileSystem)
     with io.filesystem.open_input_file(io.fs_path(tmp_path / "x.bin")) as f:
         assert f.read() == b"payload"
+
+
+def test_write_fresh_writes_in_place_replaces_a_repeat_and_never_follows_a_link(io, tmp_path):
+    target = tmp_path / "meta" / "snap-1.avro"
+    io.write_fresh(str(target), b"first")  # creates the folder
+    assert target.read_bytes() == b"first"
+    assert [p.name for p in target.parent.iterdir()] == ["snap-1.avro"]  # no temporary file left
+    io.write_fresh(str(target), b"again")  # the same write repeated after a crash
+    assert target.read_bytes() == b"again"
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"not the table's")
+    link = tmp_path / "meta" / "snap-2.avro"
+    os.symlink(outside, link)
+    io.write_fresh(str(link), b"manifest")
+    assert outside.read_bytes() == b"not the table's"
+    assert not link.is_symlink() and link.read_bytes() == b"manifest"

@@ -1,0 +1,86 @@
+"""The incremental metadata.json renderer: the same bytes as the reference rendering after every kind of commit,
+and each snapshot encoded once however long the history grows."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from engine import Catalog  # first: engine and projections import each other (issue 16)
+from projections import metadata_json
+from projections.metadata_json import MetadataRenderer, metadata_dict, render_metadata
+
+
+def rows(ids: range) -> pa.Table:
+    return pa.table({"id": pa.array(list(ids), pa.int64())})
+
+
+@pytest.mark.parametrize("format_version", [1, 2, 3])
+def test_every_commit_renders_the_reference_bytes(tmp_path, format_version):
+    """Appends, a rollback (a snapshot-log entry for an old snapshot), a branch, an expiry (history removed from
+    the front), a snapshot limit switched on and off, a schema change: after each, one long-lived renderer gives
+    exactly the bytes of a fresh full render (and of the JSON document the REST server returns)."""
+    renderer = MetadataRenderer()
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=format_version)
+        seen = 0
+
+        def check() -> None:
+            nonlocal seen
+            state = t.state
+            expected = render_metadata(state)
+            assert renderer.render(state) == expected
+            assert json.loads(expected) == metadata_dict(state)
+            seen += 1
+
+        snaps = []
+        for i in range(6):
+            snaps.append(t.append(rows(range(i * 3, i * 3 + 3))))
+            check()
+        t.manage_snapshots().rollback_to_snapshot(snaps[2].snapshot_id).commit()
+        check()
+        t.manage_snapshots().create_branch(snaps[4].snapshot_id, "audit").commit()
+        check()
+        t.append(rows(range(100, 103)))
+        check()
+        t.expire_snapshots(retain_last=2)
+        check()
+        t.set_properties({"icelog.metadata.max-snapshots": "2"})
+        check()
+        t.append(rows(range(200, 203)))
+        check()
+        t.remove_properties("icelog.metadata.max-snapshots")
+        check()
+        with t.update_schema() as update:
+            update.add_column("note", "string")
+        check()
+        t.append(pa.table({"id": pa.array([300], pa.int64()), "note": ["x"]}))
+        check()
+        # what the catalog published is what the renderer gives
+        assert open(t.metadata_location, "rb").read() == render_metadata(t.state)
+        assert cat.verify("db.t") == []
+    assert seen == 15
+
+
+def test_a_commit_encodes_only_its_own_snapshot(tmp_path, monkeypatch):
+    encoded: list[int] = []
+    original = metadata_json.snapshot_json
+
+    def counting(state, snap):
+        encoded.append(snap.snapshot_id)
+        return original(state, snap)
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+        for i in range(40):
+            t.append(rows(range(i, i + 1)))
+        monkeypatch.setattr(metadata_json, "snapshot_json", counting)
+        for i in range(40, 45):
+            snap = t.append(rows(range(i, i + 1)))
+            assert encoded == [snap.snapshot_id]
+            encoded.clear()
+        assert open(t.metadata_location, "rb").read() == render_metadata(t.state)

@@ -1,0 +1,149 @@
+"""Benchmark: 10-row commits, one after another, icelog against DuckLake and PyIceberg. Prints JSON.
+
+Layer: tools. Each system gets a fresh folder and commits the same 10-row Arrow batches to one
+table, ``--commits`` times in one run, Parquet file included: icelog's ``Table.append`` with
+synchronous projection (manifest, manifest list, metadata.json and pointer published before it
+returns), DuckLake's ``INSERT`` (the ``duckdb-ext-ducklake`` extension, a DuckDB file as its
+catalog, data files in a local folder), and PyIceberg's ``table.append`` on its SqlCatalog (SQLite).
+For each: p50 and p95 of the first and the last 100 commits, in milliseconds, and the ratio of
+the last p50 to the first (flat is 1.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from tools.bench import percentiles
+
+WINDOW = 100
+
+
+def batch(i: int) -> pa.Table:
+    ids = pa.array(range(i * 10, i * 10 + 10), pa.int64())
+    return pa.table({"id": ids, "name": pa.array([f"row-{n}" for n in range(i * 10, i * 10 + 10)]),
+                     "x": pa.array([n * 0.5 for n in range(10)], pa.float64())})
+
+
+def run_commits(commit: Callable[[pa.Table], Any], commits: int) -> dict[str, Any]:
+    samples = []
+    for i in range(commits):
+        data = batch(i)
+        started = time.perf_counter()
+        commit(data)
+        samples.append((time.perf_counter() - started) * 1000)
+    window = min(WINDOW, len(samples))
+    first, last = percentiles(samples[:window]), percentiles(samples[-window:])
+    return {"commits": commits, f"first_{window}": first, f"last_{window}": last,
+            "last_over_first_p50": round(last["p50"] / first["p50"], 2) if first["p50"] else None}
+
+
+def bench_icelog(root: str, commits: int) -> dict[str, Any]:
+    from engine import Catalog
+
+    catalog = Catalog.open(os.path.join(root, "catalog"), warehouse=os.path.join(root, "warehouse"))
+    try:
+        catalog.create_namespace("bench")
+        table = catalog.create_table("bench.events", batch(0).schema)
+        result = run_commits(table.append, commits)
+        result["rows"] = table.scan().count()
+        return result
+    finally:
+        catalog.close()
+
+
+def ducklake_extension() -> str:
+    import duckdb_ext  # type: ignore[import-not-found]
+
+    found = [path for base in duckdb_ext.__path__
+             for path in glob.glob(os.path.join(base, "extensions", "v1.4.4", "*", "ducklake.duckdb_extension"))]
+    if not found:
+        raise RuntimeError("duckdb-ext-ducklake 1.4.4 is not installed (pip install -e .[test])")
+    return found[0]
+
+
+def bench_ducklake(root: str, commits: int) -> dict[str, Any]:
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute(f"LOAD '{ducklake_extension()}'")
+        data_path = os.path.join(root, "data") + os.sep
+        con.execute(f"ATTACH 'ducklake:{os.path.join(root, 'catalog.ducklake')}' AS lake (DATA_PATH '{data_path}')")
+        con.execute("CREATE TABLE lake.events (id BIGINT, name VARCHAR, x DOUBLE)")
+
+        def insert(data: pa.Table) -> None:
+            con.register("batch", data)
+            con.execute("INSERT INTO lake.events SELECT * FROM batch")
+            con.unregister("batch")
+
+        result = run_commits(insert, commits)
+        result["rows"] = con.execute("SELECT count(*) FROM lake.events").fetchone()[0]
+        return result
+    finally:
+        con.close()
+
+
+def bench_pyiceberg(root: str, commits: int) -> dict[str, Any]:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    warnings.filterwarnings("ignore")
+    warehouse = os.path.join(root, "warehouse")
+    os.makedirs(warehouse)
+    catalog = SqlCatalog("bench", uri=f"sqlite:///{os.path.join(root, 'catalog.db')}",
+                         warehouse=f"file://{warehouse}")
+    catalog.create_namespace("bench")
+    table = catalog.create_table("bench.events", batch(0).schema)
+
+    def append(data: pa.Table) -> None:
+        table.append(data)
+
+    result = run_commits(append, commits)
+    result["rows"] = catalog.load_table("bench.events").scan().to_arrow().num_rows
+    return result
+
+
+SYSTEMS = {"icelog": bench_icelog, "ducklake": bench_ducklake, "pyiceberg": bench_pyiceberg}
+
+
+def run(commits: int, systems: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"commits": commits, "rows_per_commit": 10}
+    for name in systems:
+        root = tempfile.mkdtemp(prefix=f"icelog-bench-commits-{name}-")
+        try:
+            out[name] = SYSTEMS[name](root, commits)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    if "icelog" in out and "ducklake" in out:
+        window = f"last_{min(WINDOW, commits)}"
+        out["icelog_p50_over_ducklake_p50"] = {
+            key: round(out["icelog"][key]["p50"] / out["ducklake"][key]["p50"], 2)
+            for key in (f"first_{min(WINDOW, commits)}", window)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="icelog bench-commits", description=__doc__)
+    parser.add_argument("--commits", type=int, default=1000, help="commits per system")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated: " + ", ".join(SYSTEMS))
+    args = parser.parse_args(argv)
+    systems = [s for s in args.systems.split(",") if s]
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown:
+        parser.error(f"unknown systems: {', '.join(unknown)}")
+    json.dump(run(args.commits, systems), sys.stdout, indent=2)
+    print()
+
+
+if __name__ == "__main__":
+    main()
