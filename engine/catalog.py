@@ -1038,7 +1038,7 @@ class Table(TableStateReads):
             try:
                 # the commit has just checked for foreign metadata, and the publish writes metadata.json only where
                 # no file is (a foreign one that slipped in since is refused, never replaced)
-                self._publish(check_foreign=False)
+                self._publish(check_foreign=False, version=dict(landed.result.heads).get(self.uuid, state.version))
             except (StorageError, ForeignWriterError) as e:
                 raise PublishFailed(f"Committed {'.'.join(self.identifier)} at version {state.version}, but could "
                                     f"not publish it ({e}); readers see the previous version until publish() "
@@ -1158,11 +1158,19 @@ class Table(TableStateReads):
         """Publish every commit since the last published version (manifests, lists, metadata, hint, pointer)."""
         return self._publish(check_foreign=True)
 
-    def _publish(self, *, check_foreign: bool) -> str | None:
+    def _publish(self, *, check_foreign: bool, version: int | None = None) -> str | None:
+        """Publish up to the log's head, unless ``version`` (a commit just made) is published already: writers
+        queue on the table's publish lock, and the first one publishes every commit waiting, its followers' too."""
+        store = self.catalog.store
+        with store.log.exclusive(f"publish {self.uuid}"):
+            published = self.catalog.projector.published_version(self.uuid)
+            if version is not None and published >= version:
+                return None
+            return self._publish_after(published, store.log.head(self.uuid), check_foreign=check_foreign)
+
+    def _publish_after(self, published: int, head: int, *, check_foreign: bool) -> str | None:
         store = self.catalog.store
         projector = self.catalog.projector
-        published = projector.published_version(self.uuid)
-        head = store.log.head(self.uuid)
         if published >= head:
             return None
         try:

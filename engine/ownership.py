@@ -38,14 +38,14 @@ from urllib.parse import unquote, urlsplit
 
 from engine.errors import ValidationError
 from storage.errors import ProtectedFileError
-from storage.files import OPEN_DATABASES, check_not_database
+from storage.files import DATABASE_SUFFIXES, OPEN_DATABASES, check_not_database
 
 #: the longest file name (one path component) Linux file systems take, in bytes
 NAME_MAX_BYTES = 255
 #: the longest path the kernel takes, in bytes
 PATH_MAX_BYTES = 4096
-#: SQLite's companions of a database file; all of them belong to the catalog
-CATALOG_FILE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+#: a database file's companions (SQLite's, and icelog's writer lock); all of them belong to the catalog
+CATALOG_FILE_SUFFIXES = DATABASE_SUFFIXES
 #: table properties that send a writer's files somewhere else than ``<location>/data`` or ``/metadata``
 TABLE_PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path",
                          "write.folder-storage.path")

@@ -30,8 +30,10 @@ from storage.errors import FileAlreadyExists, FileError, FileNotFound, Protected
 from storage.s3 import S3_SCHEMES, S3Client, S3Settings, is_s3
 
 _TEMP_SUFFIX = ".tmp"
-#: SQLite's companions of a database file
-DATABASE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+#: the companion file whose ``flock`` icelog's writers of a database take before SQLite's lock (storage.log)
+WRITER_LOCK_SUFFIX = "-writer-lock"
+#: a database file's companions: SQLite's, and icelog's writer lock
+DATABASE_SUFFIXES = ("", "-wal", "-shm", "-journal", WRITER_LOCK_SUFFIX)
 
 
 class _OpenDatabases:

@@ -8,7 +8,8 @@ commit with synchronous projection (manifest, manifest list, metadata.json, hint
 same appends through PyIceberg's SqlCatalog on SQLite (``add_files``), and PyIceberg's fast
 append (``table.append``) at the first commits and after 200 commits, against icelog's; the same 1-file
 append on an S3 warehouse (loopback server), with the S3 requests each sends (tools/bench_s3.py); and 1,000
-10-row commits side by side with DuckLake and PyIceberg (tools/bench_commits.py).
+10-row commits side by side with DuckLake and PyIceberg (tools/bench_commits.py), and commits per second on one
+table with concurrent writers through the Python API and the REST server (tools/bench_throughput.py).
 """
 
 from __future__ import annotations
@@ -266,6 +267,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-s3", action="store_true", help="skip the S3 append figures")
     parser.add_argument("--commits", type=int, default=1000,
                         help="10-row commits per system in the icelog / DuckLake / PyIceberg side-by-side (0 skips)")
+    parser.add_argument("--writers", default="1,4,8",
+                        help="concurrent writer counts of the commits-per-second figure on one table (empty skips)")
+    parser.add_argument("--writer-commits", type=int, default=100, help="appends per Python API writer")
+    parser.add_argument("--writer-rest-commits", type=int, default=20, help="appends per PyIceberg REST writer")
     parser.add_argument("--spark-write-rows", type=int, default=0,
                         help="rows of the tools.spark.write vs Spark's Iceberg writer figure (needs Java; the "
                              "issue's figure is 10000000; 0 skips it)")
@@ -292,6 +297,12 @@ def main(argv: list[str] | None = None) -> None:
 
             systems = [name for name in SYSTEMS if name != "pyiceberg" or not args.skip_pyiceberg]
             result["commits_side_by_side"] = bench_commits(args.commits, systems)
+        writer_counts = [int(w) for w in args.writers.split(",") if w]
+        if writer_counts:
+            from tools.bench_throughput import run as bench_throughput
+
+            result["commits_per_second_one_table"] = bench_throughput(
+                os.path.join(root, "throughput"), writer_counts, args.writer_commits, args.writer_rest_commits)
         if not args.skip_operations:
             from tools.bench_compaction import bench_compaction
 

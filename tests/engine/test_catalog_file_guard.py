@@ -54,7 +54,7 @@ def spellings(tmp_path: Path) -> list[str]:
     os.link(db, tmp_path / "hardlink.parquet")
     os.symlink(tmp_path / "wh", tmp_path / "linked-folder")
     return [str(db), f"file://{db}", str(tmp_path / "wh" / "db" / ".." / "catalog.db"), str(tmp_path / "link.parquet"),
-            str(tmp_path / "hardlink.parquet"), str(db) + "-wal", str(db) + "-shm",
+            str(tmp_path / "hardlink.parquet"), str(db) + "-wal", str(db) + "-shm", str(db) + "-writer-lock",
             str(tmp_path / "linked-folder" / "catalog.db"), str(tmp_path / "linked-folder" / "catalog.db-wal")]
 
 

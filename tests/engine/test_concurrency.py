@@ -109,3 +109,57 @@ def test_compaction_fails_when_another_catalog_deletes_positions_in_a_file_it_re
         assert info.value.commit_id == winner.commit_id and winner.commit_id in str(info.value)
         assert t.current_snapshot().snapshot_id == winner.snapshot_id
         assert [r[0] for r in _rows(t)] == [i for i in range(60) if i != 30]
+
+
+def test_threads_appending_at_once_publish_every_version_once(tmp_path):
+    """Writers queue on the table's publish lock; whoever holds it publishes every commit waiting, and a writer
+    whose commit was published meanwhile writes nothing: each vN.metadata.json is written once, by icelog."""
+    import threading
+
+    warehouse = str(tmp_path / "wh")
+    with Catalog.open(warehouse) as cat:
+        cat.create_namespace("db")
+        cat.create_table("db.t", schema=pa.schema([("worker", pa.int32()), ("seq", pa.int32())]))
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def appender(worker: int) -> None:
+        try:
+            with Catalog.open(warehouse) as own:
+                table = own.load_table("db.t")
+                barrier.wait()
+                for i in range(10):
+                    table.append(pa.table({"worker": pa.array([worker], pa.int32()),
+                                           "seq": pa.array([i], pa.int32())}))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=appender, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with Catalog.open(warehouse) as cat:
+        table = cat.load_table("db.t")
+        head = cat.log.head(table.uuid)
+        assert cat.projector.published_version(table.uuid) == head
+        metadata = sorted(p.name for p in (tmp_path / "wh" / "db" / "t" / "metadata").glob("*.metadata.json"))
+        assert len(metadata) == head
+        assert cat.verify("db.t") == []
+        assert table.scan().to_arrow().num_rows == 40
+
+
+def test_a_writer_whose_commit_another_published_writes_nothing(tmp_path):
+    warehouse = str(tmp_path / "wh")
+    with Catalog.open(warehouse, project=False) as quiet, Catalog.open(warehouse) as publisher:
+        quiet.create_namespace("db")
+        table = quiet.create_table("db.t", schema=pa.schema([("id", pa.int32())]))
+        table.append(pa.table({"id": pa.array([1], pa.int32())}))
+        version = quiet.log.head(table.uuid)
+        other = publisher.load_table("db.t")
+        assert other.publish() is not None  # publishes the quiet handle's commits
+        location = other.metadata_location
+        before = os.stat(location).st_mtime_ns
+        assert other._publish(check_foreign=False, version=version) is None
+        assert other.publish() is None and os.stat(location).st_mtime_ns == before

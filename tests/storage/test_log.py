@@ -597,3 +597,106 @@ def test_threads_of_one_process_queue_for_the_write_lock(log_path):
     assert errors == []
     with Log.open(log_path) as log:
         assert log.head("s0") == 80 and log.head("s1") == 80 and log.verify() == []
+
+
+# --- the writer lock shared by processes ----------------------------------------------------------------------------
+
+def _hold_the_log(path: str, key: str | None, held, release) -> None:
+    """Runs in another process: hold the log's write transaction (or the named lock ``key``) until told."""
+    with Log.open(path) as log:
+        with (log.transaction() if key is None else log.exclusive(key)):
+            held.set()
+            release.wait(30)
+
+
+def _flock_is_free(log_path: Path) -> bool:
+    import fcntl
+    import os
+
+    fd = os.open(str(log_path) + "-writer-lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the lock if it was taken
+    return True
+
+
+def test_a_writer_in_another_process_holds_the_writer_lock_file(log_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    Log.open(log_path).close()
+    context = multiprocessing.get_context("spawn")
+    held, release = context.Event(), context.Event()
+    holder = context.Process(target=_hold_the_log, args=(str(log_path), None, held, release))
+    holder.start()
+    try:
+        assert held.wait(60)
+        assert not _flock_is_free(log_path)
+        with Log.open(log_path, busy_timeout_ms=50) as log:
+            with pytest.raises(LogBusy, match="locked by another writer"):
+                log.commit("c1", (write("s", 0),), time_ms=1)
+            release.set()
+            holder.join(30)
+            assert holder.exitcode == 0 and _flock_is_free(log_path)
+            assert log.commit("c1", (write("s", 0),), time_ms=1).positions == (1,)
+    finally:
+        release.set()
+        holder.join(30)
+
+
+def test_a_forked_child_does_not_inherit_its_parents_writer_lock(log_path):
+    with Log.open(log_path, busy_timeout_ms=100) as log:
+        log.commit("c0", (write("s", 0),), time_ms=0)  # the lock file is open in this process
+        context = multiprocessing.get_context("fork")
+        results = context.Queue()
+
+        def child() -> None:  # a new handle of the same file, as a forked worker of a pool would open
+            with Log.open(log_path, busy_timeout_ms=100) as own:
+                try:
+                    own.commit("c-child", (write("s", 1),), time_ms=1)
+                    results.put("committed")
+                except LogBusy as e:
+                    results.put(str(e))
+
+        with log.transaction():
+            forked = context.Process(target=child)
+            forked.start()
+            # the parent is mid-transaction: the child waits on the lock file, not on a copy of the parent's lock
+            assert "locked by another writer" in results.get(timeout=30)
+            forked.join(30)
+        assert log.head("s") == 1
+
+
+def test_the_writer_lock_is_reentrant_and_keeps_the_file_lock_until_the_outer_release(log_path):
+    with Log.open(log_path) as log:
+        lock = log._write_lock
+        assert lock.acquire(1) and lock.acquire(1)
+        lock.release()
+        assert not _flock_is_free(log_path)
+        lock.release()
+        assert _flock_is_free(log_path)
+
+
+def test_a_named_lock_excludes_other_processes_for_its_key_only(log_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    Log.open(log_path).close()
+    context = multiprocessing.get_context("spawn")
+    held, release = context.Event(), context.Event()
+    holder = context.Process(target=_hold_the_log, args=(str(log_path), "publish t1", held, release))
+    holder.start()
+    try:
+        assert held.wait(60)
+        with Log.open(log_path) as log:
+            with log.exclusive("publish t1", timeout_s=0.05) as taken:
+                assert not taken
+            with log.exclusive("publish t2", timeout_s=0.05) as taken:
+                assert taken
+            assert log.commit("c1", (write("s", 0),), time_ms=1).positions == (1,)  # commits never wait on it
+            release.set()
+            holder.join(30)
+            with log.exclusive("publish t1", timeout_s=5) as taken:
+                assert taken
+    finally:
+        release.set()
+        holder.join(30)

@@ -10,12 +10,19 @@ from tools.bench import main
 def test_bench_prints_json_with_every_figure(capsys):
     main(["--sizes", "10,120", "--samples", "3", "--history", "6", "--delete-rows", "4000", "--delete-files", "2",
           "--time-travel-events", "3000", "--scan-sizes", "1000", "--rest-clients", "2", "--rest-commits", "2",
-          "--s3-history", "2,4", "--s3-samples", "2", "--commits", "5"])
+          "--s3-history", "2,4", "--s3-samples", "2", "--commits", "5", "--writers", "1,2", "--writer-commits", "3",
+          "--writer-rest-commits", "2"])
     result = json.loads(capsys.readouterr().out)
     side_by_side = result["commits_side_by_side"]
     for system in ("icelog", "ducklake", "pyiceberg"):
         assert side_by_side[system]["rows"] == 50 and side_by_side[system]["first_5"]["n"] == 5
     assert side_by_side["icelog_p50_over_ducklake_p50"]["last_5"] > 0
+    throughput = result["commits_per_second_one_table"]
+    for kind, commits in (("python_api", 3), ("rest_pyiceberg", 2)):
+        for writers in (1, 2):
+            figure = throughput[kind][str(writers)]
+            assert figure["commits"] == figure["snapshots"] == writers * commits  # every append landed once
+            assert figure["rows"] == 10 * writers * commits and figure["commits_per_second"] > 0
     for size in ("10", "120"):
         ours = result["icelog"]["append_1_file"][size]
         for key in ("log_commit_ms", "log_commit_synchronous_normal_ms", "commit_and_sync_projection_ms",

@@ -1,0 +1,153 @@
+"""Benchmark: commits per second on one table with 1, 4 and 8 concurrent writers. Prints JSON.
+
+Layer: tools. Two kinds of writers, each appending 10-row batches (Parquet file included) to one shared table:
+processes using icelog's Python API on one catalog folder (``Table.append`` with synchronous projection), and
+PyIceberg ``RestCatalog`` clients of ``icelog serve`` (PyIceberg writes the data file and manifests, the server
+commits; a client whose commit is refused reloads the table and tries again, as Iceberg clients do). Every
+writer is started and ready before the clock starts; the figure is the commits that landed over the wall time
+from the start signal to the last writer finishing. The table's snapshot count is checked against the commits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any
+
+import pyarrow as pa
+
+SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("writer", pa.int32()), pa.field("x", pa.float64())])
+
+
+def batch(writer: int, i: int) -> pa.Table:
+    base = (writer * 1_000_000 + i) * 10
+    return pa.table({"id": pa.array(range(base, base + 10), pa.int64()), "writer": pa.array([writer] * 10, pa.int32()),
+                     "x": pa.array([j * 0.5 for j in range(10)], pa.float64())}, schema=SCHEMA)
+
+
+def _api_writer(warehouse: str, commits: int, writer: int, ready: Any, go: Any, out: Any) -> None:
+    from engine import Catalog
+
+    with Catalog.open(warehouse) as catalog:
+        table = catalog.load_table("bench.events")
+        ready.put(writer)
+        go.wait()
+        for i in range(commits):
+            table.append(batch(writer, i))
+        out.put((writer, commits, 0))
+
+
+def _rest_writer(uri: str, token: str, commits: int, writer: int, ready: Any, go: Any, out: Any) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyiceberg.exceptions import CommitFailedException
+
+    catalog = RestCatalog("bench", uri=uri, token=token)
+    table = catalog.load_table("bench.events")
+    ready.put(writer)
+    go.wait()
+    refused = 0
+    for i in range(commits):
+        data = batch(writer, i)
+        while True:
+            try:
+                table.append(data)
+                break
+            except CommitFailedException:
+                refused += 1
+                table = catalog.load_table("bench.events")
+    out.put((writer, commits, refused))
+
+
+def _run(target: Any, args: tuple[Any, ...], writers: int) -> tuple[float, int, int]:
+    """Start ``writers`` processes of ``target(*args, writer, ready, go, out)``; (seconds, commits, refused)."""
+    ctx = multiprocessing.get_context("spawn")
+    ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=target, args=(*args, w, ready, go, out)) for w in range(writers)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=300)
+    started = time.perf_counter()
+    go.set()
+    results = [out.get(timeout=900) for _ in procs]
+    elapsed = time.perf_counter() - started
+    for p in procs:
+        p.join(timeout=60)
+    return elapsed, sum(r[1] for r in results), sum(r[2] for r in results)
+
+
+def _fresh_table(warehouse: str) -> None:
+    from engine import Catalog
+
+    with Catalog.open(warehouse) as catalog:
+        catalog.create_namespace("bench")
+        catalog.create_table("bench.events", SCHEMA)
+
+
+def _landed(warehouse: str) -> tuple[int, int]:
+    from engine import Catalog
+
+    with Catalog.open(warehouse) as catalog:
+        table = catalog.load_table("bench.events")
+        return len(table.snapshots()), table.scan().count()
+
+
+def bench_api(root: str, writer_counts: list[int], commits: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for writers in writer_counts:
+        warehouse = os.path.join(root, f"api-{writers}")
+        _fresh_table(warehouse)
+        elapsed, landed, _ = _run(_api_writer, (warehouse, commits), writers)
+        snapshots, rows = _landed(warehouse)
+        out[str(writers)] = {"writers": writers, "commits": landed, "seconds": round(elapsed, 3),
+                             "commits_per_second": round(landed / elapsed, 1), "snapshots": snapshots, "rows": rows}
+    return out
+
+
+def bench_rest(root: str, writer_counts: list[int], commits: int) -> dict[str, Any]:
+    from tools.rest_server import running_server
+
+    out: dict[str, Any] = {}
+    for writers in writer_counts:
+        warehouse = os.path.join(root, f"rest-{writers}")
+        _fresh_table(warehouse)
+        with running_server(warehouse) as server:
+            elapsed, landed, refused = _run(_rest_writer, (server.uri, server.token, commits), writers)
+        snapshots, rows = _landed(warehouse)
+        out[str(writers)] = {"writers": writers, "commits": landed, "refused_and_retried": refused,
+                             "seconds": round(elapsed, 3), "commits_per_second": round(landed / elapsed, 1),
+                             "snapshots": snapshots, "rows": rows}
+    return out
+
+
+def run(root: str, writer_counts: list[int], api_commits: int, rest_commits: int) -> dict[str, Any]:
+    return {"python_api": bench_api(root, writer_counts, api_commits),
+            "rest_pyiceberg": bench_rest(root, writer_counts, rest_commits)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench_throughput", description=__doc__)
+    parser.add_argument("--writers", default="1,4,8", help="concurrent writer counts (comma-separated)")
+    parser.add_argument("--api-commits", type=int, default=200, help="appends per Python API writer")
+    parser.add_argument("--rest-commits", type=int, default=50, help="appends per PyIceberg REST client")
+    args = parser.parse_args(argv)
+    root = tempfile.mkdtemp(prefix="icelog-bench-throughput-")
+    try:
+        counts = [int(w) for w in args.writers.split(",") if w]
+        json.dump(run(root, counts, args.api_commits, args.rest_commits), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
