@@ -984,27 +984,33 @@ class Table(TableStateReads):
                     continue
             except FileError as e:
                 raise storage_error(e, path) from e
-            if self._is_own_metadata(path, version):
+            if self._is_own_metadata(path, version, publishing=action == "publish"):
                 continue
             raise ForeignWriterError(
                 f"Cannot {action} {'.'.join(self.identifier)}: {path} was not published by icelog (another writer "
                 f"committed behind the log's back, e.g. through a Hadoop catalog); register or remove it first",
                 path=path)
 
-    def _is_own_metadata(self, path: str, version: int) -> bool:
-        """Whether the metadata file of ``version`` is icelog's (a publish running now, or one interrupted)."""
-        from projections.metadata_json import render_metadata
+    def _is_own_metadata(self, path: str, version: int, *, publishing: bool) -> bool:
+        """Whether the metadata file of ``version`` is icelog's (a publish running now, or one interrupted).
 
-        store = self.catalog.store
-        if self.catalog.projector.published_version(self.uuid) >= version:
+        :param publishing: the caller holds the table's publish lock (no other publish can be running)
+        """
+        store, projector = self.catalog.store, self.catalog.projector
+        if projector.published_version(self.uuid) >= version:
             return True  # a concurrent publish finished meanwhile
         if version > store.log.head(self.uuid):
             return False
+        if not publishing:
+            # most likely another writer's publish is running: wait for it rather than render the file to compare
+            with store.log.exclusive(f"publish {self.uuid}"):
+                if projector.published_version(self.uuid) >= version:
+                    return True
         try:
             state = store.table(self.uuid, version)
         except IcelogError:
             return False
-        return state.version == version and self.catalog.io.read_bytes(path) == render_metadata(state)
+        return state.version == version and self.catalog.io.read_bytes(path) == projector.metadata.render(state)
 
     def wait_published(self, version: int, timeout_s: float = 30.0, *, poll_s: float = 0.05) -> int:
         """Block until this table's published projection (metadata file, hint, pointer row) has caught up with
@@ -1154,9 +1160,13 @@ class Table(TableStateReads):
         return rewrite_manifests(self)
 
     # ------------------------------------------------------------ projections
-    def publish(self) -> str | None:
-        """Publish every commit since the last published version (manifests, lists, metadata, hint, pointer)."""
-        return self._publish(check_foreign=True)
+    def publish(self, *, version: int | None = None) -> str | None:
+        """Publish every commit since the last published version (manifests, lists, metadata, hint, pointer).
+
+        :param version: a commit just made: when another writer has published it meanwhile, nothing is done
+            (writers of one table queue for its publish lock, and the first publishes what the others wait for)
+        """
+        return self._publish(check_foreign=True, version=version)
 
     def _publish(self, *, check_foreign: bool, version: int | None = None) -> str | None:
         """Publish up to the log's head, unless ``version`` (a commit just made) is published already: writers

@@ -119,8 +119,9 @@ class StateStore:
         return out
 
     def _checkpoint(self, state: TableState) -> None:
-        if state.version // CHECKPOINT_EVERY == 0:
-            return
+        boundary = state.version // CHECKPOINT_EVERY * CHECKPOINT_EVERY
+        if boundary == 0 or self.log.checkpoint_version_at_or_before(state.table_uuid, state.version) >= boundary:
+            return  # another handle (or process) folding the same commits wrote it already
         blob = zlib.compress(json.dumps(state_to_json(state), separators=(",", ":")).encode("utf-8"))
         self.log.put_checkpoint(state.table_uuid, state.version, blob)
 

@@ -103,6 +103,9 @@ _PUT_CHECKPOINT = "INSERT OR REPLACE INTO checkpoints (stream, version, blob) VA
 _SELECT_CHECKPOINT = (
     "SELECT version, blob FROM checkpoints WHERE stream = ? AND version <= ? ORDER BY version DESC LIMIT 1"
 )
+_SELECT_CHECKPOINT_VERSION = (
+    "SELECT max(version) FROM checkpoints WHERE stream = ? AND version <= ?"
+)
 
 _str = v.instance_of(str)
 
@@ -795,6 +798,11 @@ class Log:
         """
         row = self._live().execute(_SELECT_CHECKPOINT, (stream, version)).fetchone()
         return (row[0], row[1]) if row is not None else None
+
+    def checkpoint_version_at_or_before(self, stream: str, version: int) -> int:
+        """The version of the latest checkpoint of the stream at or before ``version`` (0: none), without its blob."""
+        row = self._live().execute(_SELECT_CHECKPOINT_VERSION, (stream, version)).fetchone()
+        return int(row[0] or 0)
 
     def verify(self) -> list[str]:
         """Recompute the whole hash chain (parts included) and check the log's invariants; list every problem.

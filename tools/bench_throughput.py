@@ -85,12 +85,12 @@ def _run(target: Any, args: tuple[Any, ...], writers: int) -> tuple[float, int, 
     return elapsed, sum(r[1] for r in results), sum(r[2] for r in results)
 
 
-def _fresh_table(warehouse: str) -> None:
+def _fresh_table(warehouse: str, properties: dict[str, str] | None = None) -> None:
     from engine import Catalog
 
     with Catalog.open(warehouse) as catalog:
         catalog.create_namespace("bench")
-        catalog.create_table("bench.events", SCHEMA)
+        catalog.create_table("bench.events", SCHEMA, properties=properties)
 
 
 def _landed(warehouse: str) -> tuple[int, int]:
@@ -113,13 +113,14 @@ def bench_api(root: str, writer_counts: list[int], commits: int) -> dict[str, An
     return out
 
 
-def bench_rest(root: str, writer_counts: list[int], commits: int) -> dict[str, Any]:
+def bench_rest(root: str, writer_counts: list[int], commits: int,
+               properties: dict[str, str] | None = None) -> dict[str, Any]:
     from tools.rest_server import running_server
 
     out: dict[str, Any] = {}
     for writers in writer_counts:
-        warehouse = os.path.join(root, f"rest-{writers}")
-        _fresh_table(warehouse)
+        warehouse = os.path.join(root, f"rest-{writers}-{len(properties or ())}")
+        _fresh_table(warehouse, properties)
         with running_server(warehouse) as server:
             elapsed, landed, refused = _run(_rest_writer, (server.uri, server.token, commits), writers)
         snapshots, rows = _landed(warehouse)
@@ -130,8 +131,15 @@ def bench_rest(root: str, writer_counts: list[int], commits: int) -> dict[str, A
 
 
 def run(root: str, writer_counts: list[int], api_commits: int, rest_commits: int) -> dict[str, Any]:
+    import engine  # noqa: F401  (projections import engine's model first)
+    from projections.metadata_json import MAX_SNAPSHOTS
+
     return {"python_api": bench_api(root, writer_counts, api_commits),
-            "rest_pyiceberg": bench_rest(root, writer_counts, rest_commits)}
+            "rest_pyiceberg": bench_rest(root, writer_counts, rest_commits),
+            # PyIceberg deep-copies the whole table metadata several times per append, so its clients slow down
+            # as snapshots pile up; with the published metadata listing only the newest 20 they do not
+            "rest_pyiceberg_metadata_max_snapshots_20": bench_rest(root, writer_counts, rest_commits,
+                                                                   {MAX_SNAPSHOTS: "20"})}
 
 
 def main(argv: list[str] | None = None) -> None:

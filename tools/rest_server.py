@@ -541,9 +541,10 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
     for p in prepared:  # never over metadata another writer committed behind the log's back
         if not p.creates:
             Table(cat, p.namespace, p.name, p.table_uuid).check_foreign_writers()
-    now = now_ms()  # the client's manifests are staged files of the table: verify knows them, and orphan
-    for p in prepared:  # removal deletes them (icelog publishes its own manifests for the commit)
-        cat.log.record_staged_many(p.table_uuid, file_paths(p.commit, p.client), now)
+    # the client's manifests are staged files of the table: verify knows them, and orphan removal deletes them
+    # (icelog publishes its own manifests for the commit); recorded in the commit's own transaction, or in one of
+    # their own when nothing lands
+    staged = [(p.table_uuid, paths) for p in prepared if (paths := file_paths(p.commit, p.client))]
 
     def build(ctx: CommitContext) -> list:
         catalog_state = cat.store.catalog()
@@ -578,11 +579,27 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
             out.insert(0, (CATALOG_STREAM, catalog_state.version, registered))
         return out
 
-    landed = commit_streams(cat.store, build, policy=RetryPolicy(), actor="rest")
+    try:
+        landed = commit_streams(cat.store, build, policy=RetryPolicy(), actor="rest", staged=staged)
+    except BaseException:
+        _record_staged(cat, staged)
+        raise
+    if landed is None:
+        _record_staged(cat, staged)
     versions = {p.table_uuid: cat.store.log.head(p.table_uuid) for p in prepared}
     if landed is not None:
         versions.update({s: v for s, v in landed.result.heads if s != CATALOG_STREAM})
     return versions
+
+
+def _record_staged(cat: Catalog, staged: Sequence[tuple[str, Sequence[str]]]) -> None:
+    """Record the files of a commit that did not land as staged (the table's orphans); a log that cannot take
+    them now leaves them to the listing of remove_orphan_files (they are under the table's location)."""
+    try:
+        for table_uuid, paths in staged:
+            cat.log.record_staged_many(table_uuid, paths, now_ms())
+    except IcelogError:
+        pass
 
 
 def _check_fresh_location(cat: Catalog, owned: Ownership, client: Mapping[int, ClientSnapshot], what: str) -> None:
@@ -613,7 +630,7 @@ def _check_added_files(prepared: _PreparedCommit, events: Sequence[Any]) -> None
                     prepared.owned.check_new_file(change.file.file_path, f"commit to {label}")
 
 
-def commit_table(rc: RestCatalog, ns: tuple[str, ...], name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+def commit_table(rc: RestCatalog, ns: tuple[str, ...], name: str, body: Mapping[str, Any]) -> Response:
     cat = rc.catalog()
     if "identifier" in body and body["identifier"] is not None:
         ident = _identifier(body["identifier"], "identifier")
@@ -622,11 +639,13 @@ def commit_table(rc: RestCatalog, ns: tuple[str, ...], name: str, body: Mapping[
                              f"path {'.'.join(ns + (name,))}")
     prepared = _prepare(cat, ns, name, body, may_create=True)
     versions = _commit(cat, [prepared])
-    table = Table(cat, ns, name, prepared.table_uuid)
-    table.publish()
-    state = cat.store.table(prepared.table_uuid, versions[prepared.table_uuid])
-    result = _table_result(cat, table, state)
-    return {"metadata-location": result["metadata-location"], "metadata": result["metadata"]}
+    version = versions[prepared.table_uuid]
+    Table(cat, ns, name, prepared.table_uuid).publish(version=version)
+    state = cat.store.table(prepared.table_uuid, version)
+    # the metadata as published (the renderer extends the bytes it just wrote), not re-encoded from a dict
+    metadata = cat.projector.metadata.render(state)
+    return Response(b'{"metadata-location":%s,"metadata":%s}' % (
+        json.dumps(layout.metadata_file_of(state)).encode(), metadata), media_type="application/json")
 
 
 def commit_transaction(rc: RestCatalog, body: Mapping[str, Any]) -> None:
@@ -644,9 +663,9 @@ def commit_transaction(rc: RestCatalog, body: Mapping[str, Any]) -> None:
             raise BadRequest(f"Invalid transaction: table {'.'.join(ns + (name,))} is changed twice")
         seen.add((ns, name))
         prepared.append(_prepare(cat, ns, name, change, may_create=True))
-    _commit(cat, prepared)
+    versions = _commit(cat, prepared)
     for p in prepared:
-        Table(cat, p.namespace, p.name, p.table_uuid).publish()
+        Table(cat, p.namespace, p.name, p.table_uuid).publish(version=versions[p.table_uuid])
 
 
 # ---------------------------------------------------------------- routes
@@ -771,7 +790,7 @@ def h_table_exists(rc: RestCatalog, request: Request, _: Any) -> Response:
     return Response(status_code=204 if exists else 404)
 
 
-def h_commit_table(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def h_commit_table(rc: RestCatalog, request: Request, body: dict[str, Any]) -> Response:
     return commit_table(rc, _ns(request), request.path_params["table"], body)
 
 

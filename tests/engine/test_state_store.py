@@ -42,3 +42,20 @@ def test_state_after_reload_equals_cached_state(tmp_path):
         cached = t.state
     with Catalog.open(tmp_path / "wh") as cat:
         assert cat.load_table("db.t").state == cached
+
+
+def test_handles_folding_the_same_commits_write_each_checkpoint_once(tmp_path):
+    warehouse = tmp_path / "wh"
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    with Catalog.open(warehouse, project=False) as writer, Catalog.open(warehouse, project=False) as reader:
+        writer.create_namespace("db")
+        t = writer.create_table("db.t", schema=rows.schema)
+        assert reader.load_table("db.t").state.version == 1  # the reader's cached state starts before the boundary
+        for _ in range(CHECKPOINT_EVERY + 5):
+            t.append(rows)
+        written = []
+        original = reader.log.put_checkpoint
+        reader.log.put_checkpoint = lambda *args: written.append(args) or original(*args)
+        assert reader.load_table("db.t").state == t.state
+        assert written == []  # the writer's fold crossed the boundary first and stored it
+        assert writer.log.checkpoint_version_at_or_before(t.uuid, t.state.version) == CHECKPOINT_EVERY

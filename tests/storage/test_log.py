@@ -30,6 +30,7 @@ from storage import (
 )
 from storage.log import (
     _SELECT_CHECKPOINT,
+    _SELECT_CHECKPOINT_VERSION,
     _SELECT_COMMIT,
     _SELECT_COMMIT_AT,
     _SELECT_COMMIT_STREAMS,
@@ -336,6 +337,8 @@ def test_checkpoints(log, log_path):
     assert log.checkpoint_at_or_before("s", 2) == (1, b"one")
     assert log.checkpoint_at_or_before("s", 10) == (3, b"three again")
     assert log.checkpoint_at_or_before("other", 10) is None
+    assert [log.checkpoint_version_at_or_before("s", v) for v in (0, 2, 10)] == [0, 1, 3]
+    assert log.checkpoint_version_at_or_before("other", 10) == 0
     for version in (0, 4):
         with pytest.raises(InvalidWrite, match=f"stream 's' has no version {version}"):
             log.put_checkpoint("s", version, b"x")
@@ -438,6 +441,7 @@ def test_verify_finds_orphan_parts_and_empty_commits(log, log_path):
 @pytest.mark.parametrize("sql", [
     _SELECT_COMMIT, _SELECT_HEAD, _SELECT_HEADS, _SELECT_COMMIT_AT, _SELECT_TAIL, _SELECT_COMMIT_STREAMS,
     _SELECT_STREAM, _SELECT_SINCE, _SELECT_PARTS, _SELECT_PARTS_MANY, _SELECT_POSITION_AT, _SELECT_CHECKPOINT,
+    _SELECT_CHECKPOINT_VERSION,
 ])
 def test_log_queries_seek_by_index_and_never_scan_a_table(log, sql):
     plan = [row[3] for row in log.db.conn.execute(f"EXPLAIN QUERY PLAN {sql}", ("x",) * sql.count("?"))]

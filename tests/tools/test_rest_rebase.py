@@ -93,6 +93,11 @@ def test_eight_pyiceberg_clients_append_at_once_and_every_append_lands_once(tmp_
         assert cat.verify("db.t") == []
 
 
+def _staged_manifests(warehouse: Path) -> set[str]:
+    with Catalog.open(warehouse) as cat:
+        return {p for p, _ in cat.log.staged_files(cat.load_table("db.t").uuid) if p.endswith(".avro")}
+
+
 def test_commits_that_read_what_changed_still_get_409(tmp_path: Path) -> None:
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.types import StringType
@@ -106,8 +111,11 @@ def test_commits_that_read_what_changed_still_get_409(tmp_path: Path) -> None:
         with Catalog.open(tmp_path / "wh") as cat:
             cat.load_table("db.t").append(_rows([4], "icelog"))
             version = cat.load_table("db.t").state.version
+        staged_before = _staged_manifests(tmp_path / "wh")
         with pytest.raises(CommitFailedException):                   # an overwrite read the rows it replaces
             stale.overwrite(_rows([9], "pyiceberg"))
+        # the files the refused commit named are the table's orphans (PyIceberg may clean up after itself)
+        assert _staged_manifests(tmp_path / "wh") - staged_before
         stale = _client(server.uri).load_table("db.t")
         with Catalog.open(tmp_path / "wh") as cat:
             cat.load_table("db.t").update_schema().add_column("note", "string").commit()

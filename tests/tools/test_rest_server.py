@@ -205,6 +205,24 @@ def test_stale_requirement_is_409_and_changes_nothing(client: RestCatalog, serve
     assert [r["id"] for r in _sorted(client.load_table("db.t").scan().to_arrow())] == [1, 2]
 
 
+def test_a_commit_answers_with_the_metadata_it_published(client: RestCatalog, server: str,
+                                                         tmp_warehouse: Path) -> None:
+    import json
+
+    client.create_namespace("db")
+    client.create_table("db.t", schema=SCHEMA).append(_rows([1, 2]))
+    client.load_table("db.t").append(_rows([3]))
+    r = requests.post(_table_url(server, "db", "t"), headers=_auth(),
+                      json={"requirements": [], "updates": [{"action": "set-properties", "updates": {"x": "ü"}}]})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    answer = r.json()
+    with Catalog.open(tmp_warehouse) as cat:
+        table = cat.load_table("db.t")
+        assert answer["metadata-location"] == table.metadata_location
+    assert answer["metadata"] == json.loads(Path(answer["metadata-location"]).read_bytes())
+    assert answer["metadata"]["properties"]["x"] == "ü" and len(answer["metadata"]["snapshots"]) == 2
+
+
 def _table_url(server: str, ns: str, name: str) -> str:
     return f"{server}/v1/namespaces/{ns}/tables/{name}"
 
