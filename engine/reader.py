@@ -34,7 +34,7 @@ from engine.model.arrow_schema import (
     schema_to_arrow,
 )
 from engine.model.data_file import DataFile, DataFileContent
-from engine.model.expressions import BooleanExpression, arrow_constant, evaluate_arrow
+from engine.model.expressions import BooleanExpression, arrow_constant, evaluate_arrow, referenced_field_ids
 from engine.model.name_mapping import name_mapping
 from engine.model.paths import normalize_path
 from engine.model.schema import (
@@ -140,9 +140,15 @@ class _RawFile:
 
     def __init__(self, path: str, *, mapping: MappingEntries | None, needed_ids: set[int] | None,
                  file_format: str | None = None, io: FileIO = LOCAL_FILES,
-                 row_groups: Callable[[pq.FileMetaData, pa.Schema], list[int] | None] | None = None) -> None:
+                 row_groups: Callable[[pq.FileMetaData, pa.Schema], list[int] | None] | None = None,
+                 first_ids: set[int] | None = None,
+                 keep_rows: Callable[["_RawFile"], pa.Array | None] | None = None) -> None:
         """:param row_groups: for a Parquet file, picks the row groups to read from its footer and Arrow schema
-        (None: all); the rows read keep their positions in the file (:attr:`positions`)"""
+            (None: all); the rows read keep their positions in the file (:attr:`positions`)
+        :param first_ids: with ``keep_rows``, the fields read first (a filter's columns, equality delete keys)
+        :param keep_rows: given the file with only ``first_ids`` read, the mask of the rows to keep (None: all);
+            the other needed columns are then read and only the kept rows stay (:attr:`positions` included), so a
+            selective filter decodes no more than its own columns in full"""
         self.path = path
         fmt = _format_of(path, file_format)
         refuse_catalog_database(path)
@@ -154,9 +160,13 @@ class _RawFile:
                     file_schema, read, self.num_rows = (_open_orc if fmt == "ORC" else _open_avro)(source, path)
                 else:
                     file_schema, read, self.num_rows, self.positions = _open_parquet(source, path, row_groups)
-                self._read_columns(file_schema, read, mapping, needed_ids)
                 if self.positions is None:
                     self.positions = _row_numbers(self.num_rows)
+                if keep_rows is None or first_ids is None:
+                    self._read_columns(file_schema, read, mapping, needed_ids)
+                else:
+                    self._read_columns(file_schema, read, mapping, first_ids)
+                    self._read_kept_rows(file_schema, read, mapping, needed_ids, keep_rows(self))
         except FileError as e:
             raise storage_error(e, path) from e
         except CorruptFileError:
@@ -168,14 +178,41 @@ class _RawFile:
             raise CorruptFileError(f"Cannot read file: {path} is not a readable {fmt.title()} file ({e})",
                                    path=path) from e
 
+    @staticmethod
+    def _mapped(file_schema: pa.Schema, mapping: MappingEntries | None) -> pa.Schema:
+        if not arrow_carries_field_ids(file_schema) and mapping is not None:
+            return apply_name_mapping(file_schema, mapping)
+        return file_schema
+
     def _read_columns(self, file_schema: pa.Schema, read: Any, mapping: MappingEntries | None,
                       needed_ids: set[int] | None) -> None:
-        if not arrow_carries_field_ids(file_schema) and mapping is not None:
-            file_schema = apply_name_mapping(file_schema, mapping)
+        file_schema = self._mapped(file_schema, mapping)
         keep = [i for i, f in enumerate(file_schema) if needed_ids is None or _subtree_ids(f) & needed_ids]
         self.schema = pa.schema([file_schema.field(i) for i in keep])
         names = [file_schema.field(i).name for i in keep]
         self.table = read(names) if keep else None
+
+    def _read_kept_rows(self, file_schema: pa.Schema, read: Any, mapping: MappingEntries | None,
+                        needed_ids: set[int] | None, mask: pa.Array | None) -> None:
+        """Narrow the columns read so far to the rows ``mask`` keeps, then read the other needed columns for them
+        (none at all when no row is kept); columns stay in the file's order."""
+        file_schema = self._mapped(file_schema, mapping)
+        have = {f.name: self.table.column(i) for i, f in enumerate(self.schema)} if self.table is not None else {}
+        keep = [i for i, f in enumerate(file_schema) if needed_ids is None or _subtree_ids(f) & needed_ids]
+        missing = [file_schema.field(i).name for i in keep if file_schema.field(i).name not in have]
+        if mask is not None:
+            have = {name: column.filter(mask) for name, column in have.items()}
+            self.positions = self.positions.filter(mask)
+            self.num_rows = len(self.positions)
+        if missing:
+            if self.num_rows:
+                rest = read(missing)
+                rest = rest.filter(mask) if mask is not None else rest
+                have.update({name: rest.column(name) for name in missing})
+            else:
+                have.update({name: pa.chunked_array([], file_schema.field(name).type) for name in missing})
+        self.schema = pa.schema([file_schema.field(i) for i in keep])
+        self.table = pa.table([have[f.name] for f in self.schema], schema=self.schema) if keep else None
 
     def column_by_id(self, field_id: int) -> pa.Array | None:
         """The values of the field with this id, found at the top level or inside structs (null where a parent
@@ -604,9 +641,26 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
         if d.content == DataFileContent.EQUALITY_DELETES:
             needed |= set(d.equality_ids or ())
     row_groups = None if row_filter is None else functools.partial(_row_groups_matching, schema, row_filter)
-    raw = _RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format, io=io,
-                   row_groups=row_groups)
-    mask = deleted_rows(raw, data_file, deletes, loader or DeleteLoader(mapping, io=io)) if deletes else None
+    loader = loader or DeleteLoader(mapping, io=io)
+    first = _filter_columns_first(data_file, schema, row_filter, needed, deletes)
+    if first is not None:  # late materialization: the filter's columns, then the rest for the rows it keeps
+        assert row_filter is not None
+        filtered = row_filter
+
+        def keep_rows(raw: _RawFile) -> pa.Array:
+            selected = evaluate_arrow(filtered, project(raw.table, raw.schema, raw.num_rows, schema,
+                                                        data_file.file_path))
+            deleted = deleted_rows(raw, data_file, deletes, loader) if deletes else None
+            return selected if deleted is None else pc.and_(selected, pc.invert(deleted))
+
+        raw = _RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format,
+                       io=io, row_groups=row_groups, first_ids=first, keep_rows=keep_rows)
+        row_filter = None  # applied, and the deletes with it
+        mask = None
+    else:
+        raw = _RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format,
+                       io=io, row_groups=row_groups)
+        mask = deleted_rows(raw, data_file, deletes, loader) if deletes else None
     table, num_rows = raw.table, raw.num_rows
     if mask is not None and table is not None:
         table = table.filter(pc.invert(mask))
@@ -626,6 +680,22 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     if row_filter is not None:
         out = out.filter(evaluate_arrow(row_filter, out))
     return out
+
+
+def _filter_columns_first(data_file: DataFile, schema: Schema, row_filter: BooleanExpression | None,
+                          needed: set[int], deletes: Sequence[DataFile]) -> set[int] | None:
+    """The fields to read before the others when a Parquet file is read with a filter that needs fewer columns than
+    the scan returns (and the equality delete keys, which decide with it which rows are kept); None to read every
+    needed column at once."""
+    if row_filter is None or _format_of(data_file.file_path, data_file.file_format) != "PARQUET":
+        return None
+    first = set(referenced_field_ids(row_filter))
+    for d in deletes:
+        if d.content == DataFileContent.EQUALITY_DELETES:
+            first |= set(d.equality_ids or ())
+    if not first or all(_subtree_ids(f) & first for f in schema_to_arrow(schema)):
+        return None  # the filter reads every column the scan returns: nothing to read later
+    return first
 
 
 def read_position_delete_rows(delete_file: DataFile, *, io: FileIO = LOCAL_FILES) -> pa.Table:

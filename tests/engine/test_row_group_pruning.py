@@ -32,3 +32,39 @@ def test_filters_skip_row_groups_and_keep_positions(tmp_path) -> None:
         assert all(r["_row_id"] == r["id"] and r["v"] == f"v{r['id']}" for r in got)   # ids follow positions
         assert t.scan("id >= 20000").to_arrow().num_rows == 0       # every row group skipped
         assert t.scan("id < 3 or id > 9997").count() == 4            # groups at both ends, one row deleted
+
+
+def test_a_filter_reads_its_own_columns_first_and_the_rest_only_for_the_rows_it_keeps(tmp_path, monkeypatch) -> None:
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64()), ("cat", pa.string()),
+                                                      ("payload", pa.string())]),
+                             properties={"write.delete.mode": "merge-on-read"})
+        t.append(pa.table({"id": pa.array(range(1000), pa.int64()), "cat": ["a", "b"] * 500,
+                           "payload": [f"p{i}" for i in range(1000)]}))
+        t.append(pa.table({"id": pa.array(range(1000, 1010), pa.int64()), "cat": ["b"] * 10,
+                           "payload": ["q"] * 10}))
+        t.delete("id in (0, 2, 998)")                                   # position deletes on the first file
+        t.delete_by_key(pa.table({"id": pa.array([4], pa.int64())}), ["id"])  # an equality delete
+        reads: list[list[str]] = []
+        original = pq.ParquetFile.read
+
+        def spy(self, columns=None, **kwargs):
+            reads.append(list(columns or []))
+            return original(self, columns=columns, **kwargs)
+
+        monkeypatch.setattr(pq.ParquetFile, "read", spy)
+        got = t.scan("cat = 'a' and id < 10").to_arrow().sort_by("id").to_pylist()
+        assert got == [{"id": i, "cat": "a", "payload": f"p{i}"} for i in (6, 8)]
+        data_reads = [r for r in reads if "cat" in r or "payload" in r]
+        # the filter's and the equality key's columns first, then the payload for the rows kept (the second file's
+        # ids rule it out at planning)
+        assert [sorted(r) for r in data_reads] == [["cat", "id"], ["payload"]]
+        reads.clear()
+        assert t.scan("cat = 'z'").to_arrow().num_rows == 0
+        assert all("payload" not in r for r in reads)
+        monkeypatch.undo()
+        full = t.scan().to_arrow().to_pylist()                         # the same rows as filtering a full read
+        for text, keep in (("cat = 'b'", lambda r: r["cat"] == "b"), ("payload = 'q'", lambda r: r["payload"] == "q")):
+            assert sorted(t.scan(text).to_arrow().to_pylist(), key=lambda r: r["id"]) == sorted(
+                filter(keep, full), key=lambda r: r["id"])
