@@ -159,7 +159,8 @@ class _RawFile:
                 if fmt in ("ORC", "AVRO"):
                     file_schema, read, self.num_rows = (_open_orc if fmt == "ORC" else _open_avro)(source, path)
                 else:
-                    file_schema, read, self.num_rows, self.positions = _open_parquet(source, path, row_groups)
+                    file_schema, read, self.num_rows, self.positions = _open_parquet(
+                        source, path, row_groups, dictionary_ids=first_ids if keep_rows is not None else None)
                 if self.positions is None:
                     self.positions = _row_numbers(self.num_rows)
                 if keep_rows is None or first_ids is None:
@@ -204,6 +205,9 @@ class _RawFile:
             have = {name: column.filter(mask) for name, column in have.items()}
             self.positions = self.positions.filter(mask)
             self.num_rows = len(self.positions)
+        for name, column in have.items():  # strings the filter read as dictionaries: plain for the rows kept
+            if isinstance(column.type, pa.DictionaryType):
+                have[name] = column.cast(file_schema.field(name).type)
         if missing:
             if self.num_rows:
                 rest = read(missing)
@@ -257,9 +261,16 @@ def _format_of(path: str, file_format: str | None) -> str:
 
 
 def _open_parquet(source: pa.NativeFile, path: str,
-                  row_groups: Callable[[pq.FileMetaData, pa.Schema], list[int] | None] | None
-                  ) -> tuple[pa.Schema, Any, int, pa.Array | None]:
+                  row_groups: Callable[[pq.FileMetaData, pa.Schema], list[int] | None] | None,
+                  dictionary_ids: set[int] | None = None) -> tuple[pa.Schema, Any, int, pa.Array | None]:
+    """:param dictionary_ids: top-level string and binary columns with these field ids are read as dictionaries
+    (no string is materialized for a row a filter then drops)"""
     pf = pq.ParquetFile(source)
+    if dictionary_ids:
+        names = [f.name for f in pf.schema_arrow if arrow_field_id(f) in dictionary_ids
+                 and (pa.types.is_string(f.type) or pa.types.is_binary(f.type))]
+        if names:
+            pf = pq.ParquetFile(source, metadata=pf.metadata, read_dictionary=names)
     chosen = row_groups(pf.metadata, pf.schema_arrow) if row_groups is not None else None
     if chosen is None:
         return pf.schema_arrow, lambda names: pf.read(columns=names, use_threads=False), pf.metadata.num_rows, None
@@ -529,9 +540,10 @@ _POSITION_MAPPING = [{"field-id": DELETE_FILE_PATH_ID, "names": [DELETE_FILE_PAT
 
 
 def _row_numbers(n: int) -> pa.Array:
+    """0, 1, ..., n - 1 as int64 (the indices of n true values: one pass, no running sum)."""
     if n == 0:
         return pa.array([], pa.int64())
-    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+    return pc.indices_nonzero(pa.repeat(pa.scalar(True), n)).cast(pa.int64())
 
 
 def _equal_rows(data: list[pa.Array], deleted: list[pa.Array], rows: pa.Array) -> pa.Array:
