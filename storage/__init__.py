@@ -1,4 +1,4 @@
-"""icelog's storage layer: the append-only SQLite event log and warehouse file IO.
+"""icelog's storage layer: the append-only event log (SQLite, or PostgreSQL for many hosts) and warehouse file IO.
 
 Layer: storage. Imports nothing else of ours and knows nothing of Iceberg; ``engine`` and ``projections`` build on it.
 
@@ -22,22 +22,24 @@ from storage.errors import (
     LogIntegrityError,
     StreamVersionConflict,
 )
-from storage.files import FileIO
-from storage.log import (
+from storage.contract import (
     APPEND_ONLY_MESSAGE,
     GENESIS_HASH,
     CommitResult,
-    Log,
+    EventLog,
     NewEvent,
     StoredEvent,
     StreamWrite,
     event_hash,
 )
+from storage.files import FileIO
+from storage.log import Log
 
 __all__ = [
     "APPEND_ONLY_MESSAGE",
     "GENESIS_HASH",
     "CommitResult",
+    "EventLog",
     "FileAlreadyExists",
     "FileError",
     "FileIO",

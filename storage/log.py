@@ -44,8 +44,18 @@ except ImportError:  # not a POSIX system: SQLite's lock alone serializes writer
 
 import attrs
 import sqlite_utils
-from attrs import validators as v
 
+from storage.contract import (
+    APPEND_ONLY_MESSAGE,
+    GENESIS_HASH,
+    CommitResult,
+    StoredEvent,
+    StreamWrite,
+    check_commit,
+    event_hash,
+    stored_event,
+    verify_rows,
+)
 from storage.files import OPEN_DATABASES, WRITER_LOCK_SUFFIX
 from storage.errors import (
     LogDamaged,
@@ -57,8 +67,6 @@ from storage.errors import (
     StreamVersionConflict,
 )
 
-APPEND_ONLY_MESSAGE = "icelog: the event log is append-only"
-GENESIS_HASH = "0" * 64
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 PROTECTED_TABLES = ("events", "event_parts", "commits")
 _SCHEMA_TABLES = ("events", "event_parts", "commits", "checkpoints", "staged_files")
@@ -106,102 +114,6 @@ _SELECT_CHECKPOINT = (
 _SELECT_CHECKPOINT_VERSION = (
     "SELECT max(version) FROM checkpoints WHERE stream = ? AND version <= ?"
 )
-
-_str = v.instance_of(str)
-
-
-def _int(instance: object, attribute: attrs.Attribute, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"Cannot build {type(instance).__name__}: {attribute.name} must be an int, not {value!r}")
-
-
-@attrs.frozen(kw_only=True)
-class NewEvent:
-    """An event to append, as the engine encoded it.
-
-    ::
-
-        NewEvent(stream="t-uuid", type="snapshot-committed", type_version=1, payload='{"snapshot-id":1}',
-                 parts=('{"file-path":"a.parquet"}',))
-
-    :param stream: the stream it belongs to (must equal its :class:`StreamWrite`'s stream)
-    :param type: the stable event type name
-    :param type_version: the version of the type's payload shape (for upcasting on read)
-    :param payload: canonical JSON text
-    :param parts: bulk child records (canonical JSON text each), stored in ``event_parts`` and covered by the hash
-    """
-
-    stream: str = attrs.field(validator=_str)
-    type: str = attrs.field(validator=_str)
-    type_version: int = attrs.field(validator=_int)
-    payload: str = attrs.field(validator=_str)
-    parts: tuple[str, ...] = attrs.field(default=(), validator=v.deep_iterable(_str, v.instance_of(tuple)))
-
-
-@attrs.frozen(kw_only=True)
-class StreamWrite:
-    """The events one commit appends to one stream, and the stream version they were built on (the CAS check).
-
-    ::
-
-        StreamWrite(stream="t-uuid", expected_version=0, events=(event,))  # 0: the stream must be new
-
-    :param stream: the stream
-    :param expected_version: the stream's head the events were built on; 0 for a new stream
-    :param events: one or more events, appended as versions ``expected_version + 1, ...``
-    """
-
-    stream: str = attrs.field(validator=_str)
-    expected_version: int = attrs.field(validator=_int)
-    events: tuple[NewEvent, ...] = attrs.field(
-        validator=v.deep_iterable(v.instance_of(NewEvent), v.instance_of(tuple)))
-
-
-@attrs.frozen(kw_only=True)
-class StoredEvent:
-    """An event as the log holds it.
-
-    :param position: global position in the log (contiguous from 1)
-    :param stream: the stream
-    :param version: version within the stream (contiguous from 1)
-    :param commit_id: the commit that appended it
-    :param type: the event type name
-    :param type_version: the payload shape version
-    :param time_ms: the commit time given by the writer
-    :param actor: who committed it, if given
-    :param payload: canonical JSON text
-    :param hash: sha256 hex of this event chained to the previous one (:func:`event_hash`)
-    """
-
-    position: int
-    stream: str
-    version: int
-    commit_id: str
-    type: str
-    type_version: int
-    time_ms: int
-    actor: str | None
-    payload: str
-    hash: str
-
-
-@attrs.frozen(kw_only=True)
-class CommitResult:
-    """What a commit appended.
-
-    :param commit_id: the commit id
-    :param time_ms: the commit time as recorded
-    :param positions: the log positions of its events, in order (contiguous)
-    :param heads: ``(stream, version)`` after the commit, one per stream written, in write order
-    :param duplicate: True when the commit id had already landed and this is the stored result
-    """
-
-    commit_id: str
-    time_ms: int
-    positions: tuple[int, ...]
-    heads: tuple[tuple[str, int], ...]
-    duplicate: bool = False
-
 
 class _WriterLock:
     """The lock this process's writers of one log file take before SQLite's: a thread lock, and, for the thread
@@ -326,28 +238,6 @@ def _write_lock(path: Path) -> _WriterLock:
         if lock is None:
             lock = _WRITE_LOCKS[key] = _WriterLock(Path(key))
         return lock
-
-
-def event_hash(previous_hash: str, position: int, stream: str, version: int, commit_id: str, type: str,
-               type_version: int, time_ms: int, actor: str | None, payload: str, parts: Sequence[str]) -> str:
-    """The chained hash of one event: sha256 hex over a canonical concatenation of its fields.
-
-    Each field is UTF-8 encoded and written as ``<byte length>:<bytes>,`` (a netstring); ``None`` is written as
-    ``~,``. The fields, in order: the previous event's hash (:data:`GENESIS_HASH` for position 1), position, stream,
-    version, commit id, type, type version, time, actor, payload, the number of parts, then the sha256 hex of each
-    part in ordinal order. Integers are written in decimal. Any backend can reproduce it byte for byte.
-    """
-    fields = [previous_hash, str(position), stream, str(version), commit_id, type, str(type_version),
-              str(time_ms), actor, payload, str(len(parts))]
-    fields.extend(hashlib.sha256(part.encode()).hexdigest() for part in parts)
-    chunks = []
-    for field in fields:
-        if field is None:
-            chunks.append(b"~,")
-        else:
-            data = field.encode()
-            chunks.append(b"%d:%s," % (len(data), data))
-    return hashlib.sha256(b"".join(chunks)).hexdigest()
 
 
 class Log:
@@ -576,7 +466,7 @@ class Log:
         """
         conn = self._live()
         writes = tuple(writes)
-        _check_commit(commit_id, writes, time_ms, actor, message)
+        check_commit(commit_id, writes, time_ms, actor, message)
         with self.transaction():
             stored = conn.execute(_SELECT_COMMIT, (commit_id,)).fetchone()
             if stored is not None:
@@ -681,7 +571,7 @@ class Log:
         """
         limit = _NO_LIMIT if up_to_version is None else up_to_version
         rows = self._live().execute(_SELECT_STREAM, (stream, after_version, limit))
-        return [_stored_event(row) for row in rows]
+        return [stored_event(row) for row in rows]
 
     def read_since(self, after_position: int = 0, up_to_position: int | None = None) -> list[StoredEvent]:
         """The whole log's events with ``after_position < position <= up_to_position``, in log order.
@@ -691,7 +581,7 @@ class Log:
         """
         limit = _NO_LIMIT if up_to_position is None else up_to_position
         rows = self._live().execute(_SELECT_SINCE, (after_position, limit))
-        return [_stored_event(row) for row in rows]
+        return [stored_event(row) for row in rows]
 
     def read_parts(self, position: int) -> list[str]:
         """The parts of the event at ``position``, in ordinal order.
@@ -812,64 +702,18 @@ class Log:
         An empty list means the log is intact. Reads one consistent snapshot; O(log) by nature, so not for hot paths.
         """
         conn = self._live()
-        problems: list[str] = []
         own_snapshot = not conn.in_transaction
         if own_snapshot:
             conn.execute("BEGIN")
         try:
-            events = conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY position")
-            parts = conn.cursor().execute("SELECT position, ordinal, body FROM event_parts ORDER BY position, ordinal")
-            commits = conn.cursor().execute(
-                "SELECT first_position, last_position, commit_id FROM commits ORDER BY last_position")
-            part = parts.fetchone()
-            commit = commits.fetchone()
-            commit_matched = False
-            previous_hash = GENESIS_HASH
-            expected_position = 1
-            versions: dict[str, int] = {}
-            for position, stream, version, commit_id, type_, type_version, time_ms, actor, payload, hash_ in events:
-                if position != expected_position:
-                    problems.append(f"position {position}: expected position {expected_position} (a gap)")
-                expected_position = position + 1
-                if version != versions.get(stream, 0) + 1:
-                    problems.append(f"position {position}: stream {stream!r} version {version} follows "
-                                    f"version {versions.get(stream, 0)}")
-                versions[stream] = version
-                bodies = []
-                while part is not None and part[0] <= position:
-                    if part[0] < position:
-                        problems.append(f"position {part[0]}: part {part[1]} belongs to no event")
-                    else:
-                        if part[1] != len(bodies):
-                            problems.append(f"position {position}: part ordinal {part[1]}, expected {len(bodies)}")
-                        bodies.append(part[2])
-                    part = parts.fetchone()
-                computed = event_hash(previous_hash, position, stream, version, commit_id, type_, type_version,
-                                      time_ms, actor, payload, bodies)
-                if computed != hash_:
-                    problems.append(f"position {position}: hash does not match the event (the chain breaks here)")
-                previous_hash = hash_
-                while commit is not None and commit[1] < position:
-                    if not commit_matched:
-                        problems.append(f"commit {commit[2]!r}: positions {commit[0]}..{commit[1]} hold none of "
-                                        f"its events")
-                    commit, commit_matched = commits.fetchone(), False
-                if commit is None or not commit[0] <= position <= commit[1] or commit[2] != commit_id:
-                    problems.append(f"position {position}: not inside the row of commit {commit_id!r}")
-                else:
-                    commit_matched = True
-            while part is not None:
-                problems.append(f"position {part[0]}: part {part[1]} belongs to no event")
-                part = parts.fetchone()
-            while commit is not None:
-                if not commit_matched:
-                    problems.append(f"commit {commit[2]!r}: positions {commit[0]}..{commit[1]} hold none of "
-                                    f"its events")
-                commit, commit_matched = commits.fetchone(), False
+            return verify_rows(
+                conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY position"),
+                conn.cursor().execute("SELECT position, ordinal, body FROM event_parts ORDER BY position, ordinal"),
+                conn.cursor().execute(
+                    "SELECT first_position, last_position, commit_id FROM commits ORDER BY last_position"))
         finally:
             if own_snapshot:
                 conn.execute("COMMIT")
-        return problems
 
     def _first_undecodable_position(self) -> int | None:
         """The first event position whose stored text is not valid UTF-8 (read on a side connection)."""
@@ -982,42 +826,6 @@ def _translate_damage(method: Callable[..., Any]) -> Callable[..., Any]:
             raise
 
     return translated
-
-
-def _stored_event(row: tuple) -> StoredEvent:
-    position, stream, version, commit_id, type_, type_version, time_ms, actor, payload, hash_ = row
-    return StoredEvent(position=position, stream=stream, version=version, commit_id=commit_id, type=type_,
-                       type_version=type_version, time_ms=time_ms, actor=actor, payload=payload, hash=hash_)
-
-
-def _check_commit(commit_id: str, writes: Sequence[StreamWrite], time_ms: int, actor: str | None,
-                  message: str | None) -> None:
-    if not isinstance(commit_id, str) or not commit_id:
-        raise InvalidWrite(f"Cannot commit: the commit id must be a non-empty string, not {commit_id!r}")
-    if not isinstance(time_ms, int) or isinstance(time_ms, bool):
-        raise InvalidWrite(f"Cannot commit {commit_id!r}: time_ms must be an int, not {time_ms!r}")
-    if actor is not None and not isinstance(actor, str):
-        raise InvalidWrite(f"Cannot commit {commit_id!r}: actor must be a string, not {actor!r}")
-    if message is not None and not isinstance(message, str):
-        raise InvalidWrite(f"Cannot commit {commit_id!r}: message must be a string, not {message!r}")
-    if not writes:
-        raise InvalidWrite(f"Cannot commit {commit_id!r}: no stream writes (an empty commit never reaches the log)")
-    seen = set()
-    for write in writes:
-        if not isinstance(write, StreamWrite):
-            raise InvalidWrite(f"Cannot commit {commit_id!r}: {write!r} is not a StreamWrite")
-        if write.stream in seen:
-            raise InvalidWrite(f"Cannot commit {commit_id!r}: stream {write.stream!r} is written twice")
-        seen.add(write.stream)
-        if write.expected_version < 0:
-            raise InvalidWrite(f"Cannot commit {commit_id!r}: expected version {write.expected_version} "
-                               f"of stream {write.stream!r} is negative")
-        if not write.events:
-            raise InvalidWrite(f"Cannot commit {commit_id!r}: the write to stream {write.stream!r} has no events")
-        for event in write.events:
-            if event.stream != write.stream:
-                raise InvalidWrite(f"Cannot commit {commit_id!r}: an event of stream {event.stream!r} is in the "
-                                   f"write to stream {write.stream!r}")
 
 
 def log_read_write_methods() -> list[str]:

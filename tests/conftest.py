@@ -100,6 +100,28 @@ def s3_endpoint() -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A real PostgreSQL server (initdb into a temporary folder, 127.0.0.1 and a free port) for the whole run."""
+    from tools.postgres_server import LocalPostgres
+
+    with LocalPostgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Any) -> str:
+    """The URL of a new, empty database of this test on the run's PostgreSQL server."""
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return postgres_server.url.rsplit("/", 1)[0] + "/" + name
+
+
 #: the keys every test uses on the loopback S3 server (moto accepts any)
 S3_ACCESS_KEY = "icelog-test-key"
 S3_SECRET_KEY = "icelog-test-secret-5d1e"

@@ -134,11 +134,40 @@ def cmd_tables(args: argparse.Namespace) -> None:
 
 
 def cmd_log(args: argparse.Namespace) -> None:
+    if args.table == "copy":
+        return cmd_log_copy(args)
+    if args.targets:
+        from engine.errors import ValidationError
+        raise ValidationError(f"Cannot show the log: unexpected arguments {' '.join(args.targets)} (did you mean "
+                              f"'icelog log copy SRC DST'?)")
     with _catalog(args) as cat:
         t = cat.load_table(args.table)
         print("position\tversion\ttype\ttime\tcommit_id")
         for e in cat.log.read_stream(t.uuid):
             print(f"{e.position}\t{e.version}\t{e.type}\t{_time(e.time_ms)}\t{e.commit_id}")
+
+
+def cmd_log_copy(args: argparse.Namespace) -> None:
+    """``icelog log copy SRC DST``: the whole log, event for event, into an empty log on the other backend."""
+    from engine.errors import ValidationError
+
+    if len(args.targets) != 2:
+        raise ValidationError("Cannot copy the log: give SRC and DST (a catalog.db, its folder, or a "
+                              "postgresql:// URL), e.g. icelog log copy warehouse postgresql://icelog@db/lake")
+    try:
+        from storage.log_copy import copy_log, head_hash, open_log
+        with open_log(args.targets[0]) as source, open_log(args.targets[1]) as target:
+            copied = copy_log(source, target)
+            problems = target.verify()
+            if problems or head_hash(target) != head_hash(source):
+                raise ValidationError(f"Cannot trust the copy: {'; '.join(problems[:3]) or 'hash chain heads differ'}")
+    except ModuleNotFoundError as e:
+        if e.name != "psycopg":
+            raise
+        raise ValidationError("Cannot open a PostgreSQL log: psycopg is not installed "
+                              "(pip install 'icelog[postgresql]')") from e
+    print(f"copied {copied.events} events in {copied.commits} commits and {copied.staged_files} staged file "
+          f"records; both logs end at hash {copied.head_hash}; the copy verifies")
 
 
 def cmd_snapshots(args: argparse.Namespace) -> None:
@@ -494,8 +523,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --purge, also delete the files it referenced outside its location")
     p = add("tables", cmd_tables, "List tables (of one namespace, or of all).")
     p.add_argument("namespace", nargs="?")
-    p = add("log", cmd_log, "Show a table's events: position, version, type, time, commit id.")
-    p.add_argument("table")
+    p = add("log", cmd_log, "Show a table's events: position, version, type, time, commit id. "
+                            "'icelog log copy SRC DST' copies a whole log between SQLite and PostgreSQL.")
+    p.add_argument("table", help="namespace.table, or copy")
+    p.add_argument("targets", nargs="*", metavar="SRC DST",
+                   help="with copy: the source and the (empty) target log: a catalog.db, its folder, or a "
+                        "postgresql:// URL")
     p = add("snapshots", cmd_snapshots, "List a table's snapshots.")
     p.add_argument("table")
     p = add("inspect", cmd_inspect, "Print one of a table's metadata tables (Iceberg Java's columns) as JSON lines.")

@@ -111,3 +111,19 @@ def test_cli_deep_filter_exits_1_with_one_line(tmp_path, capsys, data_file):
     wide = " or ".join(f"id = {i}" for i in range(2000))
     code, out, err = run(capsys, "--warehouse", wh, "scan", "db.t", "--where", wide, "--columns", "id")
     assert code == 0 and sorted(json.loads(line)["id"] for line in out.splitlines()) == [1, 2, 3]
+
+
+def test_log_copy_moves_a_catalog_log_to_postgresql_and_back(tmp_path, capsys, data_file, postgres_url):
+    wh = str(tmp_path / "wh")
+    assert run(capsys, "--warehouse", wh, "create-namespace", "db")[0] == 0
+    assert run(capsys, "--warehouse", wh, "create-table", "db.t", "--schema-from", data_file)[0] == 0
+    assert run(capsys, "--warehouse", wh, "append", "db.t", data_file)[0] == 0
+    code, out, _ = run(capsys, "log", "copy", wh, postgres_url)
+    assert code == 0 and "the copy verifies" in out
+    events = int(out.split()[1])
+    code, back, _ = run(capsys, "log", "copy", postgres_url, str(tmp_path / "back.db"))
+    assert code == 0 and back.split()[1] == str(events) and back.split()[-4] == out.split()[-4]  # the same head
+    code, _, err = run(capsys, "log", "copy", wh, postgres_url)  # the target holds events now
+    assert code == 1 and "already holds events" in err
+    code, _, err = run(capsys, "--warehouse", wh, "log", "copy", wh)
+    assert code == 1 and "give SRC and DST" in err

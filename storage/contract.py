@@ -1,0 +1,289 @@
+"""What every event log backend of icelog offers: the events it takes and gives back, the hash that chains them,
+the checks a commit passes before anything is written, and the operations themselves (:class:`EventLog`).
+
+Layer: storage (nothing of Iceberg). :mod:`storage.log` keeps the log in an SQLite file, :mod:`storage.postgres_log`
+in a PostgreSQL database; both compute the same hash chain, so ``verify`` and a copy between them agree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+import attrs
+from attrs import validators as v
+
+from storage.errors import InvalidWrite
+
+APPEND_ONLY_MESSAGE = "icelog: the event log is append-only"
+GENESIS_HASH = "0" * 64
+
+
+_str = v.instance_of(str)
+
+
+def _int(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"Cannot build {type(instance).__name__}: {attribute.name} must be an int, not {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class NewEvent:
+    """An event to append, as the engine encoded it.
+
+    ::
+
+        NewEvent(stream="t-uuid", type="snapshot-committed", type_version=1, payload='{"snapshot-id":1}',
+                 parts=('{"file-path":"a.parquet"}',))
+
+    :param stream: the stream it belongs to (must equal its :class:`StreamWrite`'s stream)
+    :param type: the stable event type name
+    :param type_version: the version of the type's payload shape (for upcasting on read)
+    :param payload: canonical JSON text
+    :param parts: bulk child records (canonical JSON text each), stored in ``event_parts`` and covered by the hash
+    """
+
+    stream: str = attrs.field(validator=_str)
+    type: str = attrs.field(validator=_str)
+    type_version: int = attrs.field(validator=_int)
+    payload: str = attrs.field(validator=_str)
+    parts: tuple[str, ...] = attrs.field(default=(), validator=v.deep_iterable(_str, v.instance_of(tuple)))
+
+
+@attrs.frozen(kw_only=True)
+class StreamWrite:
+    """The events one commit appends to one stream, and the stream version they were built on (the CAS check).
+
+    ::
+
+        StreamWrite(stream="t-uuid", expected_version=0, events=(event,))  # 0: the stream must be new
+
+    :param stream: the stream
+    :param expected_version: the stream's head the events were built on; 0 for a new stream
+    :param events: one or more events, appended as versions ``expected_version + 1, ...``
+    """
+
+    stream: str = attrs.field(validator=_str)
+    expected_version: int = attrs.field(validator=_int)
+    events: tuple[NewEvent, ...] = attrs.field(
+        validator=v.deep_iterable(v.instance_of(NewEvent), v.instance_of(tuple)))
+
+
+@attrs.frozen(kw_only=True)
+class StoredEvent:
+    """An event as the log holds it.
+
+    :param position: global position in the log (contiguous from 1)
+    :param stream: the stream
+    :param version: version within the stream (contiguous from 1)
+    :param commit_id: the commit that appended it
+    :param type: the event type name
+    :param type_version: the payload shape version
+    :param time_ms: the commit time given by the writer
+    :param actor: who committed it, if given
+    :param payload: canonical JSON text
+    :param hash: sha256 hex of this event chained to the previous one (:func:`event_hash`)
+    """
+
+    position: int
+    stream: str
+    version: int
+    commit_id: str
+    type: str
+    type_version: int
+    time_ms: int
+    actor: str | None
+    payload: str
+    hash: str
+
+
+@attrs.frozen(kw_only=True)
+class CommitResult:
+    """What a commit appended.
+
+    :param commit_id: the commit id
+    :param time_ms: the commit time as recorded
+    :param positions: the log positions of its events, in order (contiguous)
+    :param heads: ``(stream, version)`` after the commit, one per stream written, in write order
+    :param duplicate: True when the commit id had already landed and this is the stored result
+    """
+
+    commit_id: str
+    time_ms: int
+    positions: tuple[int, ...]
+    heads: tuple[tuple[str, int], ...]
+    duplicate: bool = False
+
+
+def event_hash(previous_hash: str, position: int, stream: str, version: int, commit_id: str, type: str,
+               type_version: int, time_ms: int, actor: str | None, payload: str, parts: Sequence[str]) -> str:
+    """The chained hash of one event: sha256 hex over a canonical concatenation of its fields.
+
+    Each field is UTF-8 encoded and written as ``<byte length>:<bytes>,`` (a netstring); ``None`` is written as
+    ``~,``. The fields, in order: the previous event's hash (:data:`GENESIS_HASH` for position 1), position, stream,
+    version, commit id, type, type version, time, actor, payload, the number of parts, then the sha256 hex of each
+    part in ordinal order. Integers are written in decimal. Any backend can reproduce it byte for byte.
+    """
+    fields = [previous_hash, str(position), stream, str(version), commit_id, type, str(type_version),
+              str(time_ms), actor, payload, str(len(parts))]
+    fields.extend(hashlib.sha256(part.encode()).hexdigest() for part in parts)
+    chunks = []
+    for field in fields:
+        if field is None:
+            chunks.append(b"~,")
+        else:
+            data = field.encode()
+            chunks.append(b"%d:%s," % (len(data), data))
+    return hashlib.sha256(b"".join(chunks)).hexdigest()
+
+
+def stored_event(row: tuple) -> StoredEvent:
+    position, stream, version, commit_id, type_, type_version, time_ms, actor, payload, hash_ = row
+    return StoredEvent(position=position, stream=stream, version=version, commit_id=commit_id, type=type_,
+                       type_version=type_version, time_ms=time_ms, actor=actor, payload=payload, hash=hash_)
+
+
+def check_commit(commit_id: str, writes: Sequence[StreamWrite], time_ms: int, actor: str | None,
+                  message: str | None) -> None:
+    if not isinstance(commit_id, str) or not commit_id:
+        raise InvalidWrite(f"Cannot commit: the commit id must be a non-empty string, not {commit_id!r}")
+    if not isinstance(time_ms, int) or isinstance(time_ms, bool):
+        raise InvalidWrite(f"Cannot commit {commit_id!r}: time_ms must be an int, not {time_ms!r}")
+    if actor is not None and not isinstance(actor, str):
+        raise InvalidWrite(f"Cannot commit {commit_id!r}: actor must be a string, not {actor!r}")
+    if message is not None and not isinstance(message, str):
+        raise InvalidWrite(f"Cannot commit {commit_id!r}: message must be a string, not {message!r}")
+    if not writes:
+        raise InvalidWrite(f"Cannot commit {commit_id!r}: no stream writes (an empty commit never reaches the log)")
+    seen = set()
+    for write in writes:
+        if not isinstance(write, StreamWrite):
+            raise InvalidWrite(f"Cannot commit {commit_id!r}: {write!r} is not a StreamWrite")
+        if write.stream in seen:
+            raise InvalidWrite(f"Cannot commit {commit_id!r}: stream {write.stream!r} is written twice")
+        seen.add(write.stream)
+        if write.expected_version < 0:
+            raise InvalidWrite(f"Cannot commit {commit_id!r}: expected version {write.expected_version} "
+                               f"of stream {write.stream!r} is negative")
+        if not write.events:
+            raise InvalidWrite(f"Cannot commit {commit_id!r}: the write to stream {write.stream!r} has no events")
+        for event in write.events:
+            if event.stream != write.stream:
+                raise InvalidWrite(f"Cannot commit {commit_id!r}: an event of stream {event.stream!r} is in the "
+                                   f"write to stream {write.stream!r}")
+
+
+class EventLog(Protocol):
+    """The operations the engine needs from an event log, whatever keeps it (SQLite: :class:`storage.log.Log`;
+    PostgreSQL: :class:`storage.postgres_log.PostgresLog`). Every backend passes the same contract suite
+    (``tests/storage/test_log_contract.py``).
+
+    Writes: :meth:`commit` appends events to one or more streams in one transaction, each stream checked against
+    the version its events were built on (compare-and-swap), positions contiguous from 1, each event's hash chained
+    to the previous one (:func:`event_hash`); a commit id that already landed returns the stored result
+    (``duplicate=True``) and writes nothing. Reads: by stream and version range, by position range, the parts of
+    events, commit results and messages, the position at a time. Beside the hashed log: staged files and
+    checkpoints (derived, deletable). :meth:`verify` recomputes the chain.
+    """
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    def exclusive(self, key: str, timeout_s: float | None = None) -> contextlib.AbstractContextManager[bool]: ...
+
+    def commit(self, commit_id: str, writes: Sequence[StreamWrite], *, time_ms: int, actor: str | None = None,
+               message: str | None = None) -> CommitResult: ...
+
+    def commit_of(self, commit_id: str) -> CommitResult | None: ...
+
+    def head(self, stream: str) -> int: ...
+
+    def heads(self, streams: Iterable[str]) -> dict[str, int]: ...
+
+    def read_stream(self, stream: str, after_version: int = 0, up_to_version: int | None = None
+                    ) -> list[StoredEvent]: ...
+
+    def read_since(self, after_position: int = 0, up_to_position: int | None = None) -> list[StoredEvent]: ...
+
+    def read_parts(self, position: int) -> list[str]: ...
+
+    def read_parts_many(self, positions: Iterable[int]) -> dict[int, list[str]]: ...
+
+    def messages_of(self, commit_ids: Iterable[str]) -> dict[str, str | None]: ...
+
+    def position_at(self, time_ms: int) -> int: ...
+
+    def record_staged(self, stream: str, path: str, time_ms: int) -> None: ...
+
+    def record_staged_many(self, stream: str, paths: Iterable[str], time_ms: int) -> None: ...
+
+    def staged_files(self, stream: str, before_ms: int | None = None) -> list[tuple[str, int]]: ...
+
+    def forget_staged(self, stream: str, paths: Iterable[str]) -> None: ...
+
+    def put_checkpoint(self, stream: str, version: int, blob: bytes) -> None: ...
+
+    def checkpoint_at_or_before(self, stream: str, version: int) -> tuple[int, bytes] | None: ...
+
+    def checkpoint_version_at_or_before(self, stream: str, version: int) -> int: ...
+
+    def verify(self) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+def verify_rows(events: Iterable[Sequence[Any]], parts: Iterable[Sequence[Any]],
+                commits: Iterable[Sequence[Any]]) -> list[str]:
+    """Every problem of a log read as three ordered row streams: ``events`` (the event columns, by position),
+    ``parts`` (position, ordinal, body; by position and ordinal) and ``commits`` (first position, last position,
+    commit id; by last position). Checks positions contiguous from 1, versions contiguous per stream, every event's
+    hash, part ordinals, and every event inside the commit row that names it. Shared by the backends' ``verify``.
+    """
+    problems: list[str] = []
+    parts_iter, commits_iter = iter(parts), iter(commits)
+    part = next(parts_iter, None)
+    commit = next(commits_iter, None)
+    commit_matched = False
+    previous_hash = GENESIS_HASH
+    expected_position = 1
+    versions: dict[str, int] = {}
+    for position, stream, version, commit_id, type_, type_version, time_ms, actor, payload, hash_ in events:
+        if position != expected_position:
+            problems.append(f"position {position}: expected position {expected_position} (a gap)")
+        expected_position = position + 1
+        if version != versions.get(stream, 0) + 1:
+            problems.append(f"position {position}: stream {stream!r} version {version} follows "
+                            f"version {versions.get(stream, 0)}")
+        versions[stream] = version
+        bodies = []
+        while part is not None and part[0] <= position:
+            if part[0] < position:
+                problems.append(f"position {part[0]}: part {part[1]} belongs to no event")
+            else:
+                if part[1] != len(bodies):
+                    problems.append(f"position {position}: part ordinal {part[1]}, expected {len(bodies)}")
+                bodies.append(part[2])
+            part = next(parts_iter, None)
+        computed = event_hash(previous_hash, position, stream, version, commit_id, type_, type_version,
+                              time_ms, actor, payload, bodies)
+        if computed != hash_:
+            problems.append(f"position {position}: hash does not match the event (the chain breaks here)")
+        previous_hash = hash_
+        while commit is not None and commit[1] < position:
+            if not commit_matched:
+                problems.append(f"commit {commit[2]!r}: positions {commit[0]}..{commit[1]} hold none of "
+                                f"its events")
+            commit, commit_matched = next(commits_iter, None), False
+        if commit is None or not commit[0] <= position <= commit[1] or commit[2] != commit_id:
+            problems.append(f"position {position}: not inside the row of commit {commit_id!r}")
+        else:
+            commit_matched = True
+    while part is not None:
+        problems.append(f"position {part[0]}: part {part[1]} belongs to no event")
+        part = next(parts_iter, None)
+    while commit is not None:
+        if not commit_matched:
+            problems.append(f"commit {commit[2]!r}: positions {commit[0]}..{commit[1]} hold none of its events")
+        commit, commit_matched = next(commits_iter, None), False
+    return problems
