@@ -68,13 +68,12 @@ class LocalPostgres:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{DATABASE}"
 
     def _as_server_user(self, args: list[str], **kwargs) -> subprocess.CompletedProcess:
-        preexec = None
-        if self._run_as is not None:
-            uid, gid = self._run_as.pw_uid, self._run_as.pw_gid
+        def become_server_user() -> None:
+            assert self._run_as is not None
+            os.setgid(self._run_as.pw_gid)
+            os.setuid(self._run_as.pw_uid)
 
-            def preexec() -> None:
-                os.setgid(gid)
-                os.setuid(uid)
+        preexec = become_server_user if self._run_as is not None else None
         env = {**os.environ, "LC_ALL": "C", "HOME": str(self.root)}
         return subprocess.run(args, preexec_fn=preexec, env=env, cwd=self.root, check=True, capture_output=True,
                               text=True, **kwargs)
