@@ -392,6 +392,8 @@ class BlockTable:
 
     def _create(self) -> bool:
         if not self._ready:
+            if getattr(self.log, "db", None) is None:
+                return False  # a log without an SQLite file (PostgreSQL): no blocks kept, plans read the parts
             try:
                 db = self.log.db
                 db.execute(

@@ -15,9 +15,8 @@ manifests' entries from the files it wrote.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-from typing import Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 import attrs
 
@@ -42,9 +41,9 @@ from projections.manifests import (
     render_manifest_list,
 )
 from projections.metadata_json import MetadataRenderer
-from storage import Log
+from storage import EventLog
 from storage.errors import FileAlreadyExists, FileNotFound
-from storage.files import FileIO, is_s3
+from storage.files import FileIO
 
 DEFAULT_CATALOG_NAME = "icelog"
 MERGE_ENABLED_DEFAULT = True
@@ -128,25 +127,25 @@ class OverlayIndex:
         self.added[snapshot_id] = list(manifests)
 
 
-class SqliteIndex:
-    """The manifest-list index as a derived table in the catalog's SQLite file. A row never changes once written,
-    so each table's newest list (the parent of its next commit) is also kept in memory."""
+class StoredIndex:
+    """The manifest-list index as a derived table beside the catalog's log (SQLite or PostgreSQL). A row never
+    changes once written, so each table's newest list (the parent of its next commit) is also kept in memory."""
 
     TABLE = "projection_manifest_lists"
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: EventLog) -> None:
         self.log = log
         self._newest: dict[str, tuple[int, list[ManifestFile]]] = {}
-        log.db.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (table_uuid TEXT NOT NULL, snapshot_id INTEGER "
-                       f"NOT NULL, manifests TEXT NOT NULL, PRIMARY KEY (table_uuid, snapshot_id))")
+        log.derived.create(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (table_uuid TEXT NOT NULL, snapshot_id BIGINT "
+                           f"NOT NULL, manifests TEXT NOT NULL, PRIMARY KEY (table_uuid, snapshot_id))")
 
     def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None:
         newest = self._newest.get(table_uuid)
         if newest is not None and newest[0] == snapshot_id:
             return list(newest[1])
-        row = self.log.db.execute(f"SELECT manifests FROM {self.TABLE} WHERE table_uuid = ? AND snapshot_id = ?",
-                                  [table_uuid, avro_long(snapshot_id)]).fetchone()
-        return None if row is None else [manifest_file_from_json(m) for m in json.loads(row[0])]
+        rows = self.log.derived.query(f"SELECT manifests FROM {self.TABLE} WHERE table_uuid = ? AND snapshot_id = ?",
+                                      [table_uuid, avro_long(snapshot_id)])
+        return None if not rows else [manifest_file_from_json(m) for m in json.loads(rows[0][0])]
 
     def put(self, table_uuid: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None:
         self.put_many(table_uuid, {snapshot_id: manifests})
@@ -154,8 +153,7 @@ class SqliteIndex:
     def put_many(self, table_uuid: str, lists: Mapping[int, Sequence[ManifestFile]]) -> None:
         rows = [(table_uuid, avro_long(sid), json.dumps([manifest_file_to_json(m) for m in ms], separators=(",", ":")))
                 for sid, ms in lists.items()]
-        with self.log.transaction():
-            self.log.db.conn.executemany(f"INSERT OR IGNORE INTO {self.TABLE} VALUES (?, ?, ?)", rows)
+        self.log.derived.insert_missing(self.TABLE, ("table_uuid", "snapshot_id", "manifests"), rows)
         if lists:
             snapshot_id, manifests = list(lists.items())[-1]
             self._newest[table_uuid] = (snapshot_id, list(manifests))
@@ -409,34 +407,34 @@ class Projector:
         projector = Projector(log, io)
         projector.publish(("db",), "events", states, changes_of)
 
-    :param log: the catalog's log (its SQLite file holds the derived index and pointer tables)
+    :param log: the catalog's log (its database holds the derived index and pointer tables)
     :param io: file IO for the warehouse
     :param catalog_name: the ``catalog_name`` of the ``iceberg_tables`` rows
     """
 
     STATUS = "projection_status"
 
-    def __init__(self, log: Log, io: FileIO, catalog_name: str = DEFAULT_CATALOG_NAME) -> None:
+    def __init__(self, log: EventLog, io: FileIO, catalog_name: str = DEFAULT_CATALOG_NAME) -> None:
         self.log = log
         self.io = io
         self.catalog_name = catalog_name
-        self.index = SqliteIndex(log)
+        self.index = StoredIndex(log)
         #: keeps each table's encoded snapshot history between publishes
         self.metadata = MetadataRenderer()
-        db = log.db
-        db.execute(f"CREATE TABLE IF NOT EXISTS {self.STATUS} (table_uuid TEXT PRIMARY KEY, version INTEGER NOT NULL, "
-                   f"metadata_location TEXT NOT NULL)")
-        db.execute("CREATE TABLE IF NOT EXISTS iceberg_tables (catalog_name VARCHAR(255) NOT NULL, "
+        derived = log.derived
+        derived.create(f"CREATE TABLE IF NOT EXISTS {self.STATUS} (table_uuid TEXT PRIMARY KEY, version BIGINT "
+                       f"NOT NULL, metadata_location TEXT NOT NULL)")
+        derived.create("CREATE TABLE IF NOT EXISTS iceberg_tables (catalog_name VARCHAR(255) NOT NULL, "
                    "table_namespace VARCHAR(255) NOT NULL, table_name VARCHAR(255) NOT NULL, "
                    "metadata_location VARCHAR(1000), previous_metadata_location VARCHAR(1000), "
                    "PRIMARY KEY (catalog_name, table_namespace, table_name))")
-        db.execute("CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (catalog_name VARCHAR(255) NOT NULL, "
+        derived.create("CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (catalog_name VARCHAR(255) NOT NULL, "
                    "namespace VARCHAR(255) NOT NULL, property_key VARCHAR(255) NOT NULL, "
                    "property_value VARCHAR(1000), PRIMARY KEY (catalog_name, namespace, property_key))")
 
     def published_version(self, table_uuid: str) -> int:
-        row = self.log.db.execute(f"SELECT version FROM {self.STATUS} WHERE table_uuid = ?", [table_uuid]).fetchone()
-        return 0 if row is None else int(row[0])
+        rows = self.log.derived.query(f"SELECT version FROM {self.STATUS} WHERE table_uuid = ?", [table_uuid])
+        return 0 if not rows else int(rows[0][0])
 
     def publish(self, namespace: tuple[str, ...], name: str, states: Sequence[TableState],
                 changes_of: ChangesOf) -> str | None:
@@ -453,21 +451,22 @@ class Projector:
         newest = states[-1]
         location = layout.metadata_file_of(newest)
         ns = ".".join(namespace)
-        with self._derived_transaction():
+        derived = self.log.derived
+        with derived.transaction():
             self.index.put_many(newest.table_uuid, index.added)
             if self.published_version(newest.table_uuid) >= newest.version:
                 return location  # another process got here first with the same (or a newer) version
             self.io.write_bytes(layout.version_hint_file(newest.location),
                                 str(newest.metadata_number()).encode("ascii"))
-            row = self.log.db.execute(
+            rows = derived.query(
                 "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
-                "AND table_name = ?", [self.catalog_name, ns, name]).fetchone()
-            previous = row[0] if row else None
-            self.log.db.execute(
-                "INSERT OR REPLACE INTO iceberg_tables VALUES (?, ?, ?, ?, ?)",
-                [self.catalog_name, ns, name, location, previous])
-            self.log.db.execute(f"INSERT OR REPLACE INTO {self.STATUS} VALUES (?, ?, ?)",
-                                [newest.table_uuid, newest.version, location])
+                "AND table_name = ?", [self.catalog_name, ns, name])
+            derived.upsert("iceberg_tables", ("catalog_name", "table_namespace", "table_name"),
+                           {"catalog_name": self.catalog_name, "table_namespace": ns, "table_name": name,
+                            "metadata_location": location,
+                            "previous_metadata_location": rows[0][0] if rows else None})
+            derived.upsert(self.STATUS, ("table_uuid",), {"table_uuid": newest.table_uuid,
+                                                          "version": newest.version, "metadata_location": location})
         return location
 
     def _write(self, path: str, data: bytes) -> None:
@@ -483,55 +482,44 @@ class Projector:
             raise ForeignWriterError(f"Cannot publish {path}: another writer put different metadata there; "
                                      f"register or remove it first", path=path) from e
 
-    @contextlib.contextmanager
-    def _derived_transaction(self) -> Iterator[None]:
-        """One write transaction for derived rows, without an fsync of its own: they are rebuildable from the log,
-        and the next log commit's fsync makes them durable anyway (WAL frames are synced in order)."""
-        db = self.log.db
-        mode = db.execute("PRAGMA synchronous").fetchone()[0]
-        db.execute("PRAGMA synchronous = NORMAL")
-        try:
-            with self.log.transaction():
-                yield
-        finally:
-            db.execute(f"PRAGMA synchronous = {int(mode)}")
-
     def publish_rename(self, namespace: tuple[str, ...], name: str, new_namespace: tuple[str, ...],
                        new_name: str) -> None:
         """Move a table's ``iceberg_tables`` pointer row to its new name."""
-        with self._derived_transaction():
-            self.log.db.execute(
-                "UPDATE iceberg_tables SET table_namespace = ?, table_name = ? WHERE catalog_name = ? AND "
-                "table_namespace = ? AND table_name = ?",
-                [".".join(new_namespace), new_name, self.catalog_name, ".".join(namespace), name])
+        self.log.derived.execute(
+            "UPDATE iceberg_tables SET table_namespace = ?, table_name = ? WHERE catalog_name = ? AND "
+            "table_namespace = ? AND table_name = ?",
+            [".".join(new_namespace), new_name, self.catalog_name, ".".join(namespace), name])
 
     def publish_drop(self, namespace: tuple[str, ...], name: str, table_uuid: str) -> None:
         """Remove a dropped table's pointer row and projection status."""
-        with self._derived_transaction():
-            self.log.db.execute("DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND "
-                                "table_name = ?", [self.catalog_name, ".".join(namespace), name])
-            self.log.db.execute(f"DELETE FROM {self.STATUS} WHERE table_uuid = ?", [table_uuid])
+        derived = self.log.derived
+        with derived.transaction():
+            derived.execute("DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND "
+                            "table_name = ?", [self.catalog_name, ".".join(namespace), name])
+            derived.execute(f"DELETE FROM {self.STATUS} WHERE table_uuid = ?", [table_uuid])
 
     def publish_namespace(self, namespace: tuple[str, ...], properties: Mapping[str, str]) -> None:
         ns = ".".join(namespace)
-        rows = [(self.catalog_name, ns, "exists", "true")] + [
-            (self.catalog_name, ns, k, v) for k, v in sorted(properties.items())]
-        with self.log.transaction():
-            for r in rows:
-                self.log.db.execute("INSERT OR REPLACE INTO iceberg_namespace_properties VALUES (?, ?, ?, ?)",
-                                    list(r))
-
+        rows = [("exists", "true")] + sorted(properties.items())
+        derived = self.log.derived
+        with derived.transaction():
+            for key, value in rows:
+                derived.upsert("iceberg_namespace_properties", ("catalog_name", "namespace", "property_key"),
+                               {"catalog_name": self.catalog_name, "namespace": ns, "property_key": key,
+                                "property_value": value})
 
     def unpublish_namespace(self, namespace: tuple[str, ...], keys: Sequence[str] | None = None) -> None:
         """Remove a namespace's ``iceberg_namespace_properties`` rows: ``keys`` only, or all (a dropped namespace)."""
         ns = ".".join(namespace)
-        with self.log.transaction():
+        derived = self.log.derived
+        with derived.transaction():
             if keys is None:
-                self.log.db.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND "
-                                    "namespace = ?", [self.catalog_name, ns])
+                derived.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND "
+                                "namespace = ?", [self.catalog_name, ns])
             for k in keys or ():
-                self.log.db.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND "
-                                    "namespace = ? AND property_key = ?", [self.catalog_name, ns, k])
+                derived.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND "
+                                "namespace = ? AND property_key = ?", [self.catalog_name, ns, k])
+
 
 def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex, changes_of: ChangesOf,
                  write: Callable[[str, bytes], None], metadata: MetadataRenderer) -> dict[str, bytes]:

@@ -188,6 +188,9 @@ class EventLog(Protocol):
     checkpoints (derived, deletable). :meth:`verify` recomputes the chain.
     """
 
+    #: the tables other layers keep beside the log, in the same database
+    derived: DerivedTables
+
     def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
 
     def exclusive(self, key: str, timeout_s: float | None = None) -> contextlib.AbstractContextManager[bool]: ...
@@ -287,3 +290,30 @@ def verify_rows(events: Iterable[Sequence[Any]], parts: Iterable[Sequence[Any]],
             problems.append(f"commit {commit[2]!r}: positions {commit[0]}..{commit[1]} hold none of its events")
         commit, commit_matched = next(commits_iter, None), False
     return problems
+
+
+class DerivedTables(Protocol):
+    """Tables beside the log that other layers keep in the same database (projection pointers, indexes): derived,
+    rebuildable from the log, not hashed and not protected. SQL is written once, with ``?`` placeholders and
+    portable types (TEXT, BIGINT, VARCHAR(n)); upserts and insert-if-absent go through methods, since SQLite and
+    PostgreSQL spell them differently.
+
+    ::
+
+        log.derived.create("CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v BIGINT NOT NULL)")
+        with log.derived.transaction():
+            log.derived.upsert("t", ("k",), {"k": "a", "v": 1})
+        log.derived.query("SELECT v FROM t WHERE k = ?", ["a"])   # [(1,)]
+    """
+
+    def create(self, statement: str) -> None: ...
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None: ...
+
+    def insert_missing(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None: ...
+
+    def upsert(self, table: str, keys: Sequence[str], row: dict[str, Any]) -> None: ...
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]: ...

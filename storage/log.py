@@ -240,6 +240,45 @@ def _write_lock(path: Path) -> _WriterLock:
         return lock
 
 
+class SqliteDerived:
+    """The derived tables (:class:`storage.contract.DerivedTables`) in the log's SQLite file. Their transactions
+    run without an fsync of their own: the rows are rebuildable from the log, and the next log commit's fsync makes
+    them durable anyway (WAL frames are synced in order)."""
+
+    def __init__(self, log: Log) -> None:
+        self._log = log
+
+    def create(self, statement: str) -> None:
+        self._log.db.execute(statement)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._log.db.execute(sql, list(params)).fetchall()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._log.db.execute(sql, list(params))
+
+    def insert_missing(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        marks = ", ".join("?" for _ in columns)
+        with self._log.transaction() as conn:
+            conn.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(rows))
+
+    def upsert(self, table: str, keys: Sequence[str], row: dict[str, Any]) -> None:
+        columns = list(row)
+        self._log.db.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) "
+                             f"VALUES ({', '.join('?' for _ in columns)})", [row[c] for c in columns])
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        db = self._log.db
+        mode = db.execute("PRAGMA synchronous").fetchone()[0]
+        db.execute("PRAGMA synchronous = NORMAL")
+        try:
+            with self._log.transaction():
+                yield
+        finally:
+            db.execute(f"PRAGMA synchronous = {int(mode)}")
+
+
 class Log:
     """The append-only event log of one catalog, in one SQLite file (WAL mode).
 
@@ -280,6 +319,8 @@ class Log:
             conn.execute("PRAGMA foreign_keys = ON")
             #: the sqlite-utils view of the same connection; other layers add their derived tables through it
             self.db = sqlite_utils.Database(conn, execute_plugins=False)
+            #: tables other layers keep beside the log (storage.contract.DerivedTables)
+            self.derived = SqliteDerived(self)
             self._conn = conn
             self._enable_wal(busy_timeout_ms)
             if not self._schema_present():

@@ -20,6 +20,7 @@ import attrs
 
 from storage.contract import GENESIS_HASH, EventLog, NewEvent, StoredEvent, StreamWrite
 from storage.errors import InvalidWrite, LogIntegrityError
+from storage.postgres_url import is_postgres_url
 
 #: how many events are read from the source at a time
 BATCH_EVENTS = 5000
@@ -27,15 +28,9 @@ BATCH_EVENTS = 5000
 CATALOG_FILE = "catalog.db"
 
 
-def is_postgres_target(target: str) -> bool:
-    from urllib.parse import urlsplit
-
-    return urlsplit(target).scheme.lower() in ("postgresql", "postgres")
-
-
 def open_log(target: str, *, busy_timeout_ms: int = 30_000) -> EventLog:
     """The log at ``target``: a ``postgresql://`` URL, a SQLite file, or a folder holding ``catalog.db``."""
-    if is_postgres_target(target):
+    if is_postgres_url(target):
         from storage.postgres_log import PostgresLog
 
         return PostgresLog.open(target, busy_timeout_ms=busy_timeout_ms)

@@ -24,7 +24,6 @@ import hashlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 import psycopg
@@ -41,6 +40,7 @@ from storage.contract import (
     stored_event,
     verify_rows,
 )
+from storage.postgres_url import redacted
 from storage.errors import (
     InvalidWrite,
     LogBusy,
@@ -50,8 +50,6 @@ from storage.errors import (
     StreamVersionConflict,
 )
 
-#: URL schemes that name a PostgreSQL log
-POSTGRES_SCHEMES = ("postgresql", "postgres")
 #: the advisory lock every write transaction of the log takes first (an arbitrary 64-bit key: "icelog" in ASCII)
 WRITER_LOCK_KEY = 0x69_63_65_6C_6F_67
 _PROTECTED = ("events", "event_parts", "commits")
@@ -94,25 +92,55 @@ _INSERT_COMMIT = ("INSERT INTO commits (last_position, first_position, commit_id
 _SELECT_COMMIT_STREAMS = "SELECT stream, version FROM events WHERE position BETWEEN %s AND %s ORDER BY position"
 
 
-def is_postgres_url(text: object) -> bool:
-    """Whether ``text`` names a PostgreSQL log (``postgresql://...`` or ``postgres://...``)."""
-    return isinstance(text, str) and urlsplit(text).scheme.lower() in POSTGRES_SCHEMES
-
-
-def redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 def _lock_key(name: str) -> int:
     """A signed 64-bit advisory lock key for ``name`` (never the writer lock's)."""
     key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
     return key if key != WRITER_LOCK_KEY else key + 1
+
+
+class PostgresDerived:
+    """The derived tables (:class:`storage.contract.DerivedTables`) in the log's PostgreSQL database: ``?``
+    placeholders become ``%s``, insert-if-absent and upsert become ``ON CONFLICT``."""
+
+    def __init__(self, log: PostgresLog) -> None:
+        self._log = log
+
+    @staticmethod
+    def _sql(sql: str) -> str:
+        return sql.replace("%", "%%").replace("?", "%s")
+
+    def create(self, statement: str) -> None:
+        with self._log.transaction() as conn:  # the writer lock orders concurrent creators
+            conn.execute(statement)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._log._read(self._sql(sql), list(params))
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        with self._log.transaction() as conn:
+            conn.execute(self._sql(sql), list(params))
+
+    def insert_missing(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        rows = [list(r) for r in rows]
+        if not rows:
+            return
+        marks = ", ".join("%s" for _ in columns)
+        with self._log.transaction() as conn, conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) ON CONFLICT DO NOTHING",
+                            rows)
+
+    def upsert(self, table: str, keys: Sequence[str], row: dict[str, Any]) -> None:
+        columns = list(row)
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
+        action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
+        with self._log.transaction() as conn:
+            conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('%s' for _ in columns)}) "
+                         f"ON CONFLICT ({', '.join(keys)}) {action}", [row[c] for c in columns])
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._log.transaction():
+            yield
 
 
 class PostgresLog:
@@ -138,6 +166,8 @@ class PostgresLog:
         self._closed = False
         self._depth = 0
         self._conn: psycopg.Connection | None = None
+        #: tables other layers keep beside the log (storage.contract.DerivedTables)
+        self.derived = PostgresDerived(self)
         self._connect()
         if not self._schema_present():
             with self.transaction() as conn:

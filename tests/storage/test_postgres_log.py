@@ -11,7 +11,8 @@ import psycopg
 import pytest
 
 from storage import APPEND_ONLY_MESSAGE, LogBusy, NewEvent, StreamWrite
-from storage.postgres_log import PostgresLog, is_postgres_url, redacted
+from storage.postgres_log import PostgresLog
+from storage.postgres_url import is_postgres_url, redacted
 from tools.postgres_server import LocalPostgres
 
 
