@@ -107,6 +107,7 @@ from storage import FileError, Log, LogError
 from storage.errors import LogDamaged
 from storage.log import log_read_write_methods
 from storage.files import FileIO, S3Settings, is_s3
+from storage.postgres_url import is_postgres_url, redacted
 
 CATALOG_DB = "catalog.db"
 
@@ -134,15 +135,33 @@ def _checksum_of(path: str) -> str | None:
     return None
 
 
-class CatalogLog(Log):
-    """The catalog's storage log, also callable: ``catalog.log(since=position)`` lists event-log entries
-    (position, version, stream, type, time, actor, message, commit id, payload) after ``since``. A damaged
-    database file (``storage.LogDamaged``) reaches the engine as :class:`IntegrityError` naming the position."""
+class _LogEntries:
+    """Makes a catalog's log callable: ``catalog.log(since=position)`` lists event-log entries (position, version,
+    stream, type, time, actor, message, commit id, payload) after ``since``."""
 
     def __call__(self, since: int = 0) -> list[Any]:
         from engine.time_travel import entries_since
 
         return entries_since(self, since)
+
+
+class CatalogLog(_LogEntries, Log):
+    """The catalog's storage log in its SQLite file, also callable (``catalog.log(since=position)``). A damaged
+    database file (``storage.LogDamaged``) reaches the engine as :class:`IntegrityError` naming the position."""
+
+
+def _open_postgres_log(url: str) -> Any:
+    """The catalog's log in a PostgreSQL database, also callable (``catalog.log(since=position)``)."""
+    try:
+        from storage.postgres_log import PostgresLog
+    except ModuleNotFoundError as e:
+        raise ValidationError("Cannot open a catalog on PostgreSQL: psycopg is not installed "
+                              "(pip install 'icelog[postgresql]')") from e
+
+    class CatalogPostgresLog(_LogEntries, PostgresLog):
+        pass
+
+    return CatalogPostgresLog.open(url)
 
 
 def _damage_as_integrity_error(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -211,10 +230,15 @@ class Catalog:
         :raises IntegrityError: the catalog file is empty (without ``create``), not SQLite, or damaged
         :raises ValidationError: a warehouse on a store icelog cannot reach (not local, not S3), or bad properties
         """
-        if not is_local(os.fspath(catalog_dir)):
+        postgres = is_postgres_url(os.fspath(catalog_dir))
+        if postgres and warehouse is None:
+            raise ValidationError("Cannot open catalog: a log on PostgreSQL needs a warehouse for the tables: "
+                                  "Catalog.open('postgresql://...', warehouse=...)")
+        if not postgres and not is_local(os.fspath(catalog_dir)):
             raise ValidationError(f"Cannot open catalog: {os.fspath(catalog_dir)} is not a local folder; the log "
-                                  f"(catalog.db) stays on a local disk: Catalog.open(catalog_dir, warehouse=...)")
-        path = os.path.abspath(os.fspath(catalog_dir))
+                                  f"(catalog.db) stays on a local disk or in PostgreSQL: "
+                                  f"Catalog.open(catalog_dir, warehouse=...)")
+        path = os.fspath(catalog_dir) if postgres else os.path.abspath(os.fspath(catalog_dir))
         root = path
         try:
             s3 = S3Settings.from_properties(properties)
@@ -237,13 +261,17 @@ class Catalog:
             else:
                 root = normalize_location(text)
                 os.makedirs(root, exist_ok=True)
-        os.makedirs(path, exist_ok=True)
         try:
-            log = CatalogLog.open(os.path.join(path, CATALOG_DB), synchronous=synchronous, create=create)
+            if postgres:
+                log = _open_postgres_log(path)
+            else:
+                os.makedirs(path, exist_ok=True)
+                log = CatalogLog.open(os.path.join(path, CATALOG_DB), synchronous=synchronous, create=create)
         except LogDamaged as e:
             raise IntegrityError(f"Cannot open catalog at {path}: {e}", position=e.position) from e
         except LogError as e:
-            raise IcelogError(f"Cannot open catalog at {path}: {e}") from e
+            where = getattr(e, "path", None) or (redacted(path) if postgres else path)
+            raise IcelogError(f"Cannot open catalog at {where}: {e}") from e
         return cls(root, log, name=name, project=project, io=io)
 
     def close(self) -> None:

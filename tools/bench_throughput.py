@@ -31,10 +31,11 @@ def batch(writer: int, i: int) -> pa.Table:
                      "x": pa.array([j * 0.5 for j in range(10)], pa.float64())}, schema=SCHEMA)
 
 
-def _api_writer(warehouse: str, commits: int, writer: int, ready: Any, go: Any, out: Any) -> None:
+def _api_writer(warehouse: str, commits: int, writer: int, ready: Any, go: Any, out: Any,
+                catalog_dir: str | None = None) -> None:
     from engine import Catalog
 
-    with Catalog.open(warehouse) as catalog:
+    with (Catalog.open(catalog_dir, warehouse=warehouse) if catalog_dir else Catalog.open(warehouse)) as catalog:
         table = catalog.load_table("bench.events")
         ready.put(writer)
         go.wait()
@@ -67,11 +68,12 @@ def _rest_writer(uri: str, token: str, commits: int, writer: int, ready: Any, go
     out.put((writer, commits, refused))
 
 
-def _run(target: Any, args: tuple[Any, ...], writers: int) -> tuple[float, int, int]:
-    """Start ``writers`` processes of ``target(*args, writer, ready, go, out)``; (seconds, commits, refused)."""
+def _run(target: Any, args: tuple[Any, ...], writers: int, **kwargs: Any) -> tuple[float, int, int]:
+    """Start ``writers`` processes of ``target(*args, writer, ready, go, out, **kwargs)``; (seconds, commits,
+    refused)."""
     ctx = multiprocessing.get_context("spawn")
     ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=target, args=(*args, w, ready, go, out)) for w in range(writers)]
+    procs = [ctx.Process(target=target, args=(*args, w, ready, go, out), kwargs=kwargs) for w in range(writers)]
     for p in procs:
         p.start()
     for _ in procs:
@@ -85,29 +87,33 @@ def _run(target: Any, args: tuple[Any, ...], writers: int) -> tuple[float, int, 
     return elapsed, sum(r[1] for r in results), sum(r[2] for r in results)
 
 
-def _fresh_table(warehouse: str, properties: dict[str, str] | None = None) -> None:
+def _fresh_table(warehouse: str, properties: dict[str, str] | None = None, catalog_dir: str | None = None) -> None:
     from engine import Catalog
 
-    with Catalog.open(warehouse) as catalog:
+    with (Catalog.open(catalog_dir, warehouse=warehouse) if catalog_dir else Catalog.open(warehouse)) as catalog:
         catalog.create_namespace("bench")
         catalog.create_table("bench.events", SCHEMA, properties=properties)
 
 
-def _landed(warehouse: str) -> tuple[int, int]:
+def _landed(warehouse: str, catalog_dir: str | None = None) -> tuple[int, int]:
     from engine import Catalog
 
-    with Catalog.open(warehouse) as catalog:
+    with (Catalog.open(catalog_dir, warehouse=warehouse) if catalog_dir else Catalog.open(warehouse)) as catalog:
         table = catalog.load_table("bench.events")
         return len(table.snapshots()), table.scan().count()
 
 
-def bench_api(root: str, writer_counts: list[int], commits: int) -> dict[str, Any]:
+def bench_api(root: str, writer_counts: list[int], commits: int,
+              fresh_catalog: Any = None) -> dict[str, Any]:
+    """Python API processes on one table, per writer count; ``fresh_catalog(writers)`` gives a new (empty) log's
+    location for each count (default: ``catalog.db`` in the warehouse)."""
     out: dict[str, Any] = {}
     for writers in writer_counts:
         warehouse = os.path.join(root, f"api-{writers}")
-        _fresh_table(warehouse)
-        elapsed, landed, _ = _run(_api_writer, (warehouse, commits), writers)
-        snapshots, rows = _landed(warehouse)
+        catalog_dir = fresh_catalog(writers) if fresh_catalog is not None else None
+        _fresh_table(warehouse, catalog_dir=catalog_dir)
+        elapsed, landed, _ = _run(_api_writer, (warehouse, commits), writers, catalog_dir=catalog_dir)
+        snapshots, rows = _landed(warehouse, catalog_dir)
         out[str(writers)] = {"writers": writers, "commits": landed, "seconds": round(elapsed, 3),
                              "commits_per_second": round(landed / elapsed, 1), "snapshots": snapshots, "rows": rows}
     return out

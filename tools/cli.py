@@ -480,7 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the warehouse folder holding catalog.db (default: ./warehouse), or an s3:// URI "
                              "(then give --catalog-dir)")
     parser.add_argument("--catalog-dir", default=os.environ.get("ICELOG_CATALOG_DIR"),
-                        help="keep catalog.db in this folder instead of the warehouse")
+                        help="keep catalog.db in this folder instead of the warehouse, or the log in PostgreSQL: "
+                             "postgresql://user@host:5432/db")
     parser.add_argument("--create", action="store_true",
                         help="initialize an existing empty catalog.db (otherwise refused as a damaged log)")
     parser.add_argument("--property", action="append", metavar="KEY=VALUE", dest="catalog_property",

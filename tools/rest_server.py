@@ -82,6 +82,7 @@ from engine.state import LogPosition, TableState, apply
 from projections import layout
 from projections.metadata_json import metadata_dict
 from storage.errors import FileError
+from storage.postgres_url import is_postgres_url
 from storage.files import is_s3
 
 log = logging.getLogger("icelog.rest")
@@ -165,7 +166,8 @@ class RestCatalog:
     :param warehouse: the warehouse folder
     :param token: the bearer token every request must carry
     :param max_body_bytes: the largest request body accepted (larger ones get 413)
-    :param catalog_dir: the folder of ``catalog.db`` when it is not the warehouse (required for an S3 warehouse)
+    :param catalog_dir: the folder of ``catalog.db`` when it is not the warehouse (required for an S3 warehouse),
+        or a ``postgresql://`` URL: several servers on one PostgreSQL log serve one catalog
     :param properties: FileIO properties (``s3.endpoint``, ``s3.access-key-id``, ...; see ``Catalog.open``)
     """
 
@@ -188,7 +190,10 @@ class RestCatalog:
         self._local = threading.local()
         self._catalogs: list[Catalog] = []
         self._lock = threading.Lock()
-        self.catalog_dir = os.path.abspath(os.fspath(catalog_dir)) if catalog_dir is not None else None
+        if catalog_dir is None or is_postgres_url(os.fspath(catalog_dir)):
+            self.catalog_dir = os.fspath(catalog_dir) if catalog_dir is not None else None
+        else:
+            self.catalog_dir = os.path.abspath(os.fspath(catalog_dir))
         self._open().close()  # create the warehouse and its log up front
 
     def _open(self) -> Catalog:

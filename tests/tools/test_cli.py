@@ -121,9 +121,28 @@ def test_log_copy_moves_a_catalog_log_to_postgresql_and_back(tmp_path, capsys, d
     code, out, _ = run(capsys, "log", "copy", wh, postgres_url)
     assert code == 0 and "the copy verifies" in out
     events = int(out.split()[1])
+    from engine import Catalog
+
+    with Catalog.open(postgres_url, warehouse=wh) as moved:  # the catalog now runs on the copy
+        table = moved.load_table("db.t")
+        table.publish()                                          # the derived tables rebuilt from the log
+        assert moved.verify("db.t") == [] and table.scan().count() == 3
     code, back, _ = run(capsys, "log", "copy", postgres_url, str(tmp_path / "back.db"))
     assert code == 0 and back.split()[1] == str(events) and back.split()[-4] == out.split()[-4]  # the same head
     code, _, err = run(capsys, "log", "copy", wh, postgres_url)  # the target holds events now
     assert code == 1 and "already holds events" in err
     code, _, err = run(capsys, "--warehouse", wh, "log", "copy", wh)
     assert code == 1 and "give SRC and DST" in err
+
+
+def test_the_cli_keeps_a_catalog_log_in_postgresql(tmp_path, capsys, data_file, postgres_url):
+    wh = str(tmp_path / "lake")
+    base = ["--warehouse", wh, "--catalog-dir", postgres_url]
+    assert run(capsys, *base, "create-namespace", "db")[0] == 0
+    assert run(capsys, *base, "create-table", "db.t", "--schema-from", data_file)[0] == 0
+    assert run(capsys, *base, "append", "db.t", data_file)[0] == 0
+    code, out, _ = run(capsys, *base, "tables")
+    assert code == 0 and out.split() == ["db.t"]
+    code, out, _ = run(capsys, *base, "verify", "db.t")
+    assert code == 0 and out.startswith("ok")
+    assert not os.path.exists(os.path.join(wh, "catalog.db"))  # the log is in the database, not beside the tables
