@@ -132,3 +132,64 @@ def test_spark_reads_a_table_whose_log_is_on_postgresql(spark: Any, postgres_url
         t.delete("id = 1")
     name = hadoop_catalog(spark, warehouse)
     assert sorted(r.id for r in spark.sql(f"SELECT id FROM {name}.db.t").collect()) == [2, 3]
+
+
+def test_two_icelog_serve_processes_take_appends_at_once_and_each_lands_once(postgres_url: str,
+                                                                             tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from pyiceberg.catalog.rest import RestCatalog
+
+    from tools.postgres_server import free_port
+
+    warehouse = str(tmp_path / "lake")
+    with Catalog.open(postgres_url, warehouse=warehouse) as cat:
+        cat.create_namespace("db")
+        cat.create_table("db.t", SCHEMA)
+    root = str(Path(__file__).resolve().parents[2])
+    ports = [free_port(), free_port()]
+    servers = [subprocess.Popen([sys.executable, "-m", "tools.cli", "--warehouse", warehouse, "--catalog-dir",
+                                 postgres_url, "serve", "--token", "tok", "--port", str(port)], cwd=root,
+                                env={**os.environ, "PYTHONPATH": root}, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE) for port in ports]
+    try:
+        for port in ports:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if requests.get(f"http://127.0.0.1:{port}/v1/config",
+                                    headers={"Authorization": "Bearer tok"}, timeout=1).ok:
+                        break
+                except requests.ConnectionError:
+                    pass
+                assert time.monotonic() < deadline, "icelog serve did not start"
+                time.sleep(0.2)
+        errors: list[BaseException] = []
+
+        def client(worker: int) -> None:
+            try:
+                table = RestCatalog(f"c{worker}", uri=f"http://127.0.0.1:{ports[worker % 2]}",
+                                    token="tok").load_table("db.t")
+                for i in range(5):
+                    table.append(rows([worker * 100 + i]))
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=client, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        assert errors == []
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(30)
+    with Catalog.open(postgres_url, warehouse=warehouse) as cat:
+        t = cat.load_table("db.t")
+        assert ids_of(t) == sorted(w * 100 + i for w in range(4) for i in range(5))
+        assert len(t.snapshots()) == 20 and cat.verify("db.t") == [] and cat.log.verify() == []

@@ -58,9 +58,14 @@ def table_of(worker: int, ids: list[int], v: int) -> pa.Table:
                      "v": pa.array([v] * len(ids), pa.int64())})
 
 
-def run_worker(warehouse: str, worker: int, barrier) -> list[str]:
+def open_catalog(warehouse: str, log: str | None) -> Catalog:
+    """The catalog of ``warehouse``, its log in ``catalog.db`` there or in the PostgreSQL database ``log``."""
+    return Catalog.open(log, warehouse=warehouse) if log else Catalog.open(warehouse)
+
+
+def run_worker(warehouse: str, worker: int, barrier, log: str | None = None) -> list[str]:
     done = []
-    with Catalog.open(warehouse) as cat:
+    with open_catalog(warehouse, log) as cat:
         t = cat.load_table("db.t")
         barrier.wait()
         for op in plan(worker):
@@ -84,9 +89,16 @@ LAYOUTS = {
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_four_processes_mixed_operations(tmp_path, layout):
+    check_mixed_operations(str(tmp_path / "wh"), layout, None)
+
+
+def test_four_processes_mixed_operations_on_a_postgresql_log(tmp_path, postgres_url):
+    check_mixed_operations(str(tmp_path / "wh"), "unpartitioned-merge-on-read", postgres_url)
+
+
+def check_mixed_operations(warehouse: str, layout: str, log: str | None) -> None:
     partition_by, delete_mode = LAYOUTS[layout]
-    warehouse = str(tmp_path / "wh")
-    with Catalog.open(warehouse) as cat:
+    with open_catalog(warehouse, log) as cat:
         cat.create_namespace("db")
         cat.create_table("db.t", schema=SCHEMA, partition_by=partition_by,
                          properties={"write.delete.mode": delete_mode})
@@ -94,10 +106,10 @@ def test_four_processes_mixed_operations(tmp_path, layout):
     with ctx.Manager() as manager:
         barrier = manager.Barrier(PROCESSES)
         with ctx.Pool(PROCESSES) as pool:
-            commits = pool.starmap(run_worker, [(warehouse, w, barrier) for w in range(PROCESSES)])
+            commits = pool.starmap(run_worker, [(warehouse, w, barrier, log) for w in range(PROCESSES)])
     landed = [c for cs in commits for c in cs]
     assert len(landed) == len(set(landed))
-    with Catalog.open(warehouse) as cat:
+    with open_catalog(warehouse, log) as cat:
         t = cat.load_table("db.t")
         events = cat.log.read_stream(t.uuid)
         assert [e.version for e in events] == list(range(1, len(events) + 1))
