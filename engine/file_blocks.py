@@ -35,7 +35,6 @@ import hashlib
 import json
 import marshal
 import math
-import sqlite3
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -46,6 +45,7 @@ from engine.errors import ValidationError
 from engine.model.data_file import DataFile, DataFileContent, FieldSummary, blob_key
 from engine.model.types import DoubleType, FloatType, StructType
 from engine.model.values import to_bytes, value_from_json, value_to_json
+from storage.errors import LogError
 
 #: Bumped whenever the encoding changes: blocks of another format are rebuilt, never read.
 FORMAT = 2
@@ -375,7 +375,8 @@ def decode_body(blob: bytes, crc: int, head: BlockHead) -> BlockBody:
 
 
 class BlockTable:
-    """The derived ``file_blocks`` table in the catalog's SQLite file, keyed by the snapshot event's log position.
+    """The derived ``file_blocks`` table beside the catalog's log (SQLite or PostgreSQL), keyed by the snapshot
+    event's log position.
 
     ::
 
@@ -392,19 +393,17 @@ class BlockTable:
 
     def _create(self) -> bool:
         if not self._ready:
-            if getattr(self.log, "db", None) is None:
-                return False  # a log without an SQLite file (PostgreSQL): no blocks kept, plans read the parts
+            derived = self.log.derived
             try:
-                db = self.log.db
-                db.execute(
+                derived.create(
                     f"CREATE TABLE IF NOT EXISTS {TABLE} (position INTEGER PRIMARY KEY, format INTEGER NOT NULL, "
                     f"head_crc INTEGER NOT NULL, body_crc INTEGER NOT NULL, head BLOB NOT NULL, body BLOB NOT NULL)")
-                db.execute(f"CREATE TABLE IF NOT EXISTS {PATHS_TABLE} (digest INTEGER PRIMARY KEY, "
-                           f"position INTEGER NOT NULL)")
-                db.execute(f"CREATE TABLE IF NOT EXISTS {PATHS_THROUGH_TABLE} "
-                           f"(one INTEGER PRIMARY KEY CHECK (one = 1), position INTEGER NOT NULL)")
+                derived.create(f"CREATE TABLE IF NOT EXISTS {PATHS_TABLE} (digest INTEGER PRIMARY KEY, "
+                               f"position INTEGER NOT NULL)")
+                derived.create(f"CREATE TABLE IF NOT EXISTS {PATHS_THROUGH_TABLE} "
+                               f"(one INTEGER PRIMARY KEY CHECK (one = 1), position INTEGER NOT NULL)")
                 self._ready = True
-            except sqlite3.Error:
+            except LogError:
                 return False
         return True
 
@@ -413,32 +412,30 @@ class BlockTable:
         """The log position through which every commit's added paths are registered (0: none, or not kept)."""
         if not self._create():
             return -1
-        row = self.log.db.execute(f"SELECT position FROM {PATHS_THROUGH_TABLE}").fetchone()
-        return 0 if row is None else int(row[0])
+        rows = self.log.derived.query(f"SELECT position FROM {PATHS_THROUGH_TABLE}")
+        return 0 if not rows else int(rows[0][0])
 
     def set_paths_through(self, position: int) -> None:
-        self.log.db.execute(f"INSERT OR REPLACE INTO {PATHS_THROUGH_TABLE} VALUES (1, ?)", [position])
+        self.log.derived.upsert(PATHS_THROUGH_TABLE, ("one",), {"one": 1, "position": position})
 
     def claim_paths(self, digests: bytes, position: int) -> bool:
         """Register the digests of paths a commit at ``position`` adds; True when none was registered before and
         they are distinct (within the caller's transaction)."""
         values = [int.from_bytes(digests[i:i + 8], "little", signed=True) for i in range(0, len(digests), 8)]
-        wanted = json.dumps(values)
-        db = self.log.db
-        seen = db.execute(f"SELECT count(*) FROM {PATHS_TABLE} WHERE digest IN (SELECT value FROM json_each(?))",
-                          [wanted]).fetchone()[0]
-        db.execute(f"INSERT OR IGNORE INTO {PATHS_TABLE} SELECT value, ? FROM json_each(?)", [position, wanted])
+        derived = self.log.derived
+        seen = derived.query(f"SELECT count(*) FROM {PATHS_TABLE} WHERE {derived.one_of('digest')}",
+                             [derived.list_value(values)])[0][0]
+        derived.insert_missing(PATHS_TABLE, ("digest", "position"), [(v, position) for v in values])
         return bool(seen == 0 and len(set(values)) == len(values))
 
     def _select(self, columns: str, positions: Iterable[int]) -> list[tuple[Any, ...]]:
         if not self._create():
             return []
-        wanted = json.dumps(list(positions))
+        derived = self.log.derived
         try:
-            return self.log.db.execute(
-                f"SELECT position, format, {columns} FROM {TABLE} WHERE position IN (SELECT value FROM json_each(?))",
-                [wanted]).fetchall()
-        except sqlite3.Error:
+            return derived.query(f"SELECT position, format, {columns} FROM {TABLE} WHERE {derived.one_of('position')}",
+                                 [derived.list_value(list(positions))])
+        except LogError:
             return []
 
     def heads(self, positions: Iterable[int]) -> dict[int, tuple[bytes, int]]:
@@ -457,13 +454,13 @@ class BlockTable:
         if not self._create():
             return
         values = [(p, FORMAT, zlib.crc32(h), zlib.crc32(b), h, b) for p, h, b in rows]
-        with self.log.transaction() as conn:
-            conn.executemany(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)", values)
+        self.log.derived.upsert_many(TABLE, ("position",), ("position", "format", "head_crc", "body_crc", "head",
+                                                            "body"), values)
 
     def drop(self) -> None:
         """Delete every block and the path registry (blocks are rebuilt from the log as plans need them)."""
         if self._create():
-            with self.log.transaction() as conn:
-                conn.execute(f"DELETE FROM {TABLE}")
-                conn.execute(f"DELETE FROM {PATHS_TABLE}")
-                conn.execute(f"DELETE FROM {PATHS_THROUGH_TABLE}")
+            derived = self.log.derived
+            with derived.transaction():
+                for table in (TABLE, PATHS_TABLE, PATHS_THROUGH_TABLE):
+                    derived.execute(f"DELETE FROM {table}")

@@ -293,10 +293,11 @@ def verify_rows(events: Iterable[Sequence[Any]], parts: Iterable[Sequence[Any]],
 
 
 class DerivedTables(Protocol):
-    """Tables beside the log that other layers keep in the same database (projection pointers, indexes): derived,
-    rebuildable from the log, not hashed and not protected. SQL is written once, with ``?`` placeholders and
-    portable types (TEXT, BIGINT, VARCHAR(n)); upserts and insert-if-absent go through methods, since SQLite and
-    PostgreSQL spell them differently.
+    """Tables beside the log that other layers keep in the same database (projection pointers, indexes, file
+    blocks): derived, rebuildable from the log, not hashed and not protected. SQL is written once, with ``?``
+    placeholders and SQLite's type names (INTEGER, TEXT, BLOB, VARCHAR(n); PostgreSQL reads INTEGER as BIGINT and
+    BLOB as BYTEA); upserts, insert-if-absent and "one of these values" go through methods, since SQLite and
+    PostgreSQL spell them differently. Errors of the database are :class:`storage.errors.LogError`.
 
     ::
 
@@ -315,5 +316,16 @@ class DerivedTables(Protocol):
     def insert_missing(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None: ...
 
     def upsert(self, table: str, keys: Sequence[str], row: dict[str, Any]) -> None: ...
+
+    def upsert_many(self, table: str, keys: Sequence[str], columns: Sequence[str],
+                    rows: Iterable[Sequence[Any]]) -> None: ...
+
+    def one_of(self, column: str) -> str:
+        """A condition: ``column`` equals one of the values of a list parameter (:meth:`list_value`)."""
+        ...
+
+    def list_value(self, values: Sequence[Any]) -> Any:
+        """The parameter :meth:`one_of`'s condition takes for ``values``."""
+        ...
 
     def transaction(self) -> contextlib.AbstractContextManager[Any]: ...

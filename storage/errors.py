@@ -19,6 +19,12 @@ class LogBusy(LogError):
     """The write lock could not be taken within the busy timeout. Nothing was written; retry later."""
 
 
+class ConnectionLost(LogBusy):
+    """The connection to a log server broke during a write transaction: it may or may not have committed. Look the
+    commit id up (``commit_of``) on a new connection, or re-send the commit with the same id (commit ids are
+    idempotent)."""
+
+
 class InvalidWrite(LogError):
     """A commit request the log refuses before touching anything: no events, a stream named twice, an event
     whose stream differs from its write, a commit id re-used for a different write."""

@@ -248,24 +248,44 @@ class SqliteDerived:
     def __init__(self, log: Log) -> None:
         self._log = log
 
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise LogError(f"Cannot use the derived tables of {self._log.path}: {e}") from e
+
     def create(self, statement: str) -> None:
-        self._log.db.execute(statement)
+        with self._errors():
+            self._log.db.execute(statement)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._log.db.execute(sql, list(params)).fetchall()
+        with self._errors():
+            return self._log.db.execute(sql, list(params)).fetchall()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self._log.db.execute(sql, list(params))
+        with self._errors():
+            self._log.db.execute(sql, list(params))
 
     def insert_missing(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
         marks = ", ".join("?" for _ in columns)
-        with self._log.transaction() as conn:
+        with self._errors(), self._log.transaction() as conn:
             conn.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(rows))
 
     def upsert(self, table: str, keys: Sequence[str], row: dict[str, Any]) -> None:
-        columns = list(row)
-        self._log.db.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) "
-                             f"VALUES ({', '.join('?' for _ in columns)})", [row[c] for c in columns])
+        self.upsert_many(table, keys, list(row), [list(row.values())])
+
+    def upsert_many(self, table: str, keys: Sequence[str], columns: Sequence[str],
+                    rows: Iterable[Sequence[Any]]) -> None:
+        marks = ", ".join("?" for _ in columns)
+        with self._errors(), self._log.transaction() as conn:
+            conn.executemany(f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(rows))
+
+    def one_of(self, column: str) -> str:
+        return f"{column} IN (SELECT value FROM json_each(?))"
+
+    def list_value(self, values: Sequence[Any]) -> Any:
+        return json.dumps(list(values))
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -42,6 +43,7 @@ from storage.contract import (
 )
 from storage.postgres_url import redacted
 from storage.errors import (
+    ConnectionLost,
     InvalidWrite,
     LogBusy,
     LogClosed,
@@ -109,33 +111,56 @@ class PostgresDerived:
     def _sql(sql: str) -> str:
         return sql.replace("%", "%%").replace("?", "%s")
 
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except psycopg.OperationalError:
+            raise  # a lost connection: the log's own handling (LogBusy) applies
+        except psycopg.Error as e:
+            raise LogError(f"Cannot use the derived tables of {self._log.path}: {str(e).strip()}") from e
+
     def create(self, statement: str) -> None:
-        with self._log.transaction() as conn:  # the writer lock orders concurrent creators
+        statement = re.sub(r"\bINTEGER\b", "BIGINT", re.sub(r"\bBLOB\b", "BYTEA", statement))
+        with self._errors(), self._log.transaction() as conn:  # the writer lock orders concurrent creators
             conn.execute(statement)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._log._read(self._sql(sql), list(params))
+        with self._errors():
+            return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)
+                    for row in self._log._read(self._sql(sql), list(params))]
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        with self._log.transaction() as conn:
+        with self._errors(), self._log.transaction() as conn:
             conn.execute(self._sql(sql), list(params))
 
     def insert_missing(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        self._insert(table, columns, rows, "DO NOTHING", ())
+
+    def upsert(self, table: str, keys: Sequence[str], row: dict[str, Any]) -> None:
+        self.upsert_many(table, keys, list(row), [list(row.values())])
+
+    def upsert_many(self, table: str, keys: Sequence[str], columns: Sequence[str],
+                    rows: Iterable[Sequence[Any]]) -> None:
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
+        self._insert(table, columns, rows, f"DO UPDATE SET {updates}" if updates else "DO NOTHING", keys)
+
+    def _insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], action: str,
+                keys: Sequence[str]) -> None:
         rows = [list(r) for r in rows]
         if not rows:
             return
-        marks = ", ".join("%s" for _ in columns)
-        with self._log.transaction() as conn, conn.cursor() as cur:
-            cur.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) ON CONFLICT DO NOTHING",
-                            rows)
+        target = f"({', '.join(keys)}) " if keys else ""
+        sql = (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('%s' for _ in columns)}) "
+               f"ON CONFLICT {target}{action}")
+        with self._errors(), self._log.transaction() as conn, conn.cursor() as cur:
+            cur.executemany(sql, rows)
 
-    def upsert(self, table: str, keys: Sequence[str], row: dict[str, Any]) -> None:
-        columns = list(row)
-        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
-        action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
-        with self._log.transaction() as conn:
-            conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('%s' for _ in columns)}) "
-                         f"ON CONFLICT ({', '.join(keys)}) {action}", [row[c] for c in columns])
+    def one_of(self, column: str) -> str:
+        return f"{column} = ANY(?)"
+
+    def list_value(self, values: Sequence[Any]) -> Any:
+        return list(values)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -255,8 +280,8 @@ class PostgresLog:
         except psycopg.OperationalError as e:
             if not (conn.broken or conn.closed):
                 raise LogError(f"Cannot finish a write transaction on {self.path}: {str(e).strip()}") from e
-            raise LogBusy(f"Cannot finish a write transaction: the connection to {self.path} broke "
-                          f"({str(e).strip()}); its outcome is unknown") from e
+            raise ConnectionLost(f"Cannot finish a write transaction: the connection to {self.path} broke "
+                                 f"({str(e).strip()}); its outcome is unknown") from e
         finally:
             self._depth = 0
 
@@ -265,13 +290,20 @@ class PostgresLog:
         """Hold the lock named ``key`` among every user of this log, on any host (a session advisory lock); yields
         whether it was taken within ``timeout_s`` (default: the busy timeout). See :meth:`storage.log.Log.exclusive`.
         """
-        conn = self._live()
         lock = _lock_key(key)
         deadline = time.monotonic() + (self._busy_timeout_s if timeout_s is None else timeout_s)
         delay = 0.0005
-        taken = False
         while True:
-            taken = bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()[0])
+            try:
+                conn = self._live()
+                taken = bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()[0])
+            except psycopg.OperationalError as e:
+                if self._depth:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise LogBusy(f"Cannot take the lock {key!r}: the connection to {self.path} broke "
+                                  f"({str(e).strip()})") from e
+                taken = False  # the connection broke: the next round takes a new one
             if taken or time.monotonic() >= deadline:
                 break
             time.sleep(delay)
@@ -279,8 +311,9 @@ class PostgresLog:
         try:
             yield taken
         finally:
-            if taken and not conn.broken and not conn.closed:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+            if taken and not conn.broken and not conn.closed:  # a session lock dies with its connection
+                with contextlib.suppress(psycopg.OperationalError):
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
 
     # ------------------------------------------------------------ writes
 

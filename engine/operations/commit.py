@@ -20,6 +20,7 @@ from engine.events import Event, SnapshotAdded, encode
 from engine.state import LogPosition, TableState, apply
 from engine.state_store import StateStore
 from storage import CommitResult, LogBusy, NewEvent, StreamVersionConflict, StreamWrite
+from storage.errors import ConnectionLost
 
 DEFAULT_RETRIES = 4
 DEFAULT_MIN_WAIT_MS = 100
@@ -111,6 +112,7 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
     commit_id = commit_id or new_commit_id()
     started = time.monotonic()
     attempt = 0
+    writes_spec: list[tuple[str, int, tuple[Event, ...]]] = []
     while True:
         try:
             # Build inside the write transaction: the heads cannot move between reading the base and appending,
@@ -139,10 +141,34 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
                     winner=e.winner_commit_id) from e
             time.sleep(policy.wait_ms(attempt) / 1000)
             continue
+        except ConnectionLost as e:
+            # a log server went away under the transaction: the commit landed or it did not, and its id tells
+            landed = _settle(store, commit_id, writes_spec, e)
+            if landed is not None:
+                return landed
+            attempt += 1
+            if (time.monotonic() - started) * 1000 > policy.total_timeout_ms:
+                raise CommitStateUnknown(f"Cannot commit {commit_id}: the connection to the log broke ({e}); "
+                                         f"re-send with the same commit id to learn its outcome") from e
+            continue
         except LogBusy as e:
             raise CommitStateUnknown(f"Cannot commit {commit_id}: the log stayed locked ({e}); "
                                      f"re-send with the same commit id to learn its outcome") from e
         return Landed(result=result, events=tuple((s, evs) for s, _, evs in writes_spec))
+
+
+def _settle(store: StateStore, commit_id: str, writes_spec: Sequence[tuple[str, int, Sequence[Event]]],
+            error: Exception) -> Landed | None:
+    """After a lost connection: the commit as it landed (looked up by its id on a new connection), or None when it
+    did not land and may be sent again."""
+    try:
+        result = store.log.commit_of(commit_id)
+    except LogBusy as e:
+        raise CommitStateUnknown(f"Cannot commit {commit_id}: the connection to the log broke ({error}) and the "
+                                 f"log stays unreachable; re-send with the same commit id to learn its outcome") from e
+    if result is None:
+        return None
+    return Landed(result=result, events=tuple((s, tuple(evs)) for s, _, evs in writes_spec))
 
 
 def _record_file_blocks(store: StateStore, positions: Sequence[int], writes: Sequence[StreamWrite],

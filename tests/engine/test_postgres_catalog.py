@@ -39,9 +39,14 @@ def test_a_catalog_on_postgresql_commits_publishes_and_verifies(postgres_url: st
         assert cat.verify("db.t") == [] and cat.log.verify() == []
         assert t.metadata_location.startswith(warehouse) and Path(t.metadata_location).exists()
         location, uuid = t.metadata_location, t.uuid
+        from engine.file_blocks import TABLE as FILE_BLOCKS
+
+        snapshots = len(t.snapshots())  # each commit stored its snapshot's file block beside the log
+        assert cat.log.derived.query(f"SELECT count(*) FROM {FILE_BLOCKS}")[0][0] == snapshots
     with Catalog.open(postgres_url, warehouse=warehouse) as again:  # a new handle: state from the database
         t = again.load_table("db.t")
         assert t.uuid == uuid and ids_of(t) == [1, 3, 4, 5, 6] and t.metadata_location == location
+        assert again.store.file_index.rebuilt_blocks == 0  # the plan read the stored blocks
         types = [e.type for e in again.log()]
         assert types[0] == "create-namespace" and "create-table" in types and "add-snapshot" in types
     from pyiceberg.table import StaticTable
@@ -193,3 +198,70 @@ def test_two_icelog_serve_processes_take_appends_at_once_and_each_lands_once(pos
         t = cat.load_table("db.t")
         assert ids_of(t) == sorted(w * 100 + i for w in range(4) for i in range(5))
         assert len(t.snapshots()) == 20 and cat.verify("db.t") == [] and cat.log.verify() == []
+
+
+def test_appends_across_a_server_restart_each_land_once(tmp_path: Path) -> None:
+    import threading
+
+    from tools.postgres_server import LocalPostgres
+
+    warehouse = str(tmp_path / "lake")
+    with LocalPostgres() as server:
+        with Catalog.open(server.url, warehouse=warehouse) as cat:
+            cat.create_namespace("db")
+            cat.create_table("db.t", SCHEMA)
+        errors: list[BaseException] = []
+        halfway = threading.Barrier(3)
+
+        def appender(worker: int) -> None:
+            try:
+                with Catalog.open(server.url, warehouse=warehouse) as own:
+                    table = own.load_table("db.t")
+                    for i in range(10):
+                        if i == 5:
+                            halfway.wait(60)
+                        table.append(rows([worker * 100 + i]))
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=appender, args=(w,)) for w in range(2)]
+        for t in threads:
+            t.start()
+        halfway.wait(60)
+        server.stop("fast")                       # the server goes away between (and under) commits
+        threading.Timer(1.0, server.start).start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        with Catalog.open(server.url, warehouse=warehouse) as cat:
+            t = cat.load_table("db.t")
+            assert ids_of(t) == sorted(w * 100 + i for w in range(2) for i in range(10))
+            assert len(t.snapshots()) == 20 and cat.verify("db.t") == [] and cat.log.verify() == []
+
+
+@pytest.mark.parametrize("lost", ["after the commit landed", "before the commit landed"])
+def test_an_append_whose_connection_breaks_at_commit_lands_once(postgres_url: str, tmp_path: Path,
+                                                                lost: str) -> None:
+    import psycopg
+
+    with Catalog.open(postgres_url, warehouse=str(tmp_path / "lake")) as cat:
+        cat.create_namespace("db")
+        table = cat.create_table("db.t", SCHEMA)
+        conn = cat.log._live()
+        real_execute = conn.execute
+        broken = []
+
+        def execute(sql, *args, **kwargs):
+            if sql == "COMMIT" and not broken:
+                broken.append(sql)
+                if lost == "after the commit landed":
+                    real_execute(sql, *args, **kwargs)
+                conn.close()  # the server's answer never arrives
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return real_execute(sql, *args, **kwargs)
+
+        conn.execute = execute  # type: ignore[method-assign]
+        table.append(rows([1, 2]))
+        assert broken == ["COMMIT"]
+        assert ids_of(table) == [1, 2] and len(table.snapshots()) == 1  # landed once, whichever way it broke
+        assert cat.verify("db.t") == [] and cat.log.verify() == []
