@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -29,6 +31,7 @@ from typing import Any
 import attrs
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
 
 from storage.contract import (
     APPEND_ONLY_MESSAGE,
@@ -92,6 +95,56 @@ _INSERT_PART = "INSERT INTO event_parts (position, ordinal, body) VALUES (%s, %s
 _INSERT_COMMIT = ("INSERT INTO commits (last_position, first_position, commit_id, time_ms, clock_ms, actor, message)"
                   " VALUES (%s, %s, %s, %s, %s, %s, %s)")
 _SELECT_COMMIT_STREAMS = "SELECT stream, version FROM events WHERE position BETWEEN %s AND %s ORDER BY position"
+
+
+class ConnectionPool:
+    """Idle connections of this process, per URL, that closed logs hand back and new ones take first: opening a
+    catalog handle (a REST request's, a short script's) then costs no new connection and session. A connection is
+    taken back only when it is healthy, outside any transaction, and holds no session lock; at most
+    ``max_idle`` wait per URL. A forked child starts with an empty pool (a connection must never be shared across
+    processes).
+    """
+
+    def __init__(self, max_idle: int = 8) -> None:
+        self.max_idle = max_idle
+        self._idle: dict[str, list[psycopg.Connection]] = {}
+        self._guard = threading.Lock()
+
+    def take(self, url: str) -> psycopg.Connection | None:
+        with self._guard:
+            idle = self._idle.get(url, [])
+            while idle:
+                conn = idle.pop()
+                if not conn.closed and not conn.broken:
+                    return conn
+        return None
+
+    def give_back(self, url: str, conn: psycopg.Connection) -> None:
+        if conn.closed or conn.broken or conn.info.transaction_status != TransactionStatus.IDLE:
+            conn.close()
+            return
+        try:
+            conn.execute("SELECT pg_advisory_unlock_all()")
+        except psycopg.Error:
+            conn.close()
+            return
+        with self._guard:
+            idle = self._idle.setdefault(url, [])
+            if len(idle) < self.max_idle:
+                idle.append(conn)
+                return
+        conn.close()
+
+    def forget(self) -> None:
+        """Drop every idle connection without closing it (in a forked child: the parent still uses them)."""
+        self._idle = {}
+        self._guard = threading.Lock()
+
+
+#: the process's pool of idle connections (see :class:`ConnectionPool`)
+POOL = ConnectionPool()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=POOL.forget)
 
 
 def _lock_key(name: str) -> int:
@@ -177,8 +230,9 @@ class PostgresLog:
         with PostgresLog.open("postgresql://icelog@db-host:5432/lake") as log:
             log.commit("c-1", (StreamWrite(stream="t1", expected_version=0, events=(event,)),), time_ms=0)
 
-    One ``PostgresLog`` owns one connection (autocommit, explicit transactions); use one per thread or process.
-    A connection that breaks is replaced on the next call; a commit in flight is settled by its commit id.
+    One ``PostgresLog`` holds one connection (autocommit, explicit transactions), taken from the process's pool of
+    idle connections and handed back by :meth:`close`; use one per thread or process. A connection that breaks is
+    replaced on the next call; a commit in flight is settled by its commit id.
 
     :param url: ``postgresql://user[:password]@host[:port]/database`` (libpq parameters in the query string)
     :param busy_timeout_ms: how long a writer waits for the write lock (and a broken connection is retried)
@@ -208,12 +262,17 @@ class PostgresLog:
     def _connect(self) -> psycopg.Connection:
         deadline = time.monotonic() + self._busy_timeout_s
         while True:
+            pooled = POOL.take(self.url)
             try:
-                conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._busy_timeout_s)))
+                conn = pooled or psycopg.connect(self.url, autocommit=True,
+                                                 connect_timeout=max(1, int(self._busy_timeout_s)))
                 conn.execute(f"SET lock_timeout = {int(self._busy_timeout_s * 1000)}")
                 self._conn = conn
                 return conn
             except psycopg.OperationalError as e:
+                if pooled is not None:  # an idle connection the server dropped meanwhile: try the next at once
+                    pooled.close()
+                    continue
                 if time.monotonic() >= deadline:
                     raise LogBusy(f"Cannot reach the log: {self.path} ({str(e).strip()})") from e
                 time.sleep(0.2)
@@ -543,11 +602,13 @@ class PostgresLog:
                 conn.execute("COMMIT")
 
     def close(self) -> None:
-        """Close the connection; later calls raise :class:`LogClosed`. Closing twice is harmless."""
+        """Hand the connection back to the process's pool; later calls raise :class:`LogClosed`. Closing twice is
+        harmless."""
         if not self._closed:
             self._closed = True
             if self._conn is not None:
-                self._conn.close()
+                POOL.give_back(self.url, self._conn)  # reused by the next log opened on this URL
+                self._conn = None
 
     def __enter__(self) -> PostgresLog:
         return self

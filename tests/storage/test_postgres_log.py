@@ -100,3 +100,39 @@ def test_urls_are_recognised_and_passwords_never_shown() -> None:
     assert redacted("postgresql://u@h/db") == "postgresql://u@h/db"
     with pytest.raises(LogBusy, match=r"Cannot reach the log: postgresql://u:\*\*\*@127.0.0.1:1/db"):
         PostgresLog.open("postgresql://u:secret@127.0.0.1:1/db", busy_timeout_ms=300)
+
+
+def test_closed_logs_hand_their_connection_to_the_next_one_opened(postgres_url: str) -> None:
+    import multiprocessing
+
+    def backend(log: PostgresLog) -> int:
+        return log._live().execute("SELECT pg_backend_pid()").fetchone()[0]
+
+    first = PostgresLog.open(postgres_url)
+    pid = backend(first)
+    with first.exclusive("publish t1"):
+        pass
+    first.close()
+    second = PostgresLog.open(postgres_url)
+    assert backend(second) == pid                                 # the same session, reused
+    other = PostgresLog.open(postgres_url)
+    assert backend(other) != pid                                  # in use: not handed out twice
+    second._live().execute("BEGIN")                               # closed inside a transaction: not reused
+    second.close()
+    third = PostgresLog.open(postgres_url)
+    assert backend(third) not in (pid, backend(other))
+    with third.exclusive("publish t1", timeout_s=0.1) as taken:   # no lock left behind by a pooled session
+        assert taken
+    third.close()
+    other.close()
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+
+    def child() -> None:
+        with PostgresLog.open(postgres_url) as log:
+            results.put(backend(log))
+
+    forked = context.Process(target=child)
+    forked.start()
+    assert results.get(timeout=30) not in (pid, backend(PostgresLog.open(postgres_url)))  # never the parent's
+    forked.join(30)
