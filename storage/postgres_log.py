@@ -147,6 +147,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=POOL.forget)
 
 
+def _execute_rows(cursor: psycopg.Cursor, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    """One statement per row: a single row in one round trip, several in one pipeline (``executemany``)."""
+    if len(rows) == 1:
+        cursor.execute(sql, rows[0])
+    else:
+        cursor.executemany(sql, rows)
+
+
 def _lock_key(name: str) -> int:
     """A signed 64-bit advisory lock key for ``name`` (never the writer lock's)."""
     key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
@@ -207,7 +215,7 @@ class PostgresDerived:
         sql = (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('%s' for _ in columns)}) "
                f"ON CONFLICT {target}{action}")
         with self._errors(), self._log.transaction() as conn, conn.cursor() as cur:
-            cur.executemany(sql, rows)
+            _execute_rows(cur, sql, rows)
 
     def one_of(self, column: str) -> str:
         return f"{column} = ANY(?)"
@@ -448,9 +456,9 @@ class PostgresLog:
         clock_ms = time_ms if clock_ms is None or clock_ms < time_ms else clock_ms
         try:
             with conn.cursor() as cur:
-                cur.executemany(_INSERT_EVENT, event_rows)
+                _execute_rows(cur, _INSERT_EVENT, event_rows)
                 if part_rows:
-                    cur.executemany(_INSERT_PART, part_rows)
+                    _execute_rows(cur, _INSERT_PART, part_rows)
                 cur.execute(_INSERT_COMMIT, (position, first_position, commit_id, time_ms, clock_ms, actor, message))
         except pg_errors.IntegrityError as e:
             raise LogIntegrityError(position=first_position,
@@ -480,8 +488,8 @@ class PostgresLog:
         if not rows:
             return
         with self.transaction() as conn, conn.cursor() as cur:
-            cur.executemany("INSERT INTO staged_files (stream, path, time_ms) VALUES (%s, %s, %s) "
-                            "ON CONFLICT (stream, path) DO NOTHING", rows)
+            _execute_rows(cur, "INSERT INTO staged_files (stream, path, time_ms) VALUES (%s, %s, %s) "
+                               "ON CONFLICT (stream, path) DO NOTHING", rows)
 
     def forget_staged(self, stream: str, paths: Iterable[str]) -> None:
         rows = [(stream, path) for path in paths]
