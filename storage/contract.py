@@ -145,6 +145,69 @@ def stored_event(row: tuple) -> StoredEvent:
                        type_version=type_version, time_ms=time_ms, actor=actor, payload=payload, hash=hash_)
 
 
+@attrs.frozen
+class ChainedRows:
+    """A commit's rows, positioned and hashed: ``events`` (the event columns), ``parts`` (position, ordinal, body),
+    ``heads`` ((stream, version) after it, in write order), and its first and last positions."""
+
+    events: list[tuple[Any, ...]]
+    parts: list[tuple[int, int, str]]
+    heads: tuple[tuple[str, int], ...]
+    first_position: int
+    last_position: int
+
+
+def chain_rows(writes: Sequence[StreamWrite], commit_id: str, time_ms: int, actor: str | None, after_position: int,
+               previous_hash: str) -> ChainedRows:
+    """The rows of a commit appended after ``after_position`` whose event hash is ``previous_hash``: positions and
+    versions in write order, each event's hash chained to the one before (:func:`event_hash`)."""
+    position = after_position
+    event_rows: list[tuple[Any, ...]] = []
+    part_rows: list[tuple[int, int, str]] = []
+    heads = []
+    for write in writes:
+        version = write.expected_version
+        for event in write.events:
+            position += 1
+            version += 1
+            previous_hash = event_hash(previous_hash, position, write.stream, version, commit_id, event.type,
+                                       event.type_version, time_ms, actor, event.payload, event.parts)
+            event_rows.append((position, write.stream, version, commit_id, event.type, event.type_version, time_ms,
+                               actor, event.payload, previous_hash))
+            part_rows.extend((position, ordinal, part) for ordinal, part in enumerate(event.parts))
+        heads.append((write.stream, version))
+    return ChainedRows(events=event_rows, parts=part_rows, heads=tuple(heads), first_position=after_position + 1,
+                       last_position=position)
+
+
+def stored_result(commit_id: str, stored: Sequence[int], streams: Iterable[Sequence[Any]]
+                  ) -> tuple[CommitResult, dict[str, tuple[int, int]]]:
+    """A landed commit's result, from its ``commits`` row ``(first position, last position, time)`` and the
+    ``(stream, version)`` of its events in position order; with each stream's span ``(base version, head)``."""
+    first_position, last_position, time_ms = stored
+    spans: dict[str, tuple[int, int]] = {}
+    for stream, version in streams:
+        base = spans[stream][0] if stream in spans else version - 1
+        spans[stream] = (base, version)
+    result = CommitResult(commit_id=commit_id, time_ms=time_ms,
+                          positions=tuple(range(first_position, last_position + 1)),
+                          heads=tuple((stream, span[1]) for stream, span in spans.items()))
+    return result, spans
+
+
+def resent_result(commit_id: str, result: CommitResult, spans: dict[str, tuple[int, int]],
+                  writes: Sequence[StreamWrite]) -> CommitResult:
+    """The stored result of a commit id sent again (``duplicate=True``), when it is the same write.
+
+    :raises InvalidWrite: the commit id landed with another write
+    """
+    sent = {w.stream: (w.expected_version, w.expected_version + len(w.events)) for w in writes}
+    if sent != spans:
+        raise InvalidWrite(f"Cannot commit {commit_id!r}: that commit id already landed with a different write "
+                           f"(streams and versions {sorted(spans.items())})")
+    return attrs.evolve(result, duplicate=True)
+
+
 def check_commit(commit_id: str, writes: Sequence[StreamWrite], time_ms: int, actor: str | None,
                   message: str | None) -> None:
     if not isinstance(commit_id, str) or not commit_id:

@@ -42,7 +42,6 @@ try:
 except ImportError:  # not a POSIX system: SQLite's lock alone serializes writers
     fcntl = None  # type: ignore[assignment]
 
-import attrs
 import sqlite_utils
 
 from storage.contract import (
@@ -51,9 +50,11 @@ from storage.contract import (
     CommitResult,
     StoredEvent,
     StreamWrite,
+    chain_rows,
     check_commit,
-    event_hash,
+    resent_result,
     stored_event,
+    stored_result,
     verify_rows,
 )
 from storage.files import OPEN_DATABASES, WRITER_LOCK_SUFFIX
@@ -531,7 +532,7 @@ class Log:
         with self.transaction():
             stored = conn.execute(_SELECT_COMMIT, (commit_id,)).fetchone()
             if stored is not None:
-                return self._resent(conn, commit_id, stored, writes)
+                return resent_result(commit_id, *self._stored_result(conn, commit_id, stored), writes)
             for write in writes:
                 row = conn.execute(_SELECT_HEAD, (write.stream,)).fetchone()
                 head = row[0] if row is not None else 0
@@ -542,58 +543,27 @@ class Log:
                                                 actual_version=head, winner_commit_id=winner, commit_id=commit_id)
             tail = conn.execute(_SELECT_TAIL).fetchone()
             position, previous_hash, clock_ms = tail if tail is not None else (0, GENESIS_HASH, None)
-            first_position = position + 1
-            event_rows = []
-            part_rows = []
-            heads = []
-            for write in writes:
-                version = write.expected_version
-                for event in write.events:
-                    position += 1
-                    version += 1
-                    previous_hash = event_hash(previous_hash, position, write.stream, version, commit_id, event.type,
-                                               event.type_version, time_ms, actor, event.payload, event.parts)
-                    event_rows.append((position, write.stream, version, commit_id, event.type, event.type_version,
-                                       time_ms, actor, event.payload, previous_hash))
-                    if event.parts:
-                        part_rows.extend((position, ordinal, part) for ordinal, part in enumerate(event.parts))
-                heads.append((write.stream, version))
+            rows = chain_rows(writes, commit_id, time_ms, actor, position, previous_hash)
             clock_ms = time_ms if clock_ms is None or clock_ms < time_ms else clock_ms
             try:
-                conn.executemany(_INSERT_EVENT, event_rows)
-                if part_rows:
-                    conn.executemany(_INSERT_PART, part_rows)
-                conn.execute(_INSERT_COMMIT, (position, first_position, commit_id, time_ms, clock_ms, actor, message))
+                conn.executemany(_INSERT_EVENT, rows.events)
+                if rows.parts:
+                    conn.executemany(_INSERT_PART, rows.parts)
+                conn.execute(_INSERT_COMMIT, (rows.last_position, rows.first_position, commit_id, time_ms, clock_ms,
+                                              actor, message))
             except sqlite3.IntegrityError as e:
-                raise LogIntegrityError(position=first_position,
+                raise LogIntegrityError(position=rows.first_position,
                                         reason=f"cannot append commit {commit_id!r} ({e})") from e
             if after is not None:
                 after(conn)
-        return CommitResult(commit_id=commit_id, time_ms=time_ms, positions=tuple(range(first_position, position + 1)),
-                            heads=tuple(heads), duplicate=False)
-
-    def _resent(self, conn: sqlite3.Connection, commit_id: str, stored: tuple[int, int, int],
-                writes: Sequence[StreamWrite]) -> CommitResult:
-        result, spans = self._stored_result(conn, commit_id, stored)
-        sent = {write.stream: (write.expected_version, write.expected_version + len(write.events))
-                for write in writes}
-        if sent != spans:
-            raise InvalidWrite(f"Cannot commit {commit_id!r}: that commit id already landed with a different write "
-                               f"(streams and versions {sorted(spans.items())})")
-        return attrs.evolve(result, duplicate=True)
+        return CommitResult(commit_id=commit_id, time_ms=time_ms,
+                            positions=tuple(range(rows.first_position, rows.last_position + 1)), heads=rows.heads,
+                            duplicate=False)
 
     @staticmethod
     def _stored_result(conn: sqlite3.Connection, commit_id: str, stored: tuple[int, int, int]
                        ) -> tuple[CommitResult, dict[str, tuple[int, int]]]:
-        first_position, last_position, time_ms = stored
-        spans: dict[str, tuple[int, int]] = {}
-        for stream, version in conn.execute(_SELECT_COMMIT_STREAMS, (first_position, last_position)):
-            base = spans[stream][0] if stream in spans else version - 1
-            spans[stream] = (base, version)
-        result = CommitResult(commit_id=commit_id, time_ms=time_ms,
-                              positions=tuple(range(first_position, last_position + 1)),
-                              heads=tuple((stream, span[1]) for stream, span in spans.items()))
-        return result, spans
+        return stored_result(commit_id, stored, conn.execute(_SELECT_COMMIT_STREAMS, (stored[0], stored[1])))
 
     def commit_of(self, commit_id: str) -> CommitResult | None:
         """The result of a commit that landed, or ``None``.

@@ -28,7 +28,6 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import attrs
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
@@ -39,9 +38,11 @@ from storage.contract import (
     CommitResult,
     StoredEvent,
     StreamWrite,
+    chain_rows,
     check_commit,
-    event_hash,
+    resent_result,
     stored_event,
+    stored_result,
     verify_rows,
 )
 from storage.postgres_url import redacted
@@ -425,12 +426,7 @@ class PostgresLog:
                 actor: str | None, message: str | None) -> CommitResult:
         stored = conn.execute(_SELECT_COMMIT, (commit_id,)).fetchone()
         if stored is not None:
-            result, spans = self._stored_result(conn, commit_id, stored)
-            sent = {w.stream: (w.expected_version, w.expected_version + len(w.events)) for w in writes}
-            if sent != spans:
-                raise InvalidWrite(f"Cannot commit {commit_id!r}: that commit id already landed with a different "
-                                   f"write (streams and versions {sorted(spans.items())})")
-            return attrs.evolve(result, duplicate=True)
+            return resent_result(commit_id, *self._stored_result(conn, commit_id, stored), writes)
         for write in writes:
             head = conn.execute(_SELECT_HEAD, (write.stream,)).fetchone()[0] or 0
             if head != write.expected_version:
@@ -440,44 +436,26 @@ class PostgresLog:
                                             commit_id=commit_id)
         tail = conn.execute(_SELECT_TAIL).fetchone()
         position, previous_hash, clock_ms = tail if tail is not None else (0, GENESIS_HASH, None)
-        first_position = position + 1
-        event_rows, part_rows, heads = [], [], []
-        for write in writes:
-            version = write.expected_version
-            for event in write.events:
-                position += 1
-                version += 1
-                previous_hash = event_hash(previous_hash, position, write.stream, version, commit_id, event.type,
-                                           event.type_version, time_ms, actor, event.payload, event.parts)
-                event_rows.append((position, write.stream, version, commit_id, event.type, event.type_version,
-                                   time_ms, actor, event.payload, previous_hash))
-                part_rows.extend((position, ordinal, part) for ordinal, part in enumerate(event.parts))
-            heads.append((write.stream, version))
+        rows = chain_rows(writes, commit_id, time_ms, actor, position, previous_hash)
         clock_ms = time_ms if clock_ms is None or clock_ms < time_ms else clock_ms
         try:
             with conn.cursor() as cur:
-                _execute_rows(cur, _INSERT_EVENT, event_rows)
-                if part_rows:
-                    _execute_rows(cur, _INSERT_PART, part_rows)
-                cur.execute(_INSERT_COMMIT, (position, first_position, commit_id, time_ms, clock_ms, actor, message))
+                _execute_rows(cur, _INSERT_EVENT, rows.events)
+                if rows.parts:
+                    _execute_rows(cur, _INSERT_PART, rows.parts)
+                cur.execute(_INSERT_COMMIT, (rows.last_position, rows.first_position, commit_id, time_ms, clock_ms,
+                                             actor, message))
         except pg_errors.IntegrityError as e:
-            raise LogIntegrityError(position=first_position,
+            raise LogIntegrityError(position=rows.first_position,
                                     reason=f"cannot append commit {commit_id!r} ({str(e).strip()})") from e
-        return CommitResult(commit_id=commit_id, time_ms=time_ms, positions=tuple(range(first_position, position + 1)),
-                            heads=tuple(heads), duplicate=False)
+        return CommitResult(commit_id=commit_id, time_ms=time_ms,
+                            positions=tuple(range(rows.first_position, rows.last_position + 1)), heads=rows.heads,
+                            duplicate=False)
 
     @staticmethod
     def _stored_result(conn: psycopg.Connection, commit_id: str, stored: Sequence[int]
                        ) -> tuple[CommitResult, dict[str, tuple[int, int]]]:
-        first_position, last_position, time_ms = stored
-        spans: dict[str, tuple[int, int]] = {}
-        for stream, version in conn.execute(_SELECT_COMMIT_STREAMS, (first_position, last_position)):
-            base = spans[stream][0] if stream in spans else version - 1
-            spans[stream] = (base, version)
-        result = CommitResult(commit_id=commit_id, time_ms=time_ms,
-                              positions=tuple(range(first_position, last_position + 1)),
-                              heads=tuple((stream, span[1]) for stream, span in spans.items()))
-        return result, spans
+        return stored_result(commit_id, stored, conn.execute(_SELECT_COMMIT_STREAMS, (stored[0], stored[1])))
 
     def record_staged(self, stream: str, path: str, time_ms: int) -> None:
         """Note a file a writer is about to write for ``stream`` (see :meth:`storage.log.Log.record_staged`)."""

@@ -48,10 +48,11 @@ def run_commits(commit: Callable[[pa.Table], Any], commits: int) -> dict[str, An
             "last_over_first_p50": round(last["p50"] / first["p50"], 2) if first["p50"] else None}
 
 
-def bench_icelog(root: str, commits: int) -> dict[str, Any]:
+def bench_icelog(root: str, commits: int, catalog_dir: str | None = None) -> dict[str, Any]:
+    """icelog's appends; the log in ``catalog_dir`` (a folder, or a ``postgresql://`` URL; default ``<root>/catalog``)."""
     from engine import Catalog
 
-    catalog = Catalog.open(os.path.join(root, "catalog"), warehouse=os.path.join(root, "warehouse"))
+    catalog = Catalog.open(catalog_dir or os.path.join(root, "catalog"), warehouse=os.path.join(root, "warehouse"))
     try:
         catalog.create_namespace("bench")
         table = catalog.create_table("bench.events", batch(0).schema)

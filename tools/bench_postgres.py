@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from tools.bench_commits import batch, run_commits
+from tools.bench_commits import batch, bench_icelog, run_commits
 from tools.bench_throughput import bench_api
 
 
@@ -62,21 +62,6 @@ class _Databases:
                 conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def icelog_latency(root: str, commits: int, catalog_dir: str | None) -> dict[str, Any]:
-    from engine import Catalog
-
-    warehouse = os.path.join(root, "warehouse")
-    catalog = Catalog.open(catalog_dir, warehouse=warehouse) if catalog_dir else Catalog.open(warehouse)
-    try:
-        catalog.create_namespace("bench")
-        table = catalog.create_table("bench.events", batch(0).schema)
-        result = run_commits(table.append, commits)
-        result["rows"] = table.scan().count()
-        return result
-    finally:
-        catalog.close()
-
-
 def pyiceberg_latency(root: str, commits: int, url: str) -> dict[str, Any]:
     from pyiceberg.catalog.sql import SqlCatalog
 
@@ -99,8 +84,8 @@ def run(commits: int, writer_counts: list[int], writer_commits: int, url: str | 
             databases = _Databases(server_url)
             try:
                 out: dict[str, Any] = {"commits": commits, "rows_per_commit": 10, "append_latency_ms": {
-                    "icelog_sqlite": icelog_latency(os.path.join(root, "sqlite"), commits, None),
-                    "icelog_postgresql": icelog_latency(os.path.join(root, "postgresql"), commits, databases.new()),
+                    "icelog_sqlite": bench_icelog(os.path.join(root, "sqlite"), commits),
+                    "icelog_postgresql": bench_icelog(os.path.join(root, "postgresql"), commits, databases.new()),
                     "pyiceberg_sqlcatalog_postgresql": pyiceberg_latency(root, commits, databases.new()),
                 }}
                 out["commits_per_second_one_table"] = {
