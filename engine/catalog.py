@@ -645,7 +645,9 @@ class Table(TableStateReads):
         their values) as one append; metrics come from their footers. Files outside the table location stay the
         caller's: expire and purge never delete them unless asked to (``delete_external_files``).
 
-        :raises ValidationError: a file listed twice, or one that belongs to another table or is the catalog's
+        :raises ValidationError: a file listed twice, one already live in the branch (as PyIceberg's ``add_files``
+            refuses: every reader would count its rows twice), or one that belongs to another table or is the
+            catalog's
         """
         state = self.state
         owned = self.catalog.ownership(self.uuid)
@@ -653,12 +655,18 @@ class Table(TableStateReads):
         seen: set[str] = set()
         without_ids = False
         io = self.catalog.io
+        ref = state.ref(branch)
+        live = {io.canonical(e.file.file_path) for e in self.catalog.store.live_entries(
+            state, ref.snapshot_id if ref else None)} if ref else set()
         for p in paths:
             refuse_catalog_database(os.fspath(p), "append file")
             path = os.fspath(p) if is_s3(p) else io.fs_path(p)
             key = io.canonical(path)
             if key in seen:
                 raise ValidationError(f"Cannot append files: {path} is listed twice")
+            if key in live:
+                raise ValidationError(f"Cannot append files: {path} is already in table {'.'.join(self.identifier)} "
+                                      f"(branch {branch}); appending it again would count its rows twice")
             seen.add(key)
             owned.check_external_file(path, "append file")
             try:

@@ -176,8 +176,13 @@ def test_append_files_in_place_and_purge_keeps_them(catalog: Catalog, io: FileIO
         pq.write_table(rows([7, 8]), out)
     t.append_files([outside])
     assert ids(t.scan().to_arrow()) == [7, 8]
+    with pytest.raises(ValidationError, match="already in table db.t"):  # by any spelling of the key
+        t.append_files([outside.replace("s3a://", "s3://")])
+    fresh = f"s3a://{s3_bucket}/landing/part-1.parquet"
+    with catalog.io.open_output(fresh) as out:
+        pq.write_table(rows([10]), out)
     with pytest.raises(ValidationError, match="listed twice"):
-        t.append_files([outside, outside.replace("s3a://", "s3://")])
+        t.append_files([fresh, fresh.replace("s3a://", "s3://")])
     t.append(rows([9]))
     location = t.state.location
     catalog.drop_table("db.t", purge=True)
