@@ -298,10 +298,19 @@ def cmd_rewrite_manifests(args: argparse.Namespace) -> None:
 
 
 def cmd_add_column(args: argparse.Namespace) -> None:
+    from engine.errors import ValidationError
+
     with _catalog(args) as cat:
         path = tuple(args.name.split("."))
-        _table(args, cat).update_schema(allow_incompatible_changes=args.required).add_column(
-            path, args.type, doc=args.doc, required=args.required).commit()
+        default = None
+        if args.default is not None:
+            try:
+                default = json.loads(args.default)
+            except ValueError as e:
+                raise ValidationError(f"Cannot add column {args.name}: --default must be a JSON value such as 0, "
+                                      f"1.5, true or '\"text\"', not {args.default!r}") from e
+        _table(args, cat).update_schema(allow_incompatible_changes=args.allow_incompatible_changes).add_column(
+            path, args.type, doc=args.doc, required=args.required, default=default).commit()
         print(f"added column {args.name} {args.type}")
 
 
@@ -586,7 +595,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("type", help="an Iceberg type such as long, string, decimal(10,2)")
     p.add_argument("--doc")
-    p.add_argument("--required", action="store_true")
+    p.add_argument("--required", action="store_true",
+                   help="rows already written have no value for it: give --default (format v3) or "
+                        "--allow-incompatible-changes")
+    p.add_argument("--default", help="the value rows written before it read (a JSON value; format v3)")
+    p.add_argument("--allow-incompatible-changes", action="store_true",
+                   help="add a required column without a default anyway (readers may then fail on old rows)")
     p = table_cmd("drop-column", cmd_drop_column, "Drop a column.")
     p.add_argument("name")
     p = table_cmd("rename-column", cmd_rename_column, "Rename a column.")

@@ -163,3 +163,32 @@ def test_rename_and_drop_table(wh, capsys):
     assert run(capsys, "--warehouse", wh, "drop-table", "db.renamed")[0] == 0
     code, _, err = run(capsys, "--warehouse", wh, "drop-table", "db.renamed")
     assert code == 1 and "db.renamed" in err
+
+
+def test_a_required_column_needs_a_default_or_an_explicit_allowance(tmp_path, capsys):
+    from pyiceberg.table import StaticTable
+
+    from engine import Catalog
+
+    wh = str(tmp_path / "wh")
+    with Catalog.open(wh) as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", pa.schema([("id", pa.int64())]), format_version=3)
+        t.append(pa.table({"id": pa.array([1, 2], pa.int64())}))
+        head = cat.log.head(t.uuid)
+    code, _, err = run(capsys, "--warehouse", wh, "add-column", "db.t", "k", "long", "--required")
+    assert code == 1 and "rows already written have no value" in err and "allow_incompatible_changes" in err
+    code, _, err = run(capsys, "--warehouse", wh, "add-column", "db.t", "k", "long", "--required", "--default", "x")
+    assert code == 1 and "--default must be a JSON value" in err
+    with Catalog.open(wh) as cat:
+        assert cat.log.head(cat.load_table("db.t").uuid) == head       # nothing committed
+    assert run(capsys, "--warehouse", wh, "add-column", "db.t", "k", "long", "--required", "--default", "7")[0] == 0
+    with Catalog.open(wh) as cat:
+        t = cat.load_table("db.t")
+        ours = sorted(t.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+        assert ours == [{"id": 1, "k": 7}, {"id": 2, "k": 7}]           # old rows read the default
+        theirs = StaticTable.from_metadata(t.metadata_location).scan().to_arrow().to_pylist()
+        assert sorted(theirs, key=lambda r: r["id"]) == ours            # and PyIceberg agrees
+    code, _, _ = run(capsys, "--warehouse", wh, "add-column", "db.t", "j", "long", "--required",
+                     "--allow-incompatible-changes")
+    assert code == 0
