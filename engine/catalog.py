@@ -18,6 +18,7 @@ log on every call.
 from __future__ import annotations
 
 import contextlib
+import threading
 import functools
 import os
 import time
@@ -31,6 +32,7 @@ import pyarrow as pa
 from engine.data_writer import partition_of_file, write_data_files
 from engine.errors import (
     AlreadyExists,
+    CommitStateUnknown,
     CorruptFileError,
     ForeignWriterError,
     IcelogError,
@@ -103,13 +105,15 @@ from engine.state import MAIN_BRANCH, Snapshot, TableEntry, TableState, TableSta
 from engine.state_store import StateStore
 from projections import layout
 from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
-from storage import FileError, Log, LogError
+from storage import FileError, FileNotFound, Log, LogError
 from storage.errors import LogDamaged
 from storage.log import log_read_write_methods
 from storage.files import FileIO, S3Settings, is_s3
 from storage.postgres_url import is_postgres_url, redacted
 
 CATALOG_DB = "catalog.db"
+#: per thread, the operations collecting the files they write: (table uuid, paths), innermost last
+_WRITING = threading.local()
 
 
 def parse_identifier(identifier: str | Sequence[str]) -> tuple[tuple[str, ...], str]:
@@ -640,6 +644,47 @@ class Table(TableStateReads):
             files = write_data_files(self.state, data, stage=staged.append, io=self.catalog.io)
             return self._commit_append(files, branch=branch, staged=staged)
 
+    @contextlib.contextmanager
+    def tracking_written(self, written: list[str]) -> Iterator[list[str]]:
+        """Add to ``written`` every file this thread stages for the table (:meth:`stage_file`) inside the block."""
+        stack = _WRITING.__dict__.setdefault("stack", [])
+        stack.append((self.uuid, written))
+        try:
+            yield written
+        finally:
+            stack.pop()
+
+    @contextlib.contextmanager
+    def _removing_written_on_failure(self) -> Iterator[list[str]]:
+        """Files the block writes for the table are removed when it fails before its commit lands: a refused
+        operation leaves nothing behind. Not when the commit landed (``PublishFailed``) or may have
+        (``CommitStateUnknown``): then the log may name them."""
+        written: list[str] = []
+        try:
+            with self.tracking_written(written):
+                yield written
+        except BaseException as e:
+            if written and not isinstance(e, (PublishFailed, CommitStateUnknown)):
+                self.remove_written(written)
+            raise
+
+    def remove_written(self, paths: Sequence[str]) -> None:
+        """Delete files an operation wrote for this table whose commit did not land, and forget their staging
+        records; a file that cannot be deleted now stays staged, for remove_orphan_files."""
+        io = self.catalog.io
+        gone = []
+        for path in paths:
+            try:
+                io.delete(path)
+                gone.append(path)
+            except FileNotFound:
+                gone.append(path)
+            except (FileError, StorageError, OSError):
+                continue
+        if gone:
+            with contextlib.suppress(LogError):
+                self.catalog.log.forget_staged(self.uuid, gone)
+
     def append_files(self, paths: Iterable[str], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Register existing Parquet files in place (unpartitioned tables, or files whose partition is given by
         their values) as one append; metrics come from their footers. Files outside the table location stay the
@@ -693,35 +738,39 @@ class Table(TableStateReads):
         state = self.state
         bound = bind_filter(state, where)
         start = self._head(state, branch)
-        changes = plan_row_delete(self.catalog.store, state, bound, start, mode=delete_mode(state),
-                                  stage=self.stage_file, io=self.catalog.io)
-        if not changes.removed and not changes.added:
-            return None
-        return self._commit_rows(changes, "delete", branch, isolation_for="delete")
+        with self._removing_written_on_failure():
+            changes = plan_row_delete(self.catalog.store, state, bound, start, mode=delete_mode(state),
+                                      stage=self.stage_file, io=self.catalog.io)
+            if not changes.removed and not changes.added:
+                return None
+            return self._commit_rows(changes, "delete", branch, isolation_for="delete")
 
     def overwrite(self, data: pa.Table, where: str | None = None, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Replace the rows matching ``where`` (all rows when None) with ``data``, as one ``overwrite`` snapshot
         (rows to keep in partly matched files are rewritten)."""
         state = self.state
         start = self._head(state, branch)
-        new_files = write_data_files(state, data, stage=self.stage_file, io=self.catalog.io)
-        if where is None:
-            live = [e.file for e in self.catalog.store.live_entries(state, start)
-                    if e.file.content == DataFileContent.DATA]
-            changes = RowChanges(start_snapshot_id=start, removed=tuple(live), touched=tuple(live))
-        else:
-            changes = plan_row_delete(self.catalog.store, state, bind_filter(state, where), start,
-                                      mode=COPY_ON_WRITE, stage=self.stage_file, io=self.catalog.io)
-        return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files,
-                                 whole_table=where is None)
+        bound = bind_filter(state, where) if where is not None else None  # a bad filter before any file is written
+        with self._removing_written_on_failure():
+            new_files = write_data_files(state, data, stage=self.stage_file, io=self.catalog.io)
+            if bound is None:
+                live = [e.file for e in self.catalog.store.live_entries(state, start)
+                        if e.file.content == DataFileContent.DATA]
+                changes = RowChanges(start_snapshot_id=start, removed=tuple(live), touched=tuple(live))
+            else:
+                changes = plan_row_delete(self.catalog.store, state, bound, start, mode=COPY_ON_WRITE,
+                                          stage=self.stage_file, io=self.catalog.io)
+            return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files,
+                                     whole_table=where is None)
 
     def dynamic_overwrite(self, data: pa.Table, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Replace exactly the partitions present in ``data`` (Iceberg's ReplacePartitions)."""
         state = self.state
         start = self._head(state, branch)
-        changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, start, stage=self.stage_file,
-                                                    io=self.catalog.io)
-        return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files)
+        with self._removing_written_on_failure():
+            changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, start,
+                                                        stage=self.stage_file, io=self.catalog.io)
+            return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files)
 
     @contextlib.contextmanager
     def _staging(self) -> Iterator[list[str]]:
@@ -732,14 +781,19 @@ class Table(TableStateReads):
         paths: list[str] = []
         try:
             yield paths
-        except BaseException:
-            if paths:
+        except BaseException as e:
+            if paths and isinstance(e, (PublishFailed, CommitStateUnknown)):
                 self.catalog.log.record_staged_many(self.uuid, paths, now_ms())
+            elif paths:
+                self.remove_written(paths)  # the commit did not land: nothing may be left behind
             raise
 
     def stage_file(self, path: str) -> None:
         """Record a file about to be written for this table, before it is written (see remove_orphan_files)."""
         self.catalog.log.record_staged(self.uuid, path, now_ms())
+        for table_uuid, written in getattr(_WRITING, "stack", ()):
+            if table_uuid == self.uuid:
+                written.append(path)
 
     def stage_folder(self, folder: str) -> None:
         """Record a folder whose files a job is about to write for this table (every file under it counts as

@@ -41,9 +41,10 @@ need no check: they apply to whatever older data holds the keys, rewritten or no
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import attrs
 import pyarrow as pa
@@ -55,7 +56,7 @@ from engine.delete_files import (
     write_equality_deletes,
     write_row_deletes,
 )
-from engine.errors import ValidationConflict, ValidationError
+from engine.errors import CommitStateUnknown, PublishFailed, ValidationConflict, ValidationError
 from engine.model import types as T
 from engine.model.arrow_schema import schema_to_arrow
 from engine.model.data_file import DataFile, DataFileContent
@@ -389,6 +390,8 @@ class RowDelta(PendingUpdate):
         self._conflict_filter: BooleanExpression | None = None
         self._key_filters: list[tuple[BooleanExpression, str]] = []
         self._committed = False
+        #: the files the builder wrote (removed when its commit is refused: nothing is left behind)
+        self._written: list[str] = []
 
     # ------------------------------------------------------------ what the builder reads
     @property
@@ -440,7 +443,9 @@ class RowDelta(PendingUpdate):
     # ------------------------------------------------------------ data
     def add_rows(self, data: pa.Table) -> RowDelta:
         """Write ``data`` as data files of the table (one or more per partition) and add them."""
-        self._data += write_data_files(self._state, data, stage=self._table.stage_file, io=self._table.catalog.io)
+        with self._table.tracking_written(self._written):
+            self._data += write_data_files(self._state, data, stage=self._table.stage_file,
+                                           io=self._table.catalog.io)
         return self
 
     def add_data_files(self, files: Iterable[DataFile]) -> RowDelta:
@@ -491,9 +496,10 @@ class RowDelta(PendingUpdate):
                 referenced[key] = data_file
         previous = self._deletes_applying(referenced.values()) if self._state.format_version >= 3 else {}
         for (spec_id, partition), group in groups.items():
-            written, replaced = write_row_deletes(self._state, group, spec_id=spec_id, partition=partition,
-                                                  previous=previous, stage=self._table.stage_file,
-                                                  io=self._table.catalog.io)
+            with self._table.tracking_written(self._written):
+                written, replaced = write_row_deletes(self._state, group, spec_id=spec_id, partition=partition,
+                                                      previous=previous, stage=self._table.stage_file,
+                                                      io=self._table.catalog.io)
             # a vector this builder wrote before and now merged is dropped (its Puffin file stays staged, an
             # orphan); one the table holds is removed by the commit
             pending = {d.key for d in self._deletes}
@@ -554,8 +560,9 @@ class RowDelta(PendingUpdate):
                                   f"(row-level deletes need version 2)")
         fields = key_fields(state.schema, key_columns, action)
         conformed = distinct_keys(conform_keys(keys, state.schema, fields, action))
-        planned = plan_key_deletes(self._table, state, self._read_snapshot_id, conformed, fields, action=action,
-                                   fallback=fallback, positions_only=positions_only)
+        with self._table.tracking_written(self._written):
+            planned = plan_key_deletes(self._table, state, self._read_snapshot_id, conformed, fields,
+                                       action=action, fallback=fallback, positions_only=positions_only)
         self._deletes += planned.files
         self._replaced += planned.replaced
         self._referenced.update({normalize_path(f.file_path): f for f in planned.referenced})
@@ -628,12 +635,32 @@ class RowDelta(PendingUpdate):
                                removed=self._replaced, branch=self.branch)
 
     def commit(self) -> TableState:
-        """Land the data and delete files as one snapshot (none when nothing was added)."""
+        """Land the data and delete files as one snapshot (none when nothing was added). When the commit is
+        refused, the files the builder wrote are removed."""
         if self._committed:
             raise ValidationError(f"Cannot commit row delta: snapshot {self.snapshot_id} was committed already")
-        state = super().commit()
+        try:
+            state = super().commit()
+        except BaseException as e:
+            if not isinstance(e, (PublishFailed, CommitStateUnknown)):  # it did not land: nothing may stay
+                self.discard()
+            raise
         self._committed = True
         return state
+
+    def discard(self) -> None:
+        """Remove the files the builder wrote, without committing (also what leaving its ``with`` block on an
+        error does)."""
+        written, self._written = self._written, []
+        if written:
+            self._table.remove_written(written)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            if not self._committed:
+                self.discard()
+            return
+        super().__exit__(exc_type, exc, tb)
 
 
 def _no_new_rows_matching(v: Validator, bound: BooleanExpression, action: str) -> None:
@@ -670,6 +697,17 @@ def _no_new_position_deletes_for(v: Validator, data_files: Sequence[DataFile], a
                     commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
 
 
+@contextlib.contextmanager
+def _discarding_on_failure(delta: RowDelta) -> Iterator[None]:
+    """An error before the delta's commit lands removes the files it wrote."""
+    try:
+        yield
+    except BaseException as e:
+        if not isinstance(e, (PublishFailed, CommitStateUnknown)):
+            delta.discard()
+        raise
+
+
 def _committed_snapshot(delta: RowDelta) -> Snapshot | None:
     state = delta.commit()
     return state.snapshot_by_id(delta.snapshot_id)
@@ -689,10 +727,11 @@ def delete_by_key(table: Any, keys: pa.Table, key_columns: Sequence[str], *,
         ``write.delete.isolation-level`` is serializable (the default)
     """
     delta = RowDelta(table, branch=branch)
-    delta._delete_keys(keys, key_columns, action="delete by key", fallback=True, isolation_for="delete")
-    if not delta._deletes:
-        return None
-    return _committed_snapshot(delta)
+    with _discarding_on_failure(delta):
+        delta._delete_keys(keys, key_columns, action="delete by key", fallback=True, isolation_for="delete")
+        if not delta._deletes:
+            return None
+        return _committed_snapshot(delta)
 
 
 def upsert(table: Any, data: pa.Table, key_columns: Sequence[str], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
@@ -708,8 +747,13 @@ def upsert(table: Any, data: pa.Table, key_columns: Sequence[str], *, branch: st
     :raises ValidationConflict: a data file that might hold one of the keys landed meanwhile and
         ``write.update.isolation-level`` is serializable (the default)
     """
-    action = "upsert"
     delta = RowDelta(table, branch=branch)
+    with _discarding_on_failure(delta):
+        return _upsert(table, delta, data, key_columns)
+
+
+def _upsert(table: Any, delta: RowDelta, data: pa.Table, key_columns: Sequence[str]) -> Snapshot | None:
+    action = "upsert"
     state = delta.state
     fields = key_fields(state.schema, key_columns, action)
     rows = conform(data, state.schema)
@@ -732,7 +776,8 @@ def upsert(table: Any, data: pa.Table, key_columns: Sequence[str], *, branch: st
                                  positions_only=True)
     rows = rows.append_column(lineage_field(ROW_ID_COLUMN), _replaced_row_ids(rows, names, planned.row_ids)) \
         .append_column(lineage_field(LAST_UPDATED_SEQUENCE_NUMBER_COLUMN), pa.nulls(rows.num_rows, pa.int64()))
-    delta._data += write_data_files(state, rows, keep_lineage=True, stage=table.stage_file, io=table.catalog.io)
+    with table.tracking_written(delta._written):
+        delta._data += write_data_files(state, rows, keep_lineage=True, stage=table.stage_file, io=table.catalog.io)
     return _committed_snapshot(delta)
 
 

@@ -204,7 +204,7 @@ def test_a_foreign_metadata_file_that_slips_in_after_the_commit_check_is_kept_an
     assert projector.published_version(table.uuid) == table.state.version - 1
 
 
-def test_files_an_append_writes_are_staged_in_its_commit_and_in_their_own_transaction_when_it_fails(table):
+def test_files_an_append_writes_are_staged_in_its_commit_and_removed_when_it_is_refused(table):
     table.append(rows(range(3), "a"))
     log = table.catalog.log
     staged_before = {p for p, _ in log.staged_files(table.uuid)}
@@ -212,13 +212,58 @@ def test_files_an_append_writes_are_staged_in_its_commit_and_in_their_own_transa
     new = {p for p, _ in log.staged_files(table.uuid)} - staged_before
     state = table.state
     assert new == {c.file.file_path for c in table.catalog.store.file_changes_of(state, state.current_snapshot)}
-    # a commit refused after the data file was written: the file is recorded as staged all the same
+    # a commit refused after the data file was written: the file is removed, nothing is left staged
     published = table.catalog.projector.published_version(table.uuid)
     with open(layout.metadata_file(table.location, published + 1), "wb") as out:
         out.write(b'{"written": "by someone else"}')
     version, before = table.state.version, {p for p, _ in log.staged_files(table.uuid)}
+    data_before = files_under(os.path.join(table.location, "data"))
     with pytest.raises(ForeignWriterError):
         table.append(rows(range(6, 9), "a"))
     assert table.state.version == version
-    orphans = {p for p, _ in log.staged_files(table.uuid)} - before
-    assert len(orphans) == 1 and os.path.exists(orphans.pop())
+    assert {p for p, _ in log.staged_files(table.uuid)} == before
+    assert files_under(os.path.join(table.location, "data")) == data_before
+
+
+def files_under(folder: str) -> set[str]:
+    """Every file below ``folder``."""
+    return {os.path.join(root, name) for root, _, names in os.walk(folder) for name in names}
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_refused_operations_leave_no_file_behind(tmp_path, mode):
+    from engine.errors import ValidationConflict, ValidationError
+
+    with Catalog.open(tmp_path / "wh") as cat, Catalog.open(tmp_path / "wh") as other:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=SCHEMA, properties={"write.delete.mode": mode})
+        t.append(rows(range(10), "a"))
+        data = os.path.join(t.location, "data")
+        before, head = files_under(data), cat.log.head(t.uuid)
+
+        def unchanged() -> bool:
+            return files_under(data) == before and cat.log.head(t.uuid) == head
+
+        with pytest.raises(ValidationError):                         # a bad filter: checked before writing
+            t.overwrite(rows(range(100, 103), "b"), "no_such_column = 1")
+        assert unchanged()
+        with pytest.raises(ValidationError):                         # a key column the table lacks
+            t.upsert(rows(range(3), "z"), ["nope"])
+        assert unchanged()
+        delta = t.row_delta()
+        delta.add_rows(rows(range(200, 203), "c"))
+        delta.add_position_deletes({t.inspect.files().column("file_path")[0].as_py(): [0]})
+        builders = files_under(data) - before
+        assert len(builders) == 2                                    # the builder wrote its data and delete files
+        other.load_table("db.t").delete("id = 0")                    # a concurrent delete of the same row
+        with pytest.raises(ValidationConflict):
+            delta.commit()
+        assert not builders & files_under(data)                      # refused: its files are gone
+        head = cat.log.head(t.uuid)
+        before = files_under(data)
+        with pytest.raises(RuntimeError):                            # leaving the builder's block on an error
+            with t.row_delta() as block:
+                block.add_rows(rows(range(300, 302), "d"))
+                raise RuntimeError("the job failed")
+        assert unchanged()
+        assert t.scan().count() == 9 and cat.verify("db.t") == []
