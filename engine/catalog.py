@@ -106,7 +106,7 @@ from engine.state_store import StateStore
 from projections import layout
 from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
 from storage import FileError, FileNotFound, Log, LogError
-from storage.errors import LogDamaged
+from storage.errors import ConnectionLost, LogDamaged
 from storage.log import log_read_write_methods
 from storage.files import FileIO, S3Settings, is_s3
 from storage.postgres_url import is_postgres_url, redacted
@@ -1135,10 +1135,10 @@ class Table(TableStateReads):
                 # the commit has just checked for foreign metadata, and the publish writes metadata.json only where
                 # no file is (a foreign one that slipped in since is refused, never replaced)
                 self._publish(check_foreign=False, version=dict(landed.result.heads).get(self.uuid, state.version))
-            except (StorageError, ForeignWriterError) as e:
+            except (StorageError, ForeignWriterError, LogError) as e:
                 raise PublishFailed(f"Committed {'.'.join(self.identifier)} at version {state.version}, but could "
                                     f"not publish it ({e}); readers see the previous version until publish() "
-                                    f"succeeds", path=e.path, table=".".join(self.identifier),
+                                    f"succeeds", path=getattr(e, "path", None) or "", table=".".join(self.identifier),
                                     version=state.version) from e
         return state
 
@@ -1262,11 +1262,17 @@ class Table(TableStateReads):
         """Publish up to the log's head, unless ``version`` (a commit just made) is published already: writers
         queue on the table's publish lock, and the first one publishes every commit waiting, its followers' too."""
         store = self.catalog.store
-        with store.log.exclusive(f"publish {self.uuid}"):
-            published = self.catalog.projector.published_version(self.uuid)
-            if version is not None and published >= version:
-                return None
-            return self._publish_after(published, store.log.head(self.uuid), check_foreign=check_foreign)
+        for attempt in (1, 2):
+            try:
+                with store.log.exclusive(f"publish {self.uuid}"):
+                    published = self.catalog.projector.published_version(self.uuid)
+                    if version is not None and published >= version:
+                        return None
+                    return self._publish_after(published, store.log.head(self.uuid), check_foreign=check_foreign)
+            except ConnectionLost:
+                if attempt == 2:  # a log server that went away under the derived rows: publishing again is safe
+                    raise
+        return None
 
     def _publish_after(self, published: int, head: int, *, check_foreign: bool) -> str | None:
         store = self.catalog.store
