@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
+from storage.postgres_url import is_postgres_url, redacted
+
 DEFAULT_WAREHOUSE = "warehouse"
 
 
@@ -479,8 +481,21 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if not token:
         from engine.errors import ValidationError
         raise ValidationError("Cannot serve: give --token SECRET (or set ICELOG_TOKEN); every request must carry it")
+    from tools.rest_server import connection_settings
+
+    uri = f"http://{args.host}:{args.port}"
+
+    def banner() -> None:
+        log = args.catalog_dir or os.path.join(args.warehouse, "catalog.db")
+        if is_postgres_url(log):
+            log = redacted(log)
+        print(f"icelog REST catalog on {uri}  (warehouse {args.warehouse}, log {log}); Ctrl-C stops it")
+        for line in connection_settings(uri, token, os.path.basename(os.path.normpath(args.warehouse)) or "lake"):
+            print(f"  {line}")
+        sys.stdout.flush()
+
     serve(args.warehouse, args.host, args.port, token, max_body_bytes=args.max_body_bytes,
-          catalog_dir=args.catalog_dir, properties=_properties(args))
+          catalog_dir=args.catalog_dir, properties=_properties(args), ready=banner)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -678,6 +693,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (IcelogError, LogError) as e:
         print(f"icelog: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader went away (icelog scan ... | head): end quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except ModuleNotFoundError as e:
+        module = (e.name or "").split(".")[0]
+        extra = EXTRAS.get(module)
+        if extra is None:
+            raise
+        print(f"icelog: {args.command} needs {module}, which is not installed: pip install 'icelog[{extra}]'",
+              file=sys.stderr)
+        return 1
+
+
+#: modules of the optional extras, and the extra that brings each
+EXTRAS = {"starlette": "server", "uvicorn": "server", "pyspark": "spark", "psycopg": "postgresql",
+          "botocore": "s3"}
 
 
 if __name__ == "__main__":

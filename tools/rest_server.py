@@ -890,12 +890,31 @@ def app(warehouse: str | os.PathLike, token: str, *, max_body_bytes: int = DEFAU
 
 def serve(warehouse: str | os.PathLike, host: str = "127.0.0.1", port: int = 8181, token: str = "", *,
           max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, catalog_dir: str | os.PathLike | None = None,
-          properties: Mapping[str, str] | None = None) -> None:
-    """Run the server until interrupted (blocking)."""
+          properties: Mapping[str, str] | None = None, ready: Callable[[], None] | None = None) -> None:
+    """Run the server until interrupted (blocking).
+
+    :param ready: called once the catalog is open and the server is about to listen (the CLI prints its banner)
+    """
     import uvicorn
 
-    uvicorn.run(app(warehouse, token, max_body_bytes=max_body_bytes, catalog_dir=catalog_dir,
-                    properties=properties), host=host, port=port, log_level="warning")
+    application = app(warehouse, token, max_body_bytes=max_body_bytes, catalog_dir=catalog_dir,
+                      properties=properties)
+    if ready is not None:
+        ready()
+    uvicorn.run(application, host=host, port=port, log_level="warning")
+
+
+def connection_settings(uri: str, token: str, warehouse: str) -> list[str]:
+    """Ready-to-paste settings for Spark, PyIceberg and DuckDB clients of the server at ``uri``."""
+    name = "icelog"
+    return [
+        f"Spark:     --conf spark.sql.catalog.{name}=org.apache.iceberg.spark.SparkCatalog "
+        f"--conf spark.sql.catalog.{name}.type=rest --conf spark.sql.catalog.{name}.uri={uri} "
+        f"--conf spark.sql.catalog.{name}.token={token}",
+        f"PyIceberg: RestCatalog({name!r}, uri={uri!r}, token={token!r})",
+        f"DuckDB:    ATTACH '{warehouse}' AS {name} (TYPE iceberg, ENDPOINT '{uri}', AUTHORIZATION_TYPE 'oauth2', "
+        f"TOKEN '{token}')",
+    ]
 
 
 @attrs.frozen(kw_only=True)
