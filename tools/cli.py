@@ -144,9 +144,32 @@ def cmd_log(args: argparse.Namespace) -> None:
                               f"'icelog log copy SRC DST'?)")
     with _catalog(args) as cat:
         t = cat.load_table(args.table)
-        print("position\tversion\ttype\ttime\tcommit_id")
+        print("position\tversion\ttype\toperation\tactor\ttime\tcommit_id\tsummary")
         for e in cat.log.read_stream(t.uuid):
-            print(f"{e.position}\t{e.version}\t{e.type}\t{_time(e.time_ms)}\t{e.commit_id}")
+            operation, summary = _event_summary(e.type, e.payload)
+            print(f"{e.position}\t{e.version}\t{e.type}\t{operation}\t{e.actor or ''}\t{_time(e.time_ms)}\t"
+                  f"{e.commit_id}\t{summary}")
+
+
+#: snapshot summary keys shown by `icelog log`, and how
+_SUMMARY_SHOWN = (("added-data-files", "+{} data files"), ("deleted-data-files", "-{} data files"),
+                  ("added-delete-files", "+{} delete files"), ("removed-delete-files", "-{} delete files"),
+                  ("added-records", "+{} rows"), ("deleted-records", "-{} rows"))
+
+
+def _event_summary(event_type: str, payload: str) -> tuple[str, str]:
+    """An event's operation (for a snapshot) and a one-line summary of what it changed."""
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        return "", ""
+    if event_type == "add-snapshot":
+        summary = dict(body.get("summary") or [])
+        shown = [text.format(summary[key]) for key, text in _SUMMARY_SHOWN if summary.get(key, "0") != "0"]
+        branch = body.get("branch", "main")
+        return str(body.get("operation", "")), ", ".join(shown) + ("" if branch == "main" else f" on {branch}")
+    keys = [k for k in ("updates", "removals", "name", "schema-id", "spec-id") if k in body]
+    return "", "; ".join(f"{k}={json.dumps(body[k], sort_keys=True)[:60]}" for k in keys)
 
 
 def cmd_log_copy(args: argparse.Namespace) -> None:
@@ -548,7 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --purge, also delete the files it referenced outside its location")
     p = add("tables", cmd_tables, "List tables (of one namespace, or of all).")
     p.add_argument("namespace", nargs="?")
-    p = add("log", cmd_log, "Show a table's events: position, version, type, time, commit id. "
+    p = add("log", cmd_log, "Show a table's events: position, version, type, operation, actor, time, commit id "
+                            "and what each changed. "
                             "'icelog log copy SRC DST' copies a whole log between SQLite and PostgreSQL.")
     p.add_argument("table", help="namespace.table, or copy")
     p.add_argument("targets", nargs="*", metavar="SRC DST",

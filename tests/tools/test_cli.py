@@ -46,8 +46,11 @@ def test_cli_end_to_end(tmp_path, capsys, data_file, second_file):
     assert out.split() == ["db.t"]
     code, out, _ = run(capsys, "--warehouse", wh, "log", "db.t")
     lines = out.strip().splitlines()
-    assert lines[0].split("\t") == ["position", "version", "type", "time", "commit_id"]
+    assert lines[0].split("\t") == ["position", "version", "type", "operation", "actor", "time", "commit_id",
+                                    "summary"]
     assert [line.split("\t")[2] for line in lines[1:]] == ["create-table", "set-properties", "add-snapshot"]
+    snapshot = lines[-1].split("\t")
+    assert snapshot[3] == "append" and snapshot[7] == "+2 data files, +6 rows"   # an append tells itself apart
     code, out, _ = run(capsys, "--warehouse", wh, "snapshots", "db.t")
     assert len(out.strip().splitlines()) == 2 and "\tappend\t6\t2" in out
     code, out, err = run(capsys, "--warehouse", wh, "scan", "db.t", "--where", "id >= 2", "--columns", "id")

@@ -192,3 +192,11 @@ def test_a_required_column_needs_a_default_or_an_explicit_allowance(tmp_path, ca
     code, _, _ = run(capsys, "--warehouse", wh, "add-column", "db.t", "j", "long", "--required",
                      "--allow-incompatible-changes")
     assert code == 0
+
+
+def test_log_shows_each_events_operation_and_what_it_changed(wh, capsys):
+    assert run(capsys, "--warehouse", wh, "delete", "db.t", "--where", "id = 1")[0] == 0
+    code, out, _ = run(capsys, "--warehouse", wh, "log", "db.t")
+    last = out.strip().splitlines()[-1].split("\t")
+    assert code == 0 and last[2] == "add-snapshot" and last[3] in ("delete", "overwrite")
+    assert "-1 rows" in last[7] or "-1 data files" in last[7]  # a delete no longer looks like an append
