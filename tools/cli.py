@@ -474,7 +474,22 @@ def cmd_expire_snapshots(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
         result = _table(args, cat).expire_snapshots(older_than_ms=args.older_than_ms, retain_last=args.retain_last,
                                                     delete_external_files=args.delete_external_files)
-        print(f"expired: {result}")
+        if args.json:
+            print(json.dumps({"expired_snapshot_ids": list(result.expired_snapshot_ids),
+                              "removed_refs": list(result.removed_refs),
+                              "deleted_files": {kind: len(getattr(result, f"deleted_{kind}")) for kind in
+                                                ("data_files", "delete_files", "manifests", "manifest_lists",
+                                                 "metadata_files")}}))
+        elif not result.expired_snapshot_ids and not result.removed_refs:
+            rule = ("older than --older-than-ms" if args.older_than_ms is not None
+                    else "older than history.expire.max-snapshot-age-ms (default 5 days)")
+            print(f"expire snapshots: nothing expired (no snapshot {rule} beyond the ones each branch keeps; "
+                  f"see --older-than-ms and --retain-last)")
+        else:
+            deleted = ", ".join(f"{len(getattr(result, f'deleted_{kind}'))} {kind.replace('_', ' ')}" for kind in
+                                ("data_files", "delete_files", "manifests", "manifest_lists", "metadata_files"))
+            refs = f", {len(result.removed_refs)} ref(s) removed" if result.removed_refs else ""
+            print(f"expire snapshots: {len(result.expired_snapshot_ids)} snapshot(s) expired{refs}; deleted {deleted}")
 
 
 def cmd_remove_orphan_files(args: argparse.Namespace) -> None:
@@ -688,6 +703,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retain-last", type=int)
     p.add_argument("--delete-external-files", action="store_true",
                    help="also delete unreachable files outside the table location (appended in place)")
+    p.add_argument("--json", action="store_true", help="print what was expired and deleted as JSON")
     p = table_cmd("remove-orphan-files", cmd_remove_orphan_files, "Delete files under the table no snapshot uses.")
     p.add_argument("--older-than-ms", type=int)
     p = add("serve", cmd_serve, "Run the Iceberg REST catalog server over the warehouse (Spark type=rest).")
