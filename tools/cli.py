@@ -18,10 +18,21 @@ from storage.postgres_url import is_postgres_url, redacted
 DEFAULT_WAREHOUSE = "warehouse"
 
 
+#: commands that may start a new catalog where none is (the others refuse a warehouse that holds no catalog)
+CREATING_COMMANDS = ("create-namespace", "create-table", "register", "serve", "demo")
+
+
 def _catalog(args: argparse.Namespace) -> Any:
     from engine import Catalog
+    from engine.errors import ValidationError
 
     catalog_dir = getattr(args, "catalog_dir", None)
+    location = catalog_dir or args.warehouse
+    if (args.command not in CREATING_COMMANDS and not getattr(args, "create", False)
+            and "://" not in location and not os.path.exists(os.path.join(location, "catalog.db"))):
+        raise ValidationError(f"Cannot open catalog: there is none at {location} (no catalog.db); check --warehouse "
+                              f"and --catalog-dir, or start one with create-namespace, create-table, register or "
+                              f"--create")
     return Catalog.open(catalog_dir or args.warehouse, warehouse=args.warehouse if catalog_dir else None,
                         create=getattr(args, "create", False), properties=_properties(args))
 
@@ -545,15 +556,22 @@ def build_parser() -> argparse.ArgumentParser:
                         help="keep catalog.db in this folder instead of the warehouse, or the log in PostgreSQL: "
                              "postgresql://user@host:5432/db")
     parser.add_argument("--create", action="store_true",
-                        help="initialize an existing empty catalog.db (otherwise refused as a damaged log)")
+                        help="start a catalog where there is none, or initialize an existing empty catalog.db "
+                             "(otherwise refused as a damaged log)")
     parser.add_argument("--property", action="append", metavar="KEY=VALUE", dest="catalog_property",
                         help="a FileIO property, repeatable: s3.endpoint, s3.region, s3.access-key-id, "
                              "s3.secret-access-key, s3.session-token, s3.path-style-access (default: the AWS_* "
                              "environment variables)")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    # the catalog options are taken after the subcommand too (icelog tables --warehouse X); given there, they win
+    anywhere = argparse.ArgumentParser(add_help=False)
+    anywhere.add_argument("--warehouse", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    anywhere.add_argument("--catalog-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    anywhere.add_argument("--create", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
     def add(name: str, func: Callable[[argparse.Namespace], None], help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, parents=[anywhere])
         p.set_defaults(func=func)
         return p
 

@@ -66,8 +66,11 @@ def test_cli_end_to_end(tmp_path, capsys, data_file, second_file):
 def test_cli_errors_are_one_line_and_exit_1(tmp_path, capsys, data_file):
     wh = str(tmp_path / "wh")
     code, out, err = run(capsys, "--warehouse", wh, "append", "db.missing", data_file)
-    assert code == 1 and err.count("\n") == 1 and "db.missing" in err
+    assert code == 1 and err.count("\n") == 1 and f"there is none at {wh}" in err  # a typo never makes a catalog
+    assert not os.path.exists(wh)
     run(capsys, "--warehouse", wh, "create-namespace", "db")
+    code, out, err = run(capsys, "--warehouse", wh, "append", "db.missing", data_file)
+    assert code == 1 and err.count("\n") == 1 and "db.missing" in err
     run(capsys, "--warehouse", wh, "create-table", "db.t", "--schema-from", data_file)
     code, _, err = run(capsys, "--warehouse", wh, "append", "db.t", str(tmp_path / "absent.parquet"))
     assert code == 1 and "absent.parquet" in err
@@ -149,3 +152,16 @@ def test_the_cli_keeps_a_catalog_log_in_postgresql(tmp_path, capsys, data_file, 
     code, out, _ = run(capsys, *base, "verify", "db.t")
     assert code == 0 and out.startswith("ok")
     assert not os.path.exists(os.path.join(wh, "catalog.db"))  # the log is in the database, not beside the tables
+
+
+def test_catalog_options_are_taken_before_or_after_the_subcommand(tmp_path, capsys, data_file):
+    wh = str(tmp_path / "wh")
+    assert run(capsys, "create-namespace", "db", "--warehouse", wh)[0] == 0
+    assert run(capsys, "create-table", "db.t", "--schema-from", data_file, "--warehouse", wh)[0] == 0
+    code, out, _ = run(capsys, "tables", "--warehouse", wh)
+    assert code == 0 and out.split() == ["db.t"]
+    code, out, _ = run(capsys, "--warehouse", str(tmp_path / "elsewhere"), "tables", "--warehouse", wh)
+    assert code == 0 and out.split() == ["db.t"]                    # after the subcommand, it wins
+    code, _, err = run(capsys, "tables", "--warehouse", str(tmp_path / "typo"))
+    assert code == 1 and "there is none at" in err
+    assert run(capsys, "tables", "--warehouse", str(tmp_path / "new"), "--create")[0] == 0

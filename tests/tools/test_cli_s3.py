@@ -40,8 +40,9 @@ def test_the_cli_refuses_an_s3_warehouse_without_a_catalog_dir_or_settings(
     monkeypatch.chdir(tmp_path)
     assert cli(["--warehouse", "s3://bucket/lake", "tables"]) == 1
     assert "not a local folder" in capsys.readouterr().err
-    assert cli(["--warehouse", "s3://bucket/lake", "--catalog-dir", "cat", "tables"]) == 1
+    assert cli(["--warehouse", "s3://bucket/lake", "--catalog-dir", "cat", "create-namespace", "db"]) == 1
     assert "neither s3.endpoint nor credentials" in capsys.readouterr().err
-    assert cli(["--warehouse", "s3://bucket/lake", "--catalog-dir", "cat", "--property", "novalue", "tables"]) == 1
+    assert cli(["--warehouse", "s3://bucket/lake", "--catalog-dir", "cat", "--property", "novalue",
+                "create-namespace", "db"]) == 1
     assert "expected KEY=VALUE" in capsys.readouterr().err
     assert not list(tmp_path.glob("s3*"))  # no local folder named after the URI
