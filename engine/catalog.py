@@ -18,8 +18,8 @@ log on every call.
 from __future__ import annotations
 
 import contextlib
-import threading
 import functools
+import threading
 import os
 import time
 import uuid
@@ -664,16 +664,29 @@ class Table(TableStateReads):
             with self.tracking_written(written):
                 yield written
         except BaseException as e:
-            if written and not isinstance(e, (PublishFailed, CommitStateUnknown)):
-                self.remove_written(written)
+            self._after_failure(written, e)
             raise
+
+    def _after_failure(self, paths: Sequence[str], error: BaseException) -> None:
+        """The files an operation wrote, when it failed: kept and recorded as staged when its commit landed
+        (``PublishFailed``) or may have (``CommitStateUnknown``), removed otherwise."""
+        if not paths:
+            return
+        if isinstance(error, (PublishFailed, CommitStateUnknown)):
+            self.catalog.log.record_staged_many(self.uuid, paths, now_ms())
+        else:
+            self.remove_written(paths)
 
     def remove_written(self, paths: Sequence[str]) -> None:
         """Delete files an operation wrote for this table whose commit did not land, and forget their staging
-        records; a file that cannot be deleted now stays staged, for remove_orphan_files."""
+        records; a file that cannot be deleted now stays staged, for remove_orphan_files. Only files the table
+        owns are ever deleted: any other path is left alone."""
         io = self.catalog.io
+        owned = self.catalog.ownership(self.uuid)
         gone = []
         for path in paths:
+            if not owned.owns(path):
+                continue
             try:
                 io.delete(path)
                 gone.append(path)
@@ -775,17 +788,14 @@ class Table(TableStateReads):
     @contextlib.contextmanager
     def _staging(self) -> Iterator[list[str]]:
         """Collects the files an operation is about to write; its commit records them as staged in its own
-        transaction (no flush of their own). When the operation fails before its commit lands they are recorded
-        in a transaction of their own, for remove_orphan_files (after a crash, its listing finds them: they are
-        under the table's location)."""
+        transaction (no flush of their own). When the operation fails before its commit lands they are removed;
+        when it landed or may have, recorded in a transaction of their own (after a crash, remove_orphan_files'
+        listing finds them: they are under the table's location)."""
         paths: list[str] = []
         try:
             yield paths
         except BaseException as e:
-            if paths and isinstance(e, (PublishFailed, CommitStateUnknown)):
-                self.catalog.log.record_staged_many(self.uuid, paths, now_ms())
-            elif paths:
-                self.remove_written(paths)  # the commit did not land: nothing may be left behind
+            self._after_failure(paths, e)
             raise
 
     def stage_file(self, path: str) -> None:

@@ -267,3 +267,19 @@ def test_refused_operations_leave_no_file_behind(tmp_path, mode):
                 raise RuntimeError("the job failed")
         assert unchanged()
         assert t.scan().count() == 9 and cat.verify("db.t") == []
+
+
+def test_removing_written_files_never_touches_a_file_the_table_does_not_own(tmp_path):
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=SCHEMA)
+        other = cat.create_table("db.other", schema=SCHEMA)
+        other.append(rows(range(3), "a"))
+        others_file = other.inspect.files().column("file_path")[0].as_py().removeprefix("file://")
+        outside = tmp_path / "mine.parquet"
+        outside.write_bytes(b"the user's")
+        database = tmp_path / "wh" / "catalog.db"
+        head = cat.log.head(t.uuid)
+        t.remove_written([others_file, str(outside), str(database), str(tmp_path / "wh" / "db" / "t" / ".." / "other")])
+        assert os.path.exists(others_file) and outside.read_bytes() == b"the user's" and database.stat().st_size > 0
+        assert other.scan().count() == 3 and cat.log.head(t.uuid) == head and cat.verify("db.other") == []
