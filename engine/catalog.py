@@ -739,7 +739,22 @@ class Table(TableStateReads):
         mapping = None
         if without_ids and state.prop(NAME_MAPPING_PROPERTY) is None:
             mapping = name_mapping_json(state.schema)
-        return self._commit_append(files, name_mapping=mapping, branch=branch)
+
+        def refuse_landed_since(base: TableState) -> None:
+            """Inside the commit: refuse a file that a writer committing meanwhile made live (two writers
+            appending the same file at once: one of them lands it)."""
+            if base.version == state.version:
+                return
+            ref = base.ref(branch)
+            live_now = {io.canonical(e.file.file_path) for e in self.catalog.store.live_entries(
+                base, ref.snapshot_id)} if ref else set()
+            for f in files:
+                if io.canonical(f.file_path) in live_now:
+                    raise ValidationError(f"Cannot append files: {f.file_path} is already in table "
+                                          f"{'.'.join(self.identifier)} (branch {branch}), appended by a commit that "
+                                          f"landed meanwhile; appending it again would count its rows twice")
+
+        return self._commit_append(files, name_mapping=mapping, branch=branch, check=refuse_landed_since)
 
     def delete(self, where: str, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Delete the rows matching ``where``. Files the filter covers entirely (by their metrics) are dropped
@@ -954,14 +969,18 @@ class Table(TableStateReads):
                               properties=dict(state.properties), io=io)
 
     def _commit_append(self, files: list[DataFile], name_mapping: str | None = None,
-                       branch: str = MAIN_BRANCH, staged: Sequence[str] = ()) -> Snapshot | None:
+                       branch: str = MAIN_BRANCH, staged: Sequence[str] = (),
+                       check: Callable[[TableState], None] | None = None) -> Snapshot | None:
         """Commit ``files`` as one append; with ``name_mapping``, also set the table's default name mapping (for
-        files written without field ids) in the same commit."""
+        files written without field ids) in the same commit; ``check(base)`` validates against the head inside the
+        commit."""
         if not files:
             return None
         snapshot_id = new_snapshot_id()
 
         def build(base: TableState, ctx: CommitContext) -> list:
+            if check is not None:
+                check(base)
             events: list = []
             if name_mapping is not None and base.prop(NAME_MAPPING_PROPERTY) is None:
                 events.append(PropertiesSet(updates={NAME_MAPPING_PROPERTY: name_mapping}))

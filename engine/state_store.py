@@ -64,6 +64,14 @@ class StateStore:
         #: decoded file changes and live file sets per snapshot (derived, rebuildable): see engine.file_index
         self.file_index = FileIndex(log)
 
+    def forget_cached(self) -> None:
+        """Drop every cached state (after a write transaction failed whose reads may have seen writes that never
+        landed); the next load folds from the log again."""
+        self._tables.clear()
+        self._recent.clear()
+        self._catalog = CatalogState()
+        self.file_index.clear()
+
     # ------------------------------------------------------------ catalog
     def catalog(self) -> CatalogState:
         head = self.log.head(CATALOG_STREAM)

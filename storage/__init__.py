@@ -21,6 +21,7 @@ from storage.errors import (
     LogError,
     LogIntegrityError,
     StreamVersionConflict,
+    TransactionFailed,
 )
 from storage.contract import (
     APPEND_ONLY_MESSAGE,
@@ -54,5 +55,6 @@ __all__ = [
     "StoredEvent",
     "StreamVersionConflict",
     "StreamWrite",
+    "TransactionFailed",
     "event_hash",
 ]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import attrs
 from attrs import validators as v
@@ -20,6 +20,7 @@ from storage.errors import InvalidWrite
 APPEND_ONLY_MESSAGE = "icelog: the event log is append-only"
 GENESIS_HASH = "0" * 64
 
+T = TypeVar("T")
 
 _str = v.instance_of(str)
 
@@ -257,6 +258,8 @@ class EventLog(Protocol):
     def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
 
     def exclusive(self, key: str, timeout_s: float | None = None) -> contextlib.AbstractContextManager[bool]: ...
+
+    def run_in_transaction(self, work: Callable[[], T]) -> T: ...
 
     def commit(self, commit_id: str, writes: Sequence[StreamWrite], *, time_ms: int, actor: str | None = None,
                message: str | None = None) -> CommitResult: ...

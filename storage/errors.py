@@ -19,6 +19,12 @@ class LogBusy(LogError):
     """The write lock could not be taken within the busy timeout. Nothing was written; retry later."""
 
 
+class TransactionFailed(LogError):
+    """A write transaction could not be committed and was rolled back: nothing written inside it landed, and any
+    state read inside it (including other writers' work it was shared with, see :meth:`storage.Log.run_in_transaction`)
+    is void."""
+
+
 class ConnectionLost(LogBusy):
     """The connection to a log server broke during a write transaction: it may or may not have committed. Look the
     commit id up (``commit_of``) on a new connection, or re-send the commit with the same id (commit ids are

@@ -20,6 +20,9 @@ processes on a ``flock`` of the companion file ``<database>-writer-lock``, so th
 the lock is free instead of sleeping in SQLite's busy handler (which backs off up to 100 ms between tries).
 The hot path (:meth:`Log.commit`) runs fixed SQL text (prepared once, cached by ``sqlite3``) and does index seeks
 only: its cost grows with the events and parts it writes, never with the size of the log.
+Writers of one file in one process that wait at the same time share a transaction (group commit, see
+:meth:`Log.run_in_transaction`): one ``COMMIT`` and one fsync for all of them, each keeping its own events, CAS and
+result.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from os import PathLike
 from pathlib import Path
 
@@ -66,7 +69,10 @@ from storage.errors import (
     LogError,
     LogIntegrityError,
     StreamVersionConflict,
+    TransactionFailed,
 )
+
+T = TypeVar("T")
 
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 PROTECTED_TABLES = ("events", "event_parts", "commits")
@@ -132,6 +138,8 @@ class _WriterLock:
         self._guard = threading.Lock()
         self._named: dict[str, threading.Lock] = {}
         self._depth = 0  # how many times the thread holding thread_lock holds this lock (the file lock once)
+        #: this process's writers of the file waiting to share a transaction (Log.run_in_transaction)
+        self.group = _WriteGroup()
 
     def acquire(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -213,6 +221,51 @@ class _WriterLock:
             except OSError:
                 return None
         return self._fd
+
+
+class _GroupedWork:
+    """One writer's work waiting in a :class:`_WriteGroup`, and, once done, its outcome."""
+
+    def __init__(self, log: Log, work: Callable[[], Any]) -> None:
+        self.log = log
+        self.work = work
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run_on(self, leader: Log) -> None:
+        """Run the work inside the leader's open transaction, in a savepoint of its own (rolled back alone when
+        the work fails); the writer's log answers on the leader's connection meanwhile."""
+        try:
+            with self.log._borrowing(leader), self.log.transaction():
+                self.result = self.work()
+        except Exception as e:
+            self.error = e
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class _WriteGroup:
+    """The writers of one log file in this process waiting to write: one of them (the leader) takes the write lock
+    and runs every work queued by then in its own transaction; the others wait for their outcome."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition(threading.Lock())
+        self.waiting: list[_GroupedWork] = []
+        self.leading = False
+        #: how many transactions leaders committed, and how many works they carried (for benchmarks and tests)
+        self.transactions = 0
+        self.works = 0
+
+
+def _shared_failure(path: Path, error: BaseException) -> TransactionFailed:
+    """What a writer whose work ran in another writer's transaction learns when that transaction failed."""
+    failure = TransactionFailed(f"Cannot commit the transaction shared with other writers of {path}: {error}")
+    failure.__cause__ = error
+    return failure
 
 
 _WRITE_LOCKS: dict[str, _WriterLock] = {}
@@ -338,8 +391,8 @@ class Log:
         try:
             conn.execute(f"PRAGMA synchronous = {mode}")
             conn.execute("PRAGMA foreign_keys = ON")
-            #: the sqlite-utils view of the same connection; other layers add their derived tables through it
-            self.db = sqlite_utils.Database(conn, execute_plugins=False)
+            self._db = sqlite_utils.Database(conn, execute_plugins=False)
+            self._borrowed: tuple[sqlite3.Connection, sqlite_utils.Database] | None = None
             #: tables other layers keep beside the log (storage.contract.DerivedTables)
             self.derived = SqliteDerived(self)
             self._conn = conn
@@ -380,7 +433,7 @@ class Log:
         deadline = time.monotonic() + busy_timeout_ms / 1000
         while True:
             try:
-                self.db.enable_wal()
+                self._db.enable_wal()
                 return
             except sqlite3.OperationalError as e:
                 if e.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
@@ -397,7 +450,7 @@ class Log:
         return bool(found == len(names))
 
     def _create_schema(self) -> None:
-        db = self.db
+        db = self._db
         db["events"].create(
             {"position": int, "stream": str, "version": int, "commit_id": str, "type": str, "type_version": int,
              "time_ms": int, "actor": str, "payload": str, "hash": str},
@@ -429,10 +482,28 @@ class Log:
                     f"CREATE TRIGGER IF NOT EXISTS {table}_no_{action.lower()} BEFORE {action} ON {table}"
                     f" BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}'); END")
 
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """The sqlite-utils view of the connection; other layers add their derived tables through it."""
+        return self._borrowed[1] if self._borrowed is not None else self._db
+
     def _live(self) -> sqlite3.Connection:
         if self._closed:
             raise LogClosed(f"Cannot use the log: {self.path} is closed")
-        return self._conn
+        return self._borrowed[0] if self._borrowed is not None else self._conn
+
+    @contextlib.contextmanager
+    def _borrowing(self, leader: Log) -> Iterator[None]:
+        """Answer on ``leader``'s connection (inside its open transaction) for the duration of the block, while this
+        log's own thread waits for the leader to run its work."""
+        if leader is self:
+            yield
+            return
+        self._borrowed = (leader._conn, leader._db)
+        try:
+            yield
+        finally:
+            self._borrowed = None
 
     def exclusive(self, key: str, timeout_s: float | None = None) -> contextlib.AbstractContextManager[bool]:
         """Hold the lock named ``key`` among every user of this log file, in this process and in others, around
@@ -493,9 +564,78 @@ class Log:
             except sqlite3.Error as e:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                raise LogError(f"Cannot commit the transaction: {self.path} ({e})") from e
+                raise TransactionFailed(f"Cannot commit the transaction: {self.path} ({e})") from e
         finally:
             self._write_lock.release()
+
+    def run_in_transaction(self, work: Callable[[], T]) -> T:
+        """Run ``work()`` in a write transaction and return what it returns (or raise what it raises, having rolled
+        back what it wrote); the transaction may be shared with other writers of this file in this process.
+
+        ::
+
+            def attempt() -> CommitResult:
+                base = log.head("t1")
+                return log.commit(commit_id, (StreamWrite(stream="t1", expected_version=base, events=events),),
+                                  time_ms=now_ms)
+
+            result = log.run_in_transaction(attempt)
+
+        Group commit: while one writer holds the write lock, the others of this process queue their work; the next
+        of them to lead takes the lock once and runs every queued work in its own transaction, each in a savepoint
+        (a failing work is rolled back alone and its error goes to its writer), then commits once: one fsync for
+        all. Inside the work this log reads and writes on the leader's connection, so it sees the writes of the
+        works run before it in the same transaction (a compare-and-swap on a stream another work just appended to
+        sees the new head). ``work`` must use this log (and what is built on it) for every read and write, and must
+        not wait for anything its own thread holds.
+
+        :raises TransactionFailed: the shared transaction did not commit; nothing of ``work`` landed, and what it
+            read may include writes that did not land either
+        :raises LogBusy: the write lock was not free within the busy timeout
+        """
+        conn = self._live()
+        if conn.in_transaction:  # inside this connection's (or a leader's) transaction already: a savepoint
+            with self.transaction():
+                return work()
+        group = self._write_lock.group
+        mine = _GroupedWork(self, work)
+        with group.changed:
+            group.waiting.append(mine)
+            while group.leading and not mine.done:
+                group.changed.wait()
+            if mine.done:
+                return mine.outcome()  # type: ignore[no-any-return]
+            group.leading = True
+        batch: list[_GroupedWork] = []
+        try:
+            with self.transaction():
+                with group.changed:
+                    batch, group.waiting = group.waiting, []
+                for queued in batch:
+                    queued.run_on(self)
+            group.transactions += 1
+            group.works += len(batch)
+        except BaseException as e:
+            for queued in batch:
+                if queued.error is None:
+                    queued.error = e if queued is mine else _shared_failure(self.path, e)
+            if mine not in batch:  # the lock was not taken: the others queued stay for the next leader
+                mine.error = e
+                with group.changed:
+                    group.waiting.remove(mine)
+        finally:
+            with group.changed:
+                for queued in batch:
+                    queued.done = True
+                group.leading = False
+                group.changed.notify_all()
+        return mine.outcome()  # type: ignore[no-any-return]
+
+    def group_commit_counts(self) -> tuple[int, int]:
+        """How many transactions :meth:`run_in_transaction` committed for this file in this process, and how many
+        works they carried (equal when no transaction was shared)."""
+        group = self._write_lock.group
+        return group.transactions, group.works
 
     def commit(self, commit_id: str, writes: Sequence[StreamWrite], *, time_ms: int, actor: str | None = None,
                message: str | None = None, after: Callable[[sqlite3.Connection], None] | None = None

@@ -25,8 +25,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -55,6 +55,8 @@ from storage.errors import (
     LogIntegrityError,
     StreamVersionConflict,
 )
+
+T = TypeVar("T")
 
 #: the advisory lock every write transaction of the log takes first (an arbitrary 64-bit key: "icelog" in ASCII)
 WRITER_LOCK_KEY = 0x69_63_65_6C_6F_67
@@ -352,6 +354,12 @@ class PostgresLog:
                                  f"({str(e).strip()}); its outcome is unknown") from e
         finally:
             self._depth = 0
+
+    def run_in_transaction(self, work: Callable[[], T]) -> T:
+        """Run ``work()`` in one write transaction and return what it returns (see
+        :meth:`storage.log.Log.run_in_transaction`; here every writer has a transaction of its own)."""
+        with self.transaction():
+            return work()
 
     @contextlib.contextmanager
     def exclusive(self, key: str, timeout_s: float | None = None) -> Iterator[bool]:

@@ -1,8 +1,9 @@
 """Benchmark: commits per second on one table with 1, 4 and 8 concurrent writers. Prints JSON.
 
-Layer: tools. Two kinds of writers, each appending 10-row batches (Parquet file included) to one shared table:
-processes using icelog's Python API on one catalog folder (``Table.append`` with synchronous projection), and
-PyIceberg ``RestCatalog`` clients of ``icelog serve`` (PyIceberg writes the data file and manifests, the server
+Layer: tools. Three kinds of writers, each appending 10-row batches (Parquet file included) to one shared table:
+processes using icelog's Python API on one catalog folder (``Table.append`` with synchronous projection), threads
+of one process doing the same with a catalog handle each (their commits share log transactions: group commit),
+and PyIceberg ``RestCatalog`` clients of ``icelog serve`` (PyIceberg writes the data file and manifests, the server
 commits; a client whose commit is refused reloads the table and tries again, as Iceberg clients do). Every
 writer is started and ready before the clock starts; the figure is the commits that landed over the wall time
 from the start signal to the last writer finishing. The table's snapshot count is checked against the commits.
@@ -119,6 +120,54 @@ def bench_api(root: str, writer_counts: list[int], commits: int,
     return out
 
 
+def bench_threads(root: str, writer_counts: list[int], commits: int) -> dict[str, Any]:
+    """Threads of one process, each with its own catalog handle, on one table: their commits share log transactions
+    when they wait at once (group commit); ``commits_per_transaction`` says how many did on average."""
+    import threading
+
+    from engine import Catalog
+
+    out: dict[str, Any] = {}
+    for writers in writer_counts:
+        warehouse = os.path.join(root, f"threads-{writers}")
+        _fresh_table(warehouse)
+        go = threading.Barrier(writers + 1)
+        errors: list[BaseException] = []
+
+        def write(writer: int) -> None:
+            try:
+                with Catalog.open(warehouse) as catalog:
+                    table = catalog.load_table("bench.events")
+                    go.wait()
+                    for i in range(commits):
+                        table.append(batch(writer, i))
+            except BaseException as e:  # reported below: a benchmark whose writers failed has no figure
+                errors.append(e)
+                raise
+
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+        with Catalog.open(warehouse) as catalog:
+            before = catalog.log.group_commit_counts()
+            for t in threads:
+                t.start()
+            go.wait()
+            started = time.perf_counter()
+            for t in threads:
+                t.join()
+            elapsed = time.perf_counter() - started
+            after = catalog.log.group_commit_counts()
+        if errors:
+            raise RuntimeError(f"a writer thread failed: {errors[0]!r}") from errors[0]
+        transactions, works = after[0] - before[0], after[1] - before[1]
+        snapshots, rows = _landed(warehouse)
+        landed = writers * commits
+        out[str(writers)] = {"writers": writers, "commits": landed, "seconds": round(elapsed, 3),
+                             "commits_per_second": round(landed / elapsed, 1), "log_transactions": transactions,
+                             "commits_per_transaction": round(works / transactions, 2) if transactions else None,
+                             "snapshots": snapshots, "rows": rows}
+    return out
+
+
 def bench_rest(root: str, writer_counts: list[int], commits: int,
                properties: dict[str, str] | None = None) -> dict[str, Any]:
     from tools.rest_server import running_server
@@ -141,6 +190,7 @@ def run(root: str, writer_counts: list[int], api_commits: int, rest_commits: int
     from projections.metadata_json import MAX_SNAPSHOTS
 
     return {"python_api": bench_api(root, writer_counts, api_commits),
+            "python_api_threads_one_process": bench_threads(root, writer_counts, api_commits),
             "rest_pyiceberg": bench_rest(root, writer_counts, rest_commits),
             # PyIceberg deep-copies the whole table metadata several times per append, so its clients slow down
             # as snapshots pile up; with the published metadata listing only the newest 20 they do not

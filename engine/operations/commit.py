@@ -19,7 +19,7 @@ from engine.errors import CommitConflict, CommitStateUnknown, ValidationError
 from engine.events import Event, SnapshotAdded, encode
 from engine.state import LogPosition, TableState, apply
 from engine.state_store import StateStore
-from storage import CommitResult, LogBusy, NewEvent, StreamVersionConflict, StreamWrite
+from storage import CommitResult, LogBusy, NewEvent, StreamVersionConflict, StreamWrite, TransactionFailed
 from storage.errors import ConnectionLost
 
 DEFAULT_RETRIES = 4
@@ -102,7 +102,9 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
     """Build and CAS a commit over one or more streams, retrying per ``policy``.
 
     The build runs inside the log's write transaction (``BEGIN IMMEDIATE``), so it must be quick and pure: read
-    state, validate, return events. Files are written before, never inside.
+    state, validate, return events. Files are written before, never inside. The transaction may be shared with
+    other writers of this process waiting at the same moment (``Log.run_in_transaction``): the build then runs on
+    the thread that leads it, reading through ``store`` (which answers on the shared connection).
 
     ``build(ctx)`` reads whatever base state it needs from ``store`` and returns
     ``[(stream, expected_version, events), ...]``; no events at all means nothing to commit
@@ -113,23 +115,34 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
     started = time.monotonic()
     attempt = 0
     writes_spec: list[tuple[str, int, tuple[Event, ...]]] = []
+    def build_and_append() -> CommitResult | None:
+        # Build inside the write transaction: the heads cannot move between reading the base and appending,
+        # so a commit from this catalog never loses a race; validation still covers everything that landed
+        # since the operation read its snapshot. The CAS check stays for writers that build outside.
+        nonlocal writes_spec
+        ctx = CommitContext(commit_id=commit_id, time_ms=now_ms(), actor=actor, message=message)
+        writes_spec = [(s, v, tuple(evs)) for s, v, evs in build(ctx) if evs]
+        if not writes_spec:
+            return None
+        writes = tuple(StreamWrite(stream=s, expected_version=v, events=to_new_events(s, evs))
+                       for s, v, evs in writes_spec)
+        result = store.log.commit(commit_id, writes, time_ms=ctx.time_ms, actor=actor, message=message)
+        if not result.duplicate:
+            _record_file_blocks(store, result.positions, writes, writes_spec)
+        for stream, paths in staged:
+            store.log.record_staged_many(stream, paths, ctx.time_ms)
+        return result
+
     while True:
         try:
-            # Build inside the write transaction: the heads cannot move between reading the base and appending,
-            # so a commit from this catalog never loses a race; validation still covers everything that landed
-            # since the operation read its snapshot. The CAS check stays for writers that build outside.
-            with store.log.transaction():
-                ctx = CommitContext(commit_id=commit_id, time_ms=now_ms(), actor=actor, message=message)
-                writes_spec = [(s, v, tuple(evs)) for s, v, evs in build(ctx) if evs]
-                if not writes_spec:
-                    return None
-                writes = tuple(StreamWrite(stream=s, expected_version=v, events=to_new_events(s, evs))
-                               for s, v, evs in writes_spec)
-                result = store.log.commit(commit_id, writes, time_ms=ctx.time_ms, actor=actor, message=message)
-                if not result.duplicate:
-                    _record_file_blocks(store, result.positions, writes, writes_spec)
-                for stream, paths in staged:
-                    store.log.record_staged_many(stream, paths, ctx.time_ms)
+            # other writers of this process waiting at the same moment may share the transaction (group commit)
+            result = store.log.run_in_transaction(build_and_append)
+            if result is None:
+                return None
+        except TransactionFailed:
+            # the build may have read other writers' work from the same transaction, which did not land either
+            store.forget_cached()
+            raise
         except StreamVersionConflict as e:
             attempt += 1
             elapsed_ms = (time.monotonic() - started) * 1000

@@ -157,6 +157,24 @@ def test_a_transaction_that_raises_commits_nothing(log: EventLog) -> None:
     assert log.head("s") == 3 and log.verify() == []
 
 
+def test_run_in_transaction_returns_the_work_result_and_rolls_back_a_failing_work(log: EventLog) -> None:
+    def append_at_head(commit_id: str) -> int:
+        return dict(log.commit(commit_id, (write("s", log.head("s")),), time_ms=1).heads)["s"]
+
+    assert log.run_in_transaction(lambda: append_at_head("c1")) == 1
+
+    def append_then_fail() -> None:
+        append_at_head("c2")
+        raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):
+        log.run_in_transaction(append_then_fail)
+    assert log.head("s") == 1 and log.commit_of("c2") is None
+    with log.transaction():  # nested in an open transaction: a savepoint of it
+        assert log.run_in_transaction(lambda: append_at_head("c3")) == 2
+    assert log.head("s") == 2 and log.verify() == []
+
+
 # --- beside the hashed log -------------------------------------------------------------------------------------------
 
 def test_staged_files_and_checkpoints(log: EventLog) -> None:

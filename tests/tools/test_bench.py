@@ -18,11 +18,12 @@ def test_bench_prints_json_with_every_figure(capsys):
         assert side_by_side[system]["rows"] == 50 and side_by_side[system]["first_5"]["n"] == 5
     assert side_by_side["icelog_p50_over_ducklake_p50"]["last_5"] > 0
     throughput = result["commits_per_second_one_table"]
-    for kind, commits in (("python_api", 3), ("rest_pyiceberg", 2)):
+    for kind, commits in (("python_api", 3), ("python_api_threads_one_process", 3), ("rest_pyiceberg", 2)):
         for writers in (1, 2):
             figure = throughput[kind][str(writers)]
             assert figure["commits"] == figure["snapshots"] == writers * commits  # every append landed once
             assert figure["rows"] == 10 * writers * commits and figure["commits_per_second"] > 0
+    assert throughput["python_api_threads_one_process"]["2"]["log_transactions"] <= 6  # shared when they wait
     for size in ("10", "120"):
         ours = result["icelog"]["append_1_file"][size]
         for key in ("log_commit_ms", "log_commit_synchronous_normal_ms", "commit_and_sync_projection_ms",

@@ -1,0 +1,99 @@
+"""Group commit on the SQLite log: writers of one file in one process that wait at the same time share one
+transaction (one COMMIT, one fsync), each keeping its own events, compare-and-swap, result and errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storage import Log, NewEvent, StreamVersionConflict, StreamWrite
+
+
+def write(stream: str, expected: int) -> StreamWrite:
+    return StreamWrite(stream=stream, expected_version=expected,
+                       events=(NewEvent(stream=stream, type="thing-happened", type_version=1,
+                                        payload=json.dumps({"expected": expected})),))
+
+
+def run_queued_behind_a_held_lock(path: Path, works: list[Callable[[Log], Any]]) -> tuple[list[Any], tuple[int, int]]:
+    """Run each work on its own thread and its own Log while another handle holds the write lock, so that all of
+    them are queued when it is released; their outcomes (results or errors) and the group counts it added."""
+    holder = Log.open(path)
+    outcomes: list[Any] = [None] * len(works)
+    before = holder.group_commit_counts()
+
+    def run(i: int) -> None:  # a sqlite3 connection belongs to the thread that opened it: one Log per thread
+        with Log.open(path) as log:
+            try:
+                outcomes[i] = log.run_in_transaction(lambda: works[i](log))
+            except Exception as e:
+                outcomes[i] = e
+
+    group = holder._write_lock.group
+    with holder.transaction():
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(works))]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(group.waiting) < len(works):
+            assert time.monotonic() < deadline, "the writers never queued"
+            time.sleep(0.001)
+    for t in threads:
+        t.join(30)
+    after = holder.group_commit_counts()
+    holder.close()
+    return outcomes, (after[0] - before[0], after[1] - before[1])
+
+
+def append_at_head(commit_id: str, stream: str = "s") -> Callable[[Log], Any]:
+    return lambda log: log.commit(commit_id, (write(stream, log.head(stream)),), time_ms=1)
+
+
+def test_writers_waiting_together_share_one_transaction_and_each_sees_the_others_appends(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.db"
+    outcomes, (transactions, works) = run_queued_behind_a_held_lock(
+        path, [append_at_head(f"c{i}") for i in range(5)])
+    assert (transactions, works) == (1, 5)
+    assert sorted(dict(result.heads)["s"] for result in outcomes) == [1, 2, 3, 4, 5]
+    with Log.open(path) as log:
+        assert log.head("s") == 5 and log.verify() == []
+        assert {e.commit_id for e in log.read_stream("s")} == {f"c{i}" for i in range(5)}
+
+
+def test_a_failing_work_is_rolled_back_alone_and_its_writer_gets_its_error(tmp_path: Path) -> None:
+    def append_then_fail(log: Log) -> None:
+        append_at_head("doomed")(log)
+        raise ZeroDivisionError("the build failed")
+
+    def stale(log: Log) -> Any:  # built on version 0 whatever the head is: a compare-and-swap that must fail
+        return log.commit("stale", (write("t", 0),), time_ms=1)
+
+    path = tmp_path / "catalog.db"
+    Log.open(path).commit("first", (write("t", 0),), time_ms=1)
+    outcomes, (transactions, works) = run_queued_behind_a_held_lock(
+        path, [append_at_head("a"), append_then_fail, stale, append_at_head("b")])
+    assert (transactions, works) == (1, 4)
+    assert isinstance(outcomes[1], ZeroDivisionError)
+    assert isinstance(outcomes[2], StreamVersionConflict) and outcomes[2].winner_commit_id == "first"
+    with Log.open(path) as log:
+        assert [e.commit_id for e in log.read_stream("s")] in (["a", "b"], ["b", "a"])
+        assert log.commit_of("doomed") is None and log.commit_of("stale") is None
+        assert log.head("t") == 1 and log.verify() == []
+
+
+def test_a_writer_alone_leads_its_own_transaction(tmp_path: Path) -> None:
+    with Log.open(tmp_path / "catalog.db") as log:
+        before = log.group_commit_counts()
+        for i in range(3):
+            log.run_in_transaction(lambda: append_at_head(f"c{i}")(log))
+        after = log.group_commit_counts()
+        assert (after[0] - before[0], after[1] - before[1]) == (3, 3)
+        with pytest.raises(ValueError):
+            log.run_in_transaction(lambda: (_ for _ in ()).throw(ValueError("no")))
+        assert log.head("s") == 3 and log.group_commit_counts()[0] - before[0] == 4  # one that committed nothing
