@@ -11,13 +11,16 @@ raise :class:`CorruptFileError` naming the file.
 
 from __future__ import annotations
 
+import copy
 import datetime
+import functools
 import io
 import json
 import math
 import struct
 import uuid
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -482,12 +485,77 @@ def render_manifest_list(manifests: Sequence[ManifestFile], *, format_version: i
     :param codec: ``"deflate"`` (default) or ``"null"``
     """
     _check_common(format_version, sync_marker, codec, "manifest list")
-    records = [_manifest_file_record(m, format_version) for m in manifests]
     metadata = manifest_list_metadata(format_version=format_version, snapshot_id=snapshot_id,
                                       parent_snapshot_id=parent_snapshot_id, sequence_number=sequence_number,
                                       first_row_id=first_row_id)
-    return _write_avro(manifest_file_schema(format_version), records, metadata, sync_marker, codec,
-                       "manifest list")
+    schema = manifest_file_schema(format_version)
+    if codec != "null":
+        records = [_manifest_file_record(m, format_version) for m in manifests]
+        return _write_avro(schema, records, metadata, sync_marker, codec, "manifest list")
+    # Uncompressed: each record's bytes are encoded once and kept, so a list that grows by one manifest per commit
+    # costs one record's encoding, not the whole list's; the container is laid out as fastavro.writer lays it out.
+    header = _write_avro(schema, [], metadata, sync_marker, codec, "manifest list")
+    return header + _null_codec_blocks([_encoded_manifest_file(m, format_version) for m in manifests], sync_marker)
+
+
+#: the Avro encoding of recently rendered manifest list records, by (format version, manifest)
+_ENCODED_MANIFEST_FILES: OrderedDict[tuple[int, ManifestFile], bytes] = OrderedDict()
+_ENCODED_MANIFEST_FILES_KEPT = 8192
+_AVRO_SYNC_INTERVAL = 16_000  # fastavro.writer's default: a block ends once it holds this many bytes
+
+
+def _encoded_manifest_file(m: ManifestFile, format_version: int) -> bytes:
+    key = (format_version, m)
+    found = _ENCODED_MANIFEST_FILES.get(key)
+    if found is not None:
+        return found
+    buf = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(buf, _parsed_manifest_file_schema(format_version),
+                                   _manifest_file_record(m, format_version))
+    except (TypeError, ValueError, OverflowError, struct.error) as e:
+        raise ValidationError(f"Cannot render manifest list: {e}") from e
+    encoded = _ENCODED_MANIFEST_FILES[key] = buf.getvalue()
+    if len(_ENCODED_MANIFEST_FILES) > _ENCODED_MANIFEST_FILES_KEPT:
+        _ENCODED_MANIFEST_FILES.popitem(last=False)
+    return encoded
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed_manifest_file_schema(format_version: int) -> Any:
+    return fastavro.parse_schema(copy.deepcopy(manifest_file_schema(format_version)))
+
+
+def _avro_long(value: int) -> bytes:
+    """Avro's zig-zag variable-length encoding of a long."""
+    n = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while n & ~0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _null_codec_blocks(records: Sequence[bytes], sync_marker: bytes) -> bytes:
+    """Encoded records as the data blocks of an uncompressed Avro container, split where fastavro.writer splits
+    them (after the record that brings a block to :data:`_AVRO_SYNC_INTERVAL` bytes)."""
+    out: list[bytes] = []
+    block: list[bytes] = []
+    size = 0
+
+    def dump() -> None:
+        out.extend((_avro_long(len(block)), _avro_long(size), *block, sync_marker))
+
+    for record in records:
+        block.append(record)
+        size += len(record)
+        if size >= _AVRO_SYNC_INTERVAL:
+            dump()
+            block, size = [], 0
+    if block:
+        dump()
+    return b"".join(out)
 
 
 def _is_nan(v: Any) -> bool:

@@ -140,6 +140,9 @@ class _Rendered:
     snapshot_parts: list[bytes]
     snapshot_log: tuple[tuple[int, int], ...]
     snapshot_log_parts: list[bytes]
+    #: the JSON of metadata-log entries already encoded for this location and metadata base
+    metadata_base: int = 0
+    metadata_log_parts: dict[tuple[int, int], bytes] = attrs.Factory(dict)
 
 
 def _extended_parts(previous: list[bytes], items: Sequence[Any], encode: Callable[[Any], bytes]) -> list[bytes]:
@@ -186,8 +189,26 @@ class MetadataRenderer:
                 self._last.popitem(last=False)
         head, middle = _encode(_head_dict(state)), _encode(_middle_dict(state))
         return b"".join((head[:-1], b',"snapshots":[', *rendered.snapshot_parts, b"],", middle[1:-1],
-                         b',"snapshot-log":[', *rendered.snapshot_log_parts, b'],"metadata-log":',
-                         _encode(_metadata_log(state)), b"}"))
+                         b',"snapshot-log":[', *rendered.snapshot_log_parts, b'],"metadata-log":[',
+                         b",".join(self._metadata_log_parts(rendered, state)), b"]}"))
+
+    @staticmethod
+    def _metadata_log_parts(rendered: _Rendered, state: TableState) -> list[bytes]:
+        """The metadata-log entries' JSON, each encoded once per location and metadata base (the log keeps the
+        newest ``write.metadata.previous-versions-max``, so most entries are the last render's)."""
+        if rendered.metadata_base != state.metadata_base:
+            rendered.metadata_base = state.metadata_base
+            rendered.metadata_log_parts = {}
+        known, parts = rendered.metadata_log_parts, []
+        for entry in state.metadata_log:
+            part = known.get(entry)
+            if part is None:
+                part = known[entry] = _encode({"timestamp-ms": entry[0],
+                                               "metadata-file": layout.metadata_file_of(state, entry[1])})
+            parts.append(part)
+        if len(known) > 2 * len(parts) + 16:  # forget entries the log no longer lists
+            rendered.metadata_log_parts = {entry: known[entry] for entry in state.metadata_log}
+        return parts
 
     @staticmethod
     def _extend(last: _Rendered, state: TableState) -> _Rendered | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import OrderedDict
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 import attrs
@@ -93,6 +94,20 @@ def manifest_file_from_json(o: Mapping) -> ManifestFile:
                         deleted_rows_count=c[5], partitions=parts, first_row_id=o.get("first-row-id"))
 
 
+#: the index's JSON text of recently stored manifests (a list shares all but its newest manifests with its parent's)
+_MANIFEST_JSON_TEXTS: OrderedDict[ManifestFile, str] = OrderedDict()
+_MANIFEST_JSON_TEXTS_KEPT = 8192
+
+
+def _manifest_json_text(m: ManifestFile) -> str:
+    text = _MANIFEST_JSON_TEXTS.get(m)
+    if text is None:
+        text = _MANIFEST_JSON_TEXTS[m] = json.dumps(manifest_file_to_json(m), separators=(",", ":"))
+        if len(_MANIFEST_JSON_TEXTS) > _MANIFEST_JSON_TEXTS_KEPT:
+            _MANIFEST_JSON_TEXTS.popitem(last=False)
+    return text
+
+
 class ManifestListIndex(Protocol):
     def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None: ...
 
@@ -151,7 +166,7 @@ class StoredIndex:
         self.put_many(table_uuid, {snapshot_id: manifests})
 
     def put_many(self, table_uuid: str, lists: Mapping[int, Sequence[ManifestFile]]) -> None:
-        rows = [(table_uuid, avro_long(sid), json.dumps([manifest_file_to_json(m) for m in ms], separators=(",", ":")))
+        rows = [(table_uuid, avro_long(sid), "[" + ",".join(_manifest_json_text(m) for m in ms) + "]")
                 for sid, ms in lists.items()]
         self.log.derived.insert_missing(self.TABLE, ("table_uuid", "snapshot_id", "manifests"), rows)
         if lists:

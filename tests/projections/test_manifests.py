@@ -526,6 +526,37 @@ def test_manifest_list_round_trip_and_metadata(format_version: int) -> None:
     assert read_manifest_list(with_parent, "l.avro") == []
 
 
+@pytest.mark.parametrize("count", [0, 1, 60, 400])
+def test_an_uncompressed_manifest_list_is_byte_for_byte_what_fastavro_writes(format_version: int, count: int) -> None:
+    """The null-codec list is assembled from records encoded once (and kept): it must equal fastavro.writer's file
+    exactly, blocks split where fastavro splits them (400 manifests cross its 16,000-byte block size)."""
+    from projections.manifests import _manifest_file_record
+
+    manifests = [ManifestFile(manifest_path=f"/wh/t/metadata/{uuid.UUID(int=i)}-m0.avro", manifest_length=4000 + i,
+                              partition_spec_id=i % 2, sequence_number=i + 1, min_sequence_number=i + 1,
+                              added_snapshot_id=SNAPSHOT_ID - i, added_files_count=1, existing_files_count=i,
+                              deleted_files_count=0, added_rows_count=10, existing_rows_count=10 * i,
+                              deleted_rows_count=0, partitions=(
+                                  FieldSummary(contains_null=i % 3 == 0, contains_nan=None if i % 2 else False,
+                                               lower_bound=struct.pack("<i", i), upper_bound=struct.pack("<i", 2 * i)),),
+                              first_row_id=100 * i if format_version >= 3 else None)
+                 for i in range(count)]
+    for attempt in range(2):  # the second time from the kept encodings
+        data = render_manifest_list(manifests, format_version=format_version, snapshot_id=SNAPSHOT_ID,
+                                    parent_snapshot_id=SNAPSHOT_ID - 1, sequence_number=count + 1,
+                                    sync_marker=LIST_SYNC, codec="null")
+        buf = io.BytesIO()
+        metadata = avro_header(data)[1]
+        fastavro.writer(buf, manifest_file_schema(format_version), [_manifest_file_record(m, format_version)
+                                                                    for m in manifests],
+                        codec="null", metadata={k: v for k, v in metadata.items() if not k.startswith("avro.")},
+                        sync_marker=LIST_SYNC)
+        assert data == buf.getvalue()
+        read = read_manifest_list(data, "l.avro")
+        assert read == manifests if format_version > 1 else [m.manifest_path for m in read] == [
+            m.manifest_path for m in manifests]  # (v1 lists carry no sequence numbers)
+
+
 def test_v1_manifest_list_reads_with_zero_sequence_numbers() -> None:
     m = ManifestFile(manifest_path="/m.avro", manifest_length=1, partition_spec_id=0, sequence_number=5,
                      min_sequence_number=5, added_snapshot_id=1, added_files_count=1, existing_files_count=0,
