@@ -655,7 +655,7 @@ class Table(TableStateReads):
             stack.pop()
 
     @contextlib.contextmanager
-    def _removing_written_on_failure(self) -> Iterator[list[str]]:
+    def removing_written_on_failure(self) -> Iterator[list[str]]:
         """Files the block writes for the table are removed when it fails before its commit lands: a refused
         operation leaves nothing behind. Not when the commit landed (``PublishFailed``) or may have
         (``CommitStateUnknown``): then the log may name them."""
@@ -751,7 +751,7 @@ class Table(TableStateReads):
         state = self.state
         bound = bind_filter(state, where)
         start = self._head(state, branch)
-        with self._removing_written_on_failure():
+        with self.removing_written_on_failure():
             changes = plan_row_delete(self.catalog.store, state, bound, start, mode=delete_mode(state),
                                       stage=self.stage_file, io=self.catalog.io)
             if not changes.removed and not changes.added:
@@ -764,7 +764,7 @@ class Table(TableStateReads):
         state = self.state
         start = self._head(state, branch)
         bound = bind_filter(state, where) if where is not None else None  # a bad filter before any file is written
-        with self._removing_written_on_failure():
+        with self.removing_written_on_failure():
             new_files = write_data_files(state, data, stage=self.stage_file, io=self.catalog.io)
             if bound is None:
                 live = [e.file for e in self.catalog.store.live_entries(state, start)
@@ -780,7 +780,7 @@ class Table(TableStateReads):
         """Replace exactly the partitions present in ``data`` (Iceberg's ReplacePartitions)."""
         state = self.state
         start = self._head(state, branch)
-        with self._removing_written_on_failure():
+        with self.removing_written_on_failure():
             changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, start,
                                                         stage=self.stage_file, io=self.catalog.io)
             return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files)
@@ -843,16 +843,19 @@ class Table(TableStateReads):
             live = [e.file for e in self.catalog.store.live_entries(state, start)
                     if e.file.content == DataFileContent.DATA]
             changes = RowChanges(start_snapshot_id=start, removed=tuple(live), touched=tuple(live))
-        else:
-            bound = bind_filter(state, where)
-            outside = [f.file_path for f in files if not metrics_must_match(bound, f, state.schema)]
-            if outside:
-                raise ValidationError(f"Cannot overwrite where {where!r}: file {outside[0]} has rows the filter may "
-                                      f"not match ({len(outside)} such file(s))")
+            return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files,
+                                     whole_table=True)
+        bound = bind_filter(state, where)
+        outside = [f.file_path for f in files if not metrics_must_match(bound, f, state.schema)]
+        if outside:
+            raise ValidationError(f"Cannot overwrite where {where!r}: file {outside[0]} has rows the filter may "
+                                  f"not match ({len(outside)} such file(s))")
+        # the rows kept from partly matched files are written here: removed again when the commit is refused (the
+        # caller's files stay the caller's)
+        with self.removing_written_on_failure():
             changes = plan_row_delete(self.catalog.store, state, bound, start, mode=COPY_ON_WRITE,
                                       stage=self.stage_file, io=self.catalog.io)
-        return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files,
-                                 whole_table=where is None)
+            return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files)
 
     def replace_partitions(self, files: Sequence[DataFile], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Replace exactly the partitions the given data files belong to (Iceberg's ReplacePartitions; the
