@@ -754,7 +754,7 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
     table's metrics modes, files follow its sort order and target file size) and returns their descriptions; the
     driver commits them (``append_data_files``, ``overwrite_data_files`` or ``replace_partitions``). The job
     folder is staged before the job starts: files of a failed job are never committed and
-    ``remove_orphan_files`` finds them.
+    ``remove_orphan_files`` finds them; the files of a job whose commit is refused are removed.
 
     :param df: the rows; columns by name, a subset of the table's (missing optional columns are null)
     :param table: the icelog table (``engine.catalog.Table``)
@@ -801,11 +801,15 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
     rows = _collect(keyed.mapInArrow(task, f"{_FILE_COLUMN} string"))
     ptype = spec.partition_type(schema)
     files = [decode_file_change(r[_FILE_COLUMN], {spec.spec_id: ptype}).file for r in rows]
-    if mode == "append":
-        return table.append_data_files(files, branch=branch)
-    if mode == "overwrite":
-        return table.overwrite_data_files(files, where, branch=branch)
-    return table.replace_partitions(files, branch=branch)
+    # the job is done: when the commit is refused, its files are removed (a failed job's are left to
+    # remove_orphan_files, as its killed tasks may still be writing when the job's error arrives)
+    with table.removing_written_on_failure() as written:
+        written += [f.file_path for f in files]
+        if mode == "append":
+            return table.append_data_files(files, branch=branch)
+        if mode == "overwrite":
+            return table.overwrite_data_files(files, where, branch=branch)
+        return table.replace_partitions(files, branch=branch)
 
 
 _SHIPPED: dict[int, str] = {}
