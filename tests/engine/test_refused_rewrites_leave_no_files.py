@@ -184,3 +184,51 @@ def test_a_refused_manifest_rewrite_writes_nothing(catalogs):
     with pytest.raises(ForeignWriterError):
         t.rewrite_manifests()
     assert files_under(t.location) == before | {foreign} and cat.log.head(t.uuid) == head
+
+
+def test_a_table_transaction_that_does_not_land_removes_every_file_it_wrote(catalogs):
+    cat, other = catalogs
+    t = cat.create_table("db.t", schema=SCHEMA, properties={"write.delete.mode": "merge-on-read"})
+    t.append(rows(range(10), "a"))
+    data = os.path.join(t.location, "data")
+    before, head = files_under(data), cat.log.head(t.uuid)
+    tx = t.transaction()
+    tx.append(rows(range(10, 13), "b"))
+    tx.delete("id = 3")                                       # a position delete file (merge-on-read)
+    tx.upsert(rows(range(20, 22), "c"), ["id"])
+    written = files_under(data) - before
+    assert len(written) >= 3
+    other.load_table("db.t").delete("id = 3")                 # a concurrent delete of the same row
+    with pytest.raises(ValidationConflict):
+        tx.commit_transaction()
+    assert not written & files_under(data) and before <= files_under(data)  # the concurrent delete's file stays
+    assert cat.log.head(t.uuid) == head + 1 and t.scan().count() == 9
+
+    before, head = files_under(data), cat.log.head(t.uuid)
+    with pytest.raises(RuntimeError):                         # a block that raises: nothing of it lands
+        with t.transaction() as tx:
+            tx.append(rows(range(30, 33), "d"))
+            tx.rewrite_data_files()
+            raise RuntimeError("the job failed")
+    assert files_under(data) == before and cat.log.head(t.uuid) == head
+    assert not {p for p, _ in cat.log.staged_files(t.uuid)} - before
+
+
+def test_a_catalog_transaction_that_does_not_land_removes_the_files_of_every_table(catalogs):
+    cat, other = catalogs
+    a = cat.create_table("db.a", schema=SCHEMA)
+    b = cat.create_table("db.b", schema=SCHEMA)
+    a.append(rows(range(10), "a"))
+    b.append(rows(range(10), "a"))
+    folders = [os.path.join(x.location, "data") for x in (a, b)]
+    before = [files_under(f) for f in folders]
+    heads = [cat.log.head(x.uuid) for x in (a, b)]
+    with pytest.raises(ValidationConflict):
+        with cat.transaction() as tx:
+            tx.load_table("db.a").append(rows(range(10, 12), "b"))
+            tx.load_table("db.b").delete("id < 5")            # copy-on-write: the kept rows in a new file
+            assert all(files_under(f) - old for f, old in zip(folders, before))
+            other.load_table("db.b").delete_files([b.inspect.files().column("file_path")[0].as_py()])
+    assert [files_under(f) for f in folders] == before
+    assert cat.log.head(a.uuid) == heads[0] and cat.log.head(b.uuid) == heads[1] + 1
+    assert a.scan().count() == 10 and b.scan().count() == 0
