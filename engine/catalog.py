@@ -609,6 +609,8 @@ class Table(TableStateReads):
         self.name = name
         self.uuid = table_uuid
         self._staged = staged
+        #: the files a transaction handle's operations wrote: removed when the transaction does not land
+        self._written_in_transaction: list[str] = []
         #: a transaction reads the table at this log version (plus what it staged), as Java's transaction keeps
         #: the metadata it started from; the commit validates everything recorded after it
         self._staged_on_version = catalog.log.head(table_uuid) if staged is not None else None
@@ -655,7 +657,7 @@ class Table(TableStateReads):
             stack.pop()
 
     @contextlib.contextmanager
-    def _removing_written_on_failure(self) -> Iterator[list[str]]:
+    def removing_written_on_failure(self) -> Iterator[list[str]]:
         """Files the block writes for the table are removed when it fails before its commit lands: a refused
         operation leaves nothing behind. Not when the commit landed (``PublishFailed``) or may have
         (``CommitStateUnknown``): then the log may name them."""
@@ -766,7 +768,7 @@ class Table(TableStateReads):
         state = self.state
         bound = bind_filter(state, where)
         start = self._head(state, branch)
-        with self._removing_written_on_failure():
+        with self.removing_written_on_failure():
             changes = plan_row_delete(self.catalog.store, state, bound, start, mode=delete_mode(state),
                                       stage=self.stage_file, io=self.catalog.io)
             if not changes.removed and not changes.added:
@@ -779,7 +781,7 @@ class Table(TableStateReads):
         state = self.state
         start = self._head(state, branch)
         bound = bind_filter(state, where) if where is not None else None  # a bad filter before any file is written
-        with self._removing_written_on_failure():
+        with self.removing_written_on_failure():
             new_files = write_data_files(state, data, stage=self.stage_file, io=self.catalog.io)
             if bound is None:
                 live = [e.file for e in self.catalog.store.live_entries(state, start)
@@ -795,7 +797,7 @@ class Table(TableStateReads):
         """Replace exactly the partitions present in ``data`` (Iceberg's ReplacePartitions)."""
         state = self.state
         start = self._head(state, branch)
-        with self._removing_written_on_failure():
+        with self.removing_written_on_failure():
             changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, start,
                                                         stage=self.stage_file, io=self.catalog.io)
             return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files)
@@ -816,6 +818,8 @@ class Table(TableStateReads):
     def stage_file(self, path: str) -> None:
         """Record a file about to be written for this table, before it is written (see remove_orphan_files)."""
         self.catalog.log.record_staged(self.uuid, path, now_ms())
+        if self._staged is not None:
+            self._written_in_transaction.append(path)
         for table_uuid, written in getattr(_WRITING, "stack", ()):
             if table_uuid == self.uuid:
                 written.append(path)
@@ -858,16 +862,19 @@ class Table(TableStateReads):
             live = [e.file for e in self.catalog.store.live_entries(state, start)
                     if e.file.content == DataFileContent.DATA]
             changes = RowChanges(start_snapshot_id=start, removed=tuple(live), touched=tuple(live))
-        else:
-            bound = bind_filter(state, where)
-            outside = [f.file_path for f in files if not metrics_must_match(bound, f, state.schema)]
-            if outside:
-                raise ValidationError(f"Cannot overwrite where {where!r}: file {outside[0]} has rows the filter may "
-                                      f"not match ({len(outside)} such file(s))")
+            return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files,
+                                     whole_table=True)
+        bound = bind_filter(state, where)
+        outside = [f.file_path for f in files if not metrics_must_match(bound, f, state.schema)]
+        if outside:
+            raise ValidationError(f"Cannot overwrite where {where!r}: file {outside[0]} has rows the filter may "
+                                  f"not match ({len(outside)} such file(s))")
+        # the rows kept from partly matched files are written here: removed again when the commit is refused (the
+        # caller's files stay the caller's)
+        with self.removing_written_on_failure():
             changes = plan_row_delete(self.catalog.store, state, bound, start, mode=COPY_ON_WRITE,
                                       stage=self.stage_file, io=self.catalog.io)
-        return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files,
-                                 whole_table=where is None)
+            return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files)
 
     def replace_partitions(self, files: Sequence[DataFile], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Replace exactly the partitions the given data files belong to (Iceberg's ReplacePartitions; the
@@ -1034,15 +1041,31 @@ class Table(TableStateReads):
         try:
             return Table(self.catalog, self.namespace, self.name, self.uuid).commit_events(
                 lambda base, ctx: run_staged(base, builds, ctx, staged_on_version=since)[0])
+        except BaseException as e:
+            self._end_transaction(e)
+            raise
+        else:
+            self._written_in_transaction = []
         finally:
             self._staged_on_version = self.catalog.log.head(self.uuid)  # a next transaction on this handle
+
+    def _end_transaction(self, error: BaseException) -> None:
+        """A transaction that did not land: the files its operations wrote are removed (kept and staged when it
+        landed or may have, see :meth:`_after_failure`)."""
+        written, self._written_in_transaction = self._written_in_transaction, []
+        self._after_failure(written, error)
 
     def __enter__(self) -> Table:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self._staged is not None and exc_type is None:
+        if self._staged is None:
+            return
+        if exc_type is None:
             self.commit_transaction()
+        else:  # the block failed: nothing of it lands
+            self._staged = []
+            self._end_transaction(exc)
 
     def commit_events(self, build: Callable[[TableState, CommitContext], Sequence[Event]], *,
                       staged: Sequence[str] = ()) -> TableState:
@@ -1054,6 +1077,7 @@ class Table(TableStateReads):
         if self._staged is not None:
             if staged:
                 self.catalog.log.record_staged_many(self.uuid, staged, now_ms())
+                self._written_in_transaction += staged
             self._staged.append(build)
             try:
                 return self.state  # validates the staged change now; it is validated again at commit
@@ -1421,8 +1445,6 @@ class CatalogTransaction:
         staged = {uuid: list(t._staged or []) for uuid, t in self._tables.items()}
         since = {uuid: t._staged_on_version for uuid, t in self._tables.items()}
         store = self.catalog.store
-        for t in self._tables.values():
-            t.check_foreign_writers()
 
         def build(ctx: CommitContext) -> list:
             out = []
@@ -1433,11 +1455,24 @@ class CatalogTransaction:
 
         policies = [RetryPolicy.of(store.table(uuid)) for uuid in staged]
         policy = min(policies, key=lambda p: p.num_retries) if policies else RetryPolicy()
-        landed = commit_streams(store, build, policy=policy)
+        try:
+            for t in self._tables.values():
+                t.check_foreign_writers()
+            landed = commit_streams(store, build, policy=policy)
+        except BaseException as e:
+            self._end(e)
+            raise
         for t in self._tables.values():
             t._staged = []
+            t._written_in_transaction = []
             t._staged_on_version = store.log.head(t.uuid)
             Table(self.catalog, t.namespace, t.name, t.uuid)._after_commit(landed)
+
+    def _end(self, error: BaseException) -> None:
+        """The transaction did not land: every table's written files go (see Table._end_transaction)."""
+        for t in self._tables.values():
+            t._staged = []
+            t._end_transaction(error)
 
     def __enter__(self) -> CatalogTransaction:
         return self
@@ -1445,3 +1480,5 @@ class CatalogTransaction:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
             self.commit()
+        else:
+            self._end(exc)

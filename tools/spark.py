@@ -312,7 +312,7 @@ def local_session(
         )
     jar = ",".join([iceberg_runtime_jar(), *s3a_jars()])
     home = java_home()
-    scratch = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.mkdtemp(prefix="icelog-spark-"))
+    scratch = Path(scratch_dir) if scratch_dir is not None else Path(temp_folder("icelog-spark-"))
     scratch.mkdir(parents=True, exist_ok=True)
     log4j2 = scratch / "log4j2.properties"
     log4j2.write_text(_LOG4J2_TEMPLATE.format(level=log_level.lower()))
@@ -359,7 +359,30 @@ def local_session(
             else:
                 os.environ[key] = value
     session.sparkContext.setLogLevel(log_level.upper())
+    if scratch_dir is None:
+        remove_when_stopped(session, str(scratch))
     return session
+
+
+def temp_folder(prefix: str) -> str:
+    """A new folder in the temporary folder (``$TMPDIR``) for this process's Spark helpers, removed when the
+    process exits at the latest (:func:`remove_when_stopped` removes it sooner). Cached jars never live here."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+def remove_when_stopped(spark: SparkSession, folder: str) -> None:
+    """Remove ``folder`` (made by :func:`temp_folder` for this session) right after ``spark.stop()``."""
+    stop = spark.stop
+
+    def stop_and_remove() -> None:
+        try:
+            stop()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    spark.stop = stop_and_remove  # type: ignore[method-assign]
 
 
 def _hadoop_catalog_conf(name: str, warehouse: str | os.PathLike[str]) -> dict[str, str]:
@@ -704,7 +727,9 @@ def _function_catalog(spark: SparkSession) -> str:
     for name in (REST_CATALOG, FUNCTION_CATALOG):
         if spark.conf.get(f"spark.sql.catalog.{name}", None) == ICEBERG_SPARK_CATALOG:
             return name
-    hadoop_catalog(spark, tempfile.mkdtemp(prefix="icelog-functions-"), name=FUNCTION_CATALOG)
+    folder = temp_folder("icelog-functions-")
+    hadoop_catalog(spark, folder, name=FUNCTION_CATALOG)
+    remove_when_stopped(spark, folder)
     return FUNCTION_CATALOG
 
 
@@ -754,7 +779,7 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
     table's metrics modes, files follow its sort order and target file size) and returns their descriptions; the
     driver commits them (``append_data_files``, ``overwrite_data_files`` or ``replace_partitions``). The job
     folder is staged before the job starts: files of a failed job are never committed and
-    ``remove_orphan_files`` finds them.
+    ``remove_orphan_files`` finds them; the files of a job whose commit is refused are removed.
 
     :param df: the rows; columns by name, a subset of the table's (missing optional columns are null)
     :param table: the icelog table (``engine.catalog.Table``)
@@ -801,11 +826,15 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
     rows = _collect(keyed.mapInArrow(task, f"{_FILE_COLUMN} string"))
     ptype = spec.partition_type(schema)
     files = [decode_file_change(r[_FILE_COLUMN], {spec.spec_id: ptype}).file for r in rows]
-    if mode == "append":
-        return table.append_data_files(files, branch=branch)
-    if mode == "overwrite":
-        return table.overwrite_data_files(files, where, branch=branch)
-    return table.replace_partitions(files, branch=branch)
+    # the job is done: when the commit is refused, its files are removed (a failed job's are left to
+    # remove_orphan_files, as its killed tasks may still be writing when the job's error arrives)
+    with table.removing_written_on_failure() as written:
+        written += [f.file_path for f in files]
+        if mode == "append":
+            return table.append_data_files(files, branch=branch)
+        if mode == "overwrite":
+            return table.overwrite_data_files(files, where, branch=branch)
+        return table.replace_partitions(files, branch=branch)
 
 
 _SHIPPED: dict[int, str] = {}
@@ -823,7 +852,7 @@ def ship_sources(spark: SparkSession) -> str:
         return shipped
     import zipfile
 
-    folder = tempfile.mkdtemp(prefix="icelog-pyfiles-")
+    folder = temp_folder("icelog-pyfiles-")
     archive = os.path.join(folder, "icelog_sources.zip")
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as out:
         for package in SOURCE_PACKAGES:
@@ -831,6 +860,16 @@ def ship_sources(spark: SparkSession) -> str:
                 out.write(path, path.relative_to(SOURCE_ROOT).as_posix())
     context.addPyFile(archive)
     _SHIPPED[key] = archive
+    stop = spark.stop
+
+    def stop_and_forget() -> None:
+        try:
+            stop()
+        finally:
+            _SHIPPED.pop(key, None)
+            shutil.rmtree(folder, ignore_errors=True)
+
+    spark.stop = stop_and_forget  # type: ignore[method-assign]
     return archive
 
 

@@ -464,10 +464,13 @@ def rewrite_data_files(table: Any, where: str | None = None, strategy: str = BIN
     :raises ValidationConflict: a concurrent commit removed a file it rewrites or added deletes for one that would
         not reach the new files
     """
-    plan = plan_rewrite(table.catalog.store, table.state, where=where, strategy=strategy, sort_order=sort_order,
-                        zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes,
-                        stage=table.stage_file, branch=branch, options=options, io=table.catalog.io)
-    return commit_rewrite(table, plan, branch)
+    # every argument is checked before the first file is written; the files written are removed again when the
+    # commit is refused (a conflict, a foreign writer), kept when it landed or may have
+    with table.removing_written_on_failure():
+        plan = plan_rewrite(table.catalog.store, table.state, where=where, strategy=strategy, sort_order=sort_order,
+                            zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes,
+                            stage=table.stage_file, branch=branch, options=options, io=table.catalog.io)
+        return commit_rewrite(table, plan, branch)
 
 
 # ------------------------------------------------------------ manifests

@@ -286,11 +286,17 @@ def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, key
         eq = write_equality_deletes(state, keys, equality_ids=ids, spec_id=spec.spec_id, partition=(),
                                     stage=table.stage_file, io=table.catalog.io)
         return KeyDeletes(files=(eq,), referenced=(), filter=bound)
+    uncovered = [spec for spec in specs if not _covers(spec, set(ids))]
+    if uncovered and not fallback:  # refused before any file is written
+        spec = uncovered[0]
+        missing = [schema.find_column_name(pf.source_id) for pf in spec.fields if pf.source_id not in ids]
+        raise ValidationError(
+            f"Cannot {action}: partition spec {spec.spec_id} partitions by {', '.join(map(repr, missing))}, "
+            f"which the equality columns do not include, so the deletes' partitions are unknown "
+            f"(include the column, or use delete_by_key, which writes position deletes for such rows)")
     files: list[DataFile] = []
-    uncovered: list[PartitionSpec] = []
     for spec in specs:
-        if not _covers(spec, set(ids)):
-            uncovered.append(spec)
+        if spec in uncovered:
             continue
         for values, part in split_by_partition(keys, schema, spec):
             files.append(write_equality_deletes(state, part, equality_ids=ids, spec_id=spec.spec_id,
@@ -298,13 +304,6 @@ def plan_key_deletes(table: Any, state: TableState, snapshot_id: int | None, key
     referenced: list[DataFile] = []
     replaced: list[DataFile] = []
     if uncovered:
-        if not fallback:
-            spec = uncovered[0]
-            missing = [schema.find_column_name(pf.source_id) for pf in spec.fields if pf.source_id not in ids]
-            raise ValidationError(
-                f"Cannot {action}: partition spec {spec.spec_id} partitions by {', '.join(map(repr, missing))}, "
-                f"which the equality columns do not include, so the deletes' partitions are unknown "
-                f"(include the column, or use delete_by_key, which writes position deletes for such rows)")
         pos_files, referenced, replaced = _position_deletes(table, state, snapshot_id, keys, bound,
                                                             {s.spec_id for s in uncovered})
         files += pos_files

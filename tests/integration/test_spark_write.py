@@ -183,6 +183,20 @@ def test_a_failed_job_commits_nothing_and_orphan_removal_finds_its_files(spark, 
     cat.close()
 
 
+def test_the_files_of_a_job_whose_commit_is_refused_are_removed(spark, tmp_warehouse):
+    cat, t = make_table(tmp_warehouse, "events", ["category"])
+    write(spark.createDataFrame(sample_rows(6), SPARK_SCHEMA), t)
+    data = Path(t.location, "data")
+    before, version = sorted(data.rglob("*.parquet")), t.state.version
+    # the job writes rows the filter does not cover: the commit refuses them after the job wrote its files
+    with pytest.raises(ValidationError, match="may not match"):
+        write(spark.createDataFrame(sample_rows(4, start=10), SPARK_SCHEMA), t, mode="overwrite",
+              where="category = 'a'")
+    assert sorted(data.rglob("*.parquet")) == before and t.state.version == version
+    assert t.scan().count() == 6
+    cat.close()
+
+
 def test_bad_modes_and_columns_are_refused_before_any_job(spark, tmp_warehouse):
     cat, t = make_table(tmp_warehouse, "events", ["category"])
     df = spark.createDataFrame(sample_rows(3), SPARK_SCHEMA)
