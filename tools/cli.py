@@ -547,9 +547,14 @@ def cmd_remove_orphan_files(args: argparse.Namespace) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
+    from engine.errors import ValidationError
     from tools.demo import run_demo
 
-    run_demo(args.warehouse_dir or "warehouse", rows=args.rows, s3=args.s3, properties=_properties(args) or None)
+    folder = args.warehouse_dir or args.warehouse
+    if "://" in folder:
+        raise ValidationError(f"Cannot run the demo in {folder}: --warehouse must be a local folder (the demo "
+                              f"keeps its log there); run it on S3 with --s3 s3://BUCKET/PREFIX")
+    run_demo(folder, rows=args.rows, s3=args.s3, properties=_properties(args) or None)
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -768,12 +773,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body-bytes", type=_positive_int, default=4 << 20,
                    help="the largest request body accepted; larger ones get 413 (default 4194304, 4 MiB)")
     p = add("demo", cmd_demo, "Run the main job: a PySpark pipeline committing through icelog's REST catalog.")
-    p.add_argument("--warehouse-dir", help="where the demo warehouse goes (default ./warehouse)")
+    p.add_argument("--warehouse-dir", help="where the demo warehouse goes (default: --warehouse, ./warehouse)")
     p.add_argument("--rows", type=int, default=200_000, help="events ingested for the day (default 200000)")
     p.add_argument("--s3", nargs="?", const="loopback", metavar="s3://BUCKET/PREFIX",
                    help="run on S3: a loopback S3 server the demo starts and stops (no value), or a real bucket "
                         "(reached with --property s3.* or the AWS_* variables); the log stays in --warehouse-dir")
-    p = add("bench", cmd_bench, "Run the benchmarks and print JSON.")
+    # everything after `bench` goes to tools.bench's own parser (one parser: `icelog bench --help` shows its
+    # options); "+" as this parser's only prefix makes --sizes and --help plain words it passes on
+    p = sub.add_parser("bench", help="Run the benchmarks and print JSON (icelog bench --help lists the options).",
+                       prefix_chars="+", add_help=False)
+    p.set_defaults(func=cmd_bench)
     p.add_argument("bench_args", nargs=argparse.REMAINDER)
     return parser
 
