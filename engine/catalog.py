@@ -37,6 +37,7 @@ from engine.errors import (
     ForeignWriterError,
     IcelogError,
     IntegrityError,
+    MissingFileError,
     NamespaceNotEmpty,
     NamespaceNotFound,
     PublishFailed,
@@ -732,7 +733,7 @@ class Table(TableStateReads):
             except FileError as e:
                 raise storage_error(e, path) from e
             if not found:
-                raise CorruptFileError(f"Cannot append file: {path} does not exist", path=path)
+                raise MissingFileError(f"Cannot append file: {path} does not exist", path=path)
             check_file_columns(path, state.schema, state.prop(NAME_MAPPING_PROPERTY), io=io)
             files.append(self._describe_file(state, path))
             without_ids = without_ids or not carries_field_ids(path, io=io)
@@ -765,7 +766,7 @@ class Table(TableStateReads):
         start = self._head(state, branch)
         bound = bind_filter(state, where) if where is not None else None  # a bad filter before any file is written
         with self._removing_written_on_failure():
-            new_files = write_data_files(state, data, stage=self.stage_file, io=self.catalog.io)
+            new_files = write_data_files(state, data, stage=self.stage_file, io=self.catalog.io, action="overwrite")
             if bound is None:
                 live = [e.file for e in self.catalog.store.live_entries(state, start)
                         if e.file.content == DataFileContent.DATA]

@@ -101,28 +101,23 @@ def cmd_create_namespace(args: argparse.Namespace) -> None:
 
 
 def cmd_create_table(args: argparse.Namespace) -> None:
-    import pyarrow.parquet as pq
-
     from engine.errors import ValidationError
     from engine.model.schema import Schema
+    from engine.parquet_files import read_parquet_schema
     from tools.change_report import describe_change
 
-    if args.schema_from:
-        try:
-            schema: Any = pq.read_schema(args.schema_from)
-        except (OSError, Exception) as e:  # pyarrow raises several types for unreadable files
-            from engine.errors import CorruptFileError
-            raise CorruptFileError(f"Cannot read schema: {args.schema_from} is not a readable Parquet file ({e})",
-                                   path=args.schema_from) from e
-    elif args.schema:
+    schema: Any = None
+    if args.schema and not args.schema_from:
         try:
             schema = Schema.from_json(json.loads(args.schema))
         except json.JSONDecodeError as e:
             raise ValidationError(f"Cannot parse --schema: {e}") from e
-    else:
+    elif not args.schema_from:
         raise ValidationError("Cannot create table: give --schema JSON or --schema-from FILE.parquet")
     props = dict(p.split("=", 1) for p in args.property or [])
     with _catalog(args) as cat:
+        if args.schema_from:
+            schema = read_parquet_schema(args.schema_from, io=cat.io)
         t = cat.create_table(args.table, schema=schema, partition_by=args.partition_by or None, properties=props,
                              format_version=args.format_version, location=args.location)
         _tell(args, describe_change(args.command, args.table, None, t.state))
@@ -311,19 +306,13 @@ def cmd_publish(args: argparse.Namespace) -> None:
             print(json.dumps({"command": args.command, "tables": told}))
 
 
-def _read_parquet(paths: Sequence[str]) -> Any:
+def _read_parquet(cat: Any, paths: Sequence[str]) -> Any:
+    """The rows of the Parquet files a command was given, as one Arrow table."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from engine.errors import CorruptFileError
+    from engine.parquet_files import read_parquet_rows
 
-    tables = []
-    for p in paths:
-        try:
-            tables.append(pq.read_table(p))
-        except (OSError, pa.ArrowInvalid) as e:
-            raise CorruptFileError(f"Cannot read {p}: not a readable Parquet file ({e})", path=p) from e
-    return pa.concat_tables(tables, promote_options="default")
+    return pa.concat_tables([read_parquet_rows(p, io=cat.io) for p in paths], promote_options="default")
 
 
 def _table(args: argparse.Namespace, cat: Any) -> Any:
@@ -337,25 +326,25 @@ def cmd_delete(args: argparse.Namespace) -> None:
 
 def cmd_overwrite(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        rows = _read_parquet(args.files)
+        rows = _read_parquet(cat, args.files)
         _change(args, cat, lambda t: t.overwrite(rows, where=args.where, branch=args.branch))
 
 
 def cmd_dynamic_overwrite(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        rows = _read_parquet(args.files)
+        rows = _read_parquet(cat, args.files)
         _change(args, cat, lambda t: t.dynamic_overwrite(rows, branch=args.branch))
 
 
 def cmd_upsert(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        rows = _read_parquet(args.files)
+        rows = _read_parquet(cat, args.files)
         _change(args, cat, lambda t: t.upsert(rows, args.key, branch=args.branch))
 
 
 def cmd_delete_by_key(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        keys = _read_parquet(args.files)
+        keys = _read_parquet(cat, args.files)
         _change(args, cat, lambda t: t.delete_by_key(keys, args.key, branch=args.branch))
 
 

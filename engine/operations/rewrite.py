@@ -378,7 +378,7 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
         parts = [read_data_file(t.file, schema, deletes=t.deletes, name_mapping_entries=mapping, loader=loader,
                                 with_lineage=lineage, data_sequence_number=t.data_sequence_number)
                  for t in group.tasks]
-        rows = conform(pa.concat_tables(parts), schema, keep_lineage=lineage)
+        rows = conform(pa.concat_tables(parts), schema, keep_lineage=lineage, action=_ACTION)
         rows = _order_rows(rows, writer, strategy, order, columns)
         added += _write_group(writer, group, rows, stage, io)
         rewritten += group.tasks

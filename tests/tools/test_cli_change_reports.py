@@ -126,3 +126,25 @@ def test_a_refused_command_prints_no_report_and_commits_nothing(tmp_path: Path, 
     refused = icelog(wh, "add-column", "db.t", "id", "long", "--json", ok=False)
     assert refused.stdout == "" and len(refused.stderr.splitlines()) == 1 and "id" in refused.stderr
     assert state(wh).version == before
+
+
+def test_input_errors_name_the_operation_and_a_missing_file(tmp_path: Path, files: dict[str, str]) -> None:
+    wh = tmp_path / "wh"
+    icelog(wh, "create-namespace", "db")
+    icelog(wh, "create-table", "db.t", "--schema-from", files["a"])
+    stray = str(tmp_path / "stray.parquet")
+    pq.write_table(pa.table({"id": pa.array([9], pa.int64()), "cat": ["a"], "stray": [1]}), stray)
+    missing = str(tmp_path / "nope.parquet")
+    before = state(wh).version
+    for args, message in (
+            (("overwrite", "db.t", stray), "Cannot overwrite: column(s) 'stray' are not in the table schema (cat, id)"),
+            (("dynamic-overwrite", "db.t", stray), "Cannot dynamic overwrite: column(s) 'stray' are not in the table "
+                                                   "schema (cat, id)"),
+            (("upsert", "db.t", stray, "--key", "id"), "Cannot upsert: column(s) 'stray' are not in the table schema "
+                                                      "(cat, id)"),
+            (("overwrite", "db.t", missing), f"Cannot read file: {missing} does not exist"),
+            (("append", "db.t", missing), f"Cannot append file: {missing} does not exist"),
+            (("create-table", "db.u", "--schema-from", missing), f"Cannot read file: {missing} does not exist")):
+        refused = icelog(wh, *args, ok=False)
+        assert (refused.stdout, refused.stderr) == ("", f"icelog: {message}\n")
+    assert state(wh).version == before
