@@ -349,10 +349,14 @@ def cmd_delete_by_key(args: argparse.Namespace) -> None:
 
 
 def cmd_compact(args: argparse.Namespace) -> None:
+    from tools.progress import progress_bar
+
     with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.rewrite_data_files(
-            where=args.where, strategy=args.strategy, sort_order=args.sort_by or None,
-            zorder_columns=args.zorder_by or None, target_file_size_bytes=args.target_file_size))
+        with progress_bar(f"compact {args.table}") as progress:
+            _change(args, cat, lambda t: t.rewrite_data_files(
+                where=args.where, strategy=args.strategy, sort_order=args.sort_by or None,
+                zorder_columns=args.zorder_by or None, target_file_size_bytes=args.target_file_size,
+                progress=progress))
 
 
 def cmd_rewrite_manifests(args: argparse.Namespace) -> None:
@@ -502,9 +506,14 @@ def cmd_fast_forward(args: argparse.Namespace) -> None:
 
 
 def cmd_expire_snapshots(args: argparse.Namespace) -> None:
+    from tools.progress import progress_bar
+
     with _catalog(args) as cat:
-        result = _table(args, cat).expire_snapshots(older_than_ms=args.older_than_ms, retain_last=args.retain_last,
-                                                    delete_external_files=args.delete_external_files)
+        with progress_bar(f"expire {args.table}") as progress:
+            result = _table(args, cat).expire_snapshots(older_than_ms=args.older_than_ms,
+                                                        retain_last=args.retain_last,
+                                                        delete_external_files=args.delete_external_files,
+                                                        progress=progress)
         if args.json:
             print(json.dumps({"expired_snapshot_ids": list(result.expired_snapshot_ids),
                               "removed_refs": list(result.removed_refs),
@@ -769,8 +778,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(reached with --property s3.* or the AWS_* variables); the log stays in --warehouse-dir")
     # everything after `bench` goes to tools.bench's own parser (one parser: `icelog bench --help` shows its
     # options); "+" as this parser's only prefix makes --sizes and --help plain words it passes on
-    p = sub.add_parser("bench", help="Run the benchmarks and print JSON (icelog bench --help lists the options).",
-                       prefix_chars="+", add_help=False)
+    bench_help = "Run the benchmarks and print JSON (icelog bench --help lists the options)."
+    p = sub.add_parser("bench", help=bench_help, description=bench_help, prefix_chars="+", add_help=False)
     p.set_defaults(func=cmd_bench)
     p.add_argument("bench_args", nargs=argparse.REMAINDER)
     return parser
