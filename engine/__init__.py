@@ -11,6 +11,7 @@ from engine.errors import (
     CorruptFileError,
     IcelogError,
     IntegrityError,
+    MissingFileError,
     NamespaceNotFound,
     NotFound,
     TableNotFound,
@@ -20,4 +21,4 @@ from engine.errors import (
 
 __all__ = ["Catalog", "Table", "IcelogError", "ValidationError", "CommitConflict", "CommitStateUnknown",
            "CorruptFileError", "NotFound", "NamespaceNotFound", "TableNotFound", "AlreadyExists", "IntegrityError",
-           "UnsupportedTypeError"]
+           "UnsupportedTypeError", "MissingFileError"]

@@ -37,6 +37,7 @@ from engine.errors import (
     ForeignWriterError,
     IcelogError,
     IntegrityError,
+    MissingFileError,
     NamespaceNotEmpty,
     NamespaceNotFound,
     PublishFailed,
@@ -734,7 +735,7 @@ class Table(TableStateReads):
             except FileError as e:
                 raise storage_error(e, path) from e
             if not found:
-                raise CorruptFileError(f"Cannot append file: {path} does not exist", path=path)
+                raise MissingFileError(f"Cannot append file: {path} does not exist", path=path)
             check_file_columns(path, state.schema, state.prop(NAME_MAPPING_PROPERTY), io=io)
             files.append(self._describe_file(state, path))
             without_ids = without_ids or not carries_field_ids(path, io=io)
@@ -782,7 +783,7 @@ class Table(TableStateReads):
         start = self._head(state, branch)
         bound = bind_filter(state, where) if where is not None else None  # a bad filter before any file is written
         with self.removing_written_on_failure():
-            new_files = write_data_files(state, data, stage=self.stage_file, io=self.catalog.io)
+            new_files = write_data_files(state, data, stage=self.stage_file, io=self.catalog.io, action="overwrite")
             if bound is None:
                 live = [e.file for e in self.catalog.store.live_entries(state, start)
                         if e.file.content == DataFileContent.DATA]
@@ -1243,14 +1244,16 @@ class Table(TableStateReads):
         return ReplaceSortOrder(self, case_sensitive=case_sensitive)
 
     def expire_snapshots(self, older_than_ms: int | None = None, retain_last: int | None = None, *,
-                         delete_external_files: bool = False) -> Any:
+                         delete_external_files: bool = False,
+                         progress: Callable[[int, int], None] | None = None) -> Any:
         """Expire snapshots (``history.expire.*`` and per-ref retention) and delete the files only they reached
         that the table owns (under its location); ``delete_external_files`` also deletes those outside it (files
-        registered in place with ``append_files``), never another table's."""
+        registered in place with ``append_files``), never another table's. ``progress`` is called with (files
+        checked, files to check) as it deletes."""
         from engine.operations.expire import expire_snapshots
 
         return expire_snapshots(self, older_than_ms=older_than_ms, retain_last=retain_last,
-                                delete_external_files=delete_external_files)
+                                delete_external_files=delete_external_files, progress=progress)
 
     def remove_orphan_files(self, older_than_ms: int | None = None) -> list[str]:
         """Delete files under the table location that nothing references, older than ``older_than_ms``."""
@@ -1285,16 +1288,18 @@ class Table(TableStateReads):
     def rewrite_data_files(self, where: str | None = None, strategy: str = "binpack", sort_order: Any = None,
                            zorder_columns: Sequence[str] | None = None,
                            target_file_size_bytes: int | None = None, *, branch: str = MAIN_BRANCH,
-                           options: Mapping[str, Any] | None = None) -> Any:
+                           options: Mapping[str, Any] | None = None,
+                           progress: Callable[[int, int], None] | None = None) -> Any:
         """Compaction (operation ``replace``): bin-pack, sort, or Z-order the live data files matching ``where``,
         applying and dropping the delete files they cover. ``options`` takes Java's
         ``use-starting-sequence-number`` (default true: the new files keep the starting snapshot's data sequence
-        number, so equality deletes committed meanwhile still apply to them)."""
+        number, so equality deletes committed meanwhile still apply to them). ``progress`` is called with (files
+        rewritten, files to rewrite) as it goes."""
         from engine.operations.rewrite import rewrite_data_files
 
         return rewrite_data_files(self, where=where, strategy=strategy, sort_order=sort_order,
                                   zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes,
-                                  branch=branch, options=options)
+                                  branch=branch, options=options, progress=progress)
 
     def rewrite_manifests(self) -> Any:
         """Rewrite the current snapshot's manifests into as few as the target size allows (``replace``)."""

@@ -38,9 +38,10 @@ from storage.files import LOCAL_FILES, FileIO
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
 
 
-def conform(data: pa.Table, schema: Schema, *, keep_lineage: bool = False) -> pa.Table:
+def conform(data: pa.Table, schema: Schema, *, keep_lineage: bool = False, action: str = "append") -> pa.Table:
     """``data`` cast to the table schema's Arrow form (with field ids), or a ValidationError naming the column.
 
+    :param action: what the caller is doing, as its errors say it ("Cannot overwrite: ...")
     :param keep_lineage: rows carried over by a rewrite of a v3 table: their ``_row_id`` and
         ``_last_updated_sequence_number`` columns (as the reader returns them) stay, last, with their reserved field
         ids, so the rewritten file keeps each row's lineage; users' data never has them
@@ -49,36 +50,36 @@ def conform(data: pa.Table, schema: Schema, *, keep_lineage: bool = False) -> pa
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         else:
-            raise ValidationError(f"Cannot append: expected a pyarrow.Table, got {type(data).__name__}")
+            raise ValidationError(f"Cannot {action}: expected a pyarrow.Table, got {type(data).__name__}")
     target = schema_to_arrow(schema)
     known = {f.name for f in schema.columns}
     lineage = [name for name in LINEAGE_FIELD_IDS if keep_lineage and name in data.column_names and name not in known]
     extra = [name for name in data.column_names if name not in known and name not in lineage]
     if extra:
-        raise ValidationError(f"Cannot append: column(s) {', '.join(map(repr, extra))} are not in the table schema "
+        raise ValidationError(f"Cannot {action}: column(s) {', '.join(map(repr, extra))} are not in the table schema "
                               f"({', '.join(sorted(known))})")
     columns = []
     for field, arrow_field in zip(schema.columns, target):
         if field.name not in data.column_names:
             if field.required and field.write_default is None:
-                raise ValidationError(f"Cannot append: required column {field.name!r} is missing")
+                raise ValidationError(f"Cannot {action}: required column {field.name!r} is missing")
             columns.append(default_column(field, arrow_field.type, data.num_rows, field.write_default))
             continue
         col = data.column(field.name)
         if isinstance(field.field_type, T.StructType) and col.type != arrow_field.type:
-            col = _fill_struct_defaults(col, field.field_type, arrow_field.type, field.name)
+            col = _fill_struct_defaults(col, field.field_type, arrow_field.type, field.name, action)
         try:
             if isinstance(field.field_type, T.VariantType):
                 try:
                     col = as_variant_storage(col)
                 except ValidationError as e:
-                    raise ValidationError(f"Cannot append: column {field.name!r}: {e}") from e
+                    raise ValidationError(f"Cannot {action}: column {field.name!r}: {e}") from e
             col = col.cast(arrow_field.type, safe=True) if col.type != arrow_field.type else col
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-            raise ValidationError(f"Cannot append: column {field.name!r} of type {col.type} does not fit "
+            raise ValidationError(f"Cannot {action}: column {field.name!r} of type {col.type} does not fit "
                                   f"{field.field_type} ({e})") from e
         if field.required and col.null_count:
-            raise ValidationError(f"Cannot append: required column {field.name!r} has {col.null_count} null(s)")
+            raise ValidationError(f"Cannot {action}: required column {field.name!r} has {col.null_count} null(s)")
         columns.append(col)
     out = pa.Table.from_arrays(columns, schema=target)
     for name in lineage:
@@ -87,7 +88,7 @@ def conform(data: pa.Table, schema: Schema, *, keep_lineage: bool = False) -> pa
 
 
 def _fill_struct_defaults(col: pa.ChunkedArray | pa.Array, struct: T.StructType, arrow_type: pa.StructType,
-                          where: str) -> pa.ChunkedArray | pa.Array:
+                          where: str, action: str) -> pa.ChunkedArray | pa.Array:
     """A struct column with the fields the data lacks filled in: their write default, else nulls (a required
     field without a default is refused). Fields are matched by name, at any depth of structs."""
     if not pa.types.is_struct(col.type):
@@ -95,21 +96,21 @@ def _fill_struct_defaults(col: pa.ChunkedArray | pa.Array, struct: T.StructType,
     given = {col.type.field(i).name for i in range(col.type.num_fields)}
     extra = given - {f.name for f in struct.fields}
     if extra:
-        raise ValidationError(f"Cannot append: field(s) {', '.join(map(repr, sorted(extra)))} of column {where!r} are "
+        raise ValidationError(f"Cannot {action}: field(s) {', '.join(map(repr, sorted(extra)))} of column {where!r} are "
                               "not in the table schema")
     if isinstance(col, pa.ChunkedArray):
-        return pa.chunked_array([_fill_struct_defaults(c, struct, arrow_type, where) for c in col.chunks],
+        return pa.chunked_array([_fill_struct_defaults(c, struct, arrow_type, where, action) for c in col.chunks],
                                 type=arrow_type if col.num_chunks == 0 else None)
     children = []
     for nf, af in zip(struct.fields, arrow_type):
         if nf.name not in given:
             if nf.required and nf.write_default is None:
-                raise ValidationError(f"Cannot append: required field {where}.{nf.name} is missing")
+                raise ValidationError(f"Cannot {action}: required field {where}.{nf.name} is missing")
             children.append(default_column(nf, af.type, len(col), nf.write_default))
             continue
         child = col.field(nf.name)
         if isinstance(nf.field_type, T.StructType):
-            child = _fill_struct_defaults(child, nf.field_type, af.type, f"{where}.{nf.name}")
+            child = _fill_struct_defaults(child, nf.field_type, af.type, f"{where}.{nf.name}", action)
         children.append(child)
     mask = col.is_null() if col.null_count else None
     return pa.StructArray.from_arrays(children, names=[af.name for af in arrow_type], mask=mask)
@@ -165,14 +166,15 @@ def split_by_partition(table: pa.Table, schema: Schema, spec: PartitionSpec) -> 
 
 
 def write_data_files(state: TableState, data: pa.Table, *, stage: Callable[[str], None] | None = None,
-                     io: FileIO = LOCAL_FILES, keep_lineage: bool = False) -> list[DataFile]:
+                     io: FileIO = LOCAL_FILES, keep_lineage: bool = False, action: str = "append") -> list[DataFile]:
     """Write ``data`` as Parquet data files of the table (one or more per partition) and describe them.
 
     :param keep_lineage: write the ``_row_id`` and ``_last_updated_sequence_number`` columns ``data`` carries (v3
         rows that keep their lineage; see :func:`conform`)
+    :param action: the operation writing them, as errors about the rows name it (``overwrite``, ``upsert``, ...)
     """
     schema, spec = state.schema, state.spec
-    table = conform(data, schema, keep_lineage=keep_lineage)
+    table = conform(data, schema, keep_lineage=keep_lineage, action=action)
     if not state.sort_order.is_unsorted:
         table = sort_table(table, state.sort_order, schema)
     files: list[DataFile] = []

@@ -88,6 +88,13 @@ class CorruptFileError(IcelogError):
         self.path = path
 
 
+class MissingFileError(CorruptFileError):
+    """A file that does not exist: a mistyped path, or a file deleted behind the table's back.
+
+    :param path: the file
+    """
+
+
 class StorageError(IcelogError):
     """A file could not be read, written or deleted for a reason outside the file itself: the store is
     unreachable, refuses the credentials, lacks the bucket, or answers errors. Nothing was committed.
@@ -117,12 +124,12 @@ class PublishFailed(StorageError):
 
 
 def storage_error(e: Exception, path: str) -> IcelogError:
-    """The engine error for a storage ``FileError``: a missing file is a :class:`CorruptFileError` (the table names
-    a file that is not there), anything else a :class:`StorageError`."""
+    """The engine error for a storage ``FileError``: a missing file is a :class:`MissingFileError` (the caller or
+    the table names a file that is not there), anything else a :class:`StorageError`."""
     from storage.errors import FileNotFound
 
     if isinstance(e, FileNotFound):
-        return CorruptFileError(f"Cannot read file: {path} does not exist", path=path)
+        return MissingFileError(f"Cannot read file: {path} does not exist", path=path)
     return StorageError(str(e), path=path)
 
 

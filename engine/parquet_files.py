@@ -115,6 +115,32 @@ def carries_field_ids(path: str, *, io: FileIO = LOCAL_FILES) -> bool:
                                path=path) from e
 
 
+def read_parquet_rows(path: str, *, io: FileIO = LOCAL_FILES) -> pa.Table:
+    """The rows of a Parquet file given as input (the rows of an overwrite, the keys of a delete), or a typed error
+    naming it: :class:`~engine.errors.MissingFileError` when there is no such file, ``CorruptFileError`` when it is
+    not Parquet, ``StorageError`` when it cannot be read (a folder, say). A folder is never read as a dataset."""
+    refuse_catalog_database(path)
+    try:
+        with io.open_input(path) as source:
+            return pq.read_table(source)
+    except FileError as e:
+        raise storage_error(e, path) from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptFileError(f"Cannot read {path}: not a readable Parquet file ({e})", path=path) from e
+
+
+def read_parquet_schema(path: str, *, io: FileIO = LOCAL_FILES) -> pa.Schema:
+    """The Arrow schema of a Parquet file given as input, with :func:`read_parquet_rows`'s errors."""
+    refuse_catalog_database(path)
+    try:
+        with io.open_input(path) as source:
+            return pq.read_schema(source)
+    except FileError as e:
+        raise storage_error(e, path) from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptFileError(f"Cannot read {path}: not a readable Parquet file ({e})", path=path) from e
+
+
 def parse_metrics_mode(text: str | None, fallback: str) -> str:
     """A metrics mode in its normal spelling (``none``, ``counts``, ``full``, ``truncate(N)`` with N > 0, any
     case), or ``fallback`` when ``text`` is None or not a valid mode (Java's MetricsConfig logs and ignores it)."""

@@ -22,6 +22,17 @@ DEFAULT_WAREHOUSE = "warehouse"
 CREATING_COMMANDS = ("create-namespace", "create-table", "register", "serve", "demo")
 
 
+#: commands that change a catalog or a table: each prints one line saying what changed, or with --json one JSON
+#: object holding the same facts
+CHANGING_COMMANDS = (
+    "create-namespace", "create-table", "append", "register", "rename-table", "drop-table", "publish", "delete",
+    "overwrite", "dynamic-overwrite", "upsert", "delete-by-key", "compact", "rewrite-manifests", "add-column",
+    "drop-column", "rename-column", "update-column", "add-partition-field", "remove-partition-field",
+    "rename-partition-field", "set-sort-order", "set-properties", "remove-properties", "upgrade-format-version",
+    "create-branch", "create-tag", "remove-branch", "remove-tag", "rollback", "set-current-snapshot", "cherrypick",
+    "fast-forward", "expire-snapshots", "remove-orphan-files")
+
+
 def _catalog(args: argparse.Namespace) -> Any:
     from engine import Catalog
     from engine.errors import ValidationError
@@ -64,52 +75,65 @@ def _time(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _tell(args: argparse.Namespace, report: Any) -> None:
+    """Print a command's report: its line, or with ``--json`` its facts as one JSON object."""
+    print(json.dumps(report.facts) if getattr(args, "json", False) else report.line)
+
+
+def _change(args: argparse.Namespace, cat: Any, change: Callable[[Any], Any]) -> Any:
+    """Run ``change(table)`` on the table the command names and tell what it changed; returns what it returned."""
+    from tools.change_report import describe_change
+
+    table = _table(args, cat)
+    before = table.state
+    result = change(table)
+    _tell(args, describe_change(args.command, args.table, before, table.state))
+    return result
+
+
 def cmd_create_namespace(args: argparse.Namespace) -> None:
+    from tools.change_report import ChangeReport
+
     with _catalog(args) as cat:
         cat.create_namespace(args.namespace)
-        print(f"created namespace {args.namespace}")
+        _tell(args, ChangeReport(line=f"created namespace {args.namespace}",
+                                 facts={"command": args.command, "namespace": args.namespace}))
 
 
 def cmd_create_table(args: argparse.Namespace) -> None:
-    import pyarrow.parquet as pq
-
     from engine.errors import ValidationError
     from engine.model.schema import Schema
+    from engine.parquet_files import read_parquet_schema
+    from tools.change_report import describe_change
 
-    if args.schema_from:
-        try:
-            schema: Any = pq.read_schema(args.schema_from)
-        except (OSError, Exception) as e:  # pyarrow raises several types for unreadable files
-            from engine.errors import CorruptFileError
-            raise CorruptFileError(f"Cannot read schema: {args.schema_from} is not a readable Parquet file ({e})",
-                                   path=args.schema_from) from e
-    elif args.schema:
+    schema: Any = None
+    if args.schema and not args.schema_from:
         try:
             schema = Schema.from_json(json.loads(args.schema))
         except json.JSONDecodeError as e:
             raise ValidationError(f"Cannot parse --schema: {e}") from e
-    else:
+    elif not args.schema_from:
         raise ValidationError("Cannot create table: give --schema JSON or --schema-from FILE.parquet")
     props = dict(p.split("=", 1) for p in args.property or [])
     with _catalog(args) as cat:
+        if args.schema_from:
+            schema = read_parquet_schema(args.schema_from, io=cat.io)
         t = cat.create_table(args.table, schema=schema, partition_by=args.partition_by or None, properties=props,
                              format_version=args.format_version, location=args.location)
-        print(f"created table {args.table} at {t.location}")
+        _tell(args, describe_change(args.command, args.table, None, t.state))
 
 
 def cmd_append(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        snap = cat.load_table(args.table).append_files(args.files)
-        if snap is None:
-            print("nothing to append")
-        else:
-            print(f"snapshot {snap.snapshot_id}: added {snap.summary_value('added-data-files')} file(s), "
-                  f"{snap.summary_value('added-records')} record(s)")
+        _change(args, cat, lambda t: t.append_files(args.files))
 
 
 def cmd_register(args: argparse.Namespace) -> None:
+    import attrs
+
     from engine.errors import ValidationError
     from engine.register import register_table
+    from tools.change_report import describe_change
 
     relocate = {}
     for rule in args.relocate or []:
@@ -120,22 +144,37 @@ def cmd_register(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
         t = register_table(cat, args.table, args.metadata_location, relocate=relocate or None,
                            location=args.location)
-        print(f"registered {args.table}: {len(t.snapshots())} snapshot(s), metadata at {t.metadata_location}")
-        for note in t.import_notes:
-            print(f"note: {note}")
+        report = describe_change(args.command, args.table, None, t.state, metadata_location=t.metadata_location,
+                                 notes=list(t.import_notes))
+        if not args.json:
+            report = attrs.evolve(report, line="\n".join([
+                f"registered {args.table}: {len(t.snapshots())} snapshot(s), metadata at {t.metadata_location}",
+                *(f"note: {note}" for note in t.import_notes)]))
+        _tell(args, report)
 
 
 def cmd_rename_table(args: argparse.Namespace) -> None:
+    from tools.change_report import ChangeReport
+
     with _catalog(args) as cat:
         cat.rename_table(args.table, args.new_name)
-        print(f"renamed {args.table} to {args.new_name}")
+        _tell(args, ChangeReport(line=f"rename-table {args.table}: renamed to {args.new_name}",
+                                 facts={"command": args.command, "table": args.table, "new_name": args.new_name}))
 
 
 def cmd_drop_table(args: argparse.Namespace) -> None:
+    import attrs
+
+    from tools.change_report import describe_change
+
     with _catalog(args) as cat:
+        before = _table(args, cat).state
         deleted = cat.drop_table(args.table, purge=args.purge or args.delete_external_files,
                                  delete_external_files=args.delete_external_files)
-        print(f"dropped {args.table}" + (f" and deleted {len(deleted)} file(s)" if deleted else ""))
+        report = describe_change(args.command, args.table, before, None, files_deleted=len(deleted or ()))
+        if deleted:
+            report = attrs.evolve(report, line=f"{report.line}; deleted {len(deleted)} file(s)")
+        _tell(args, report)
 
 
 def cmd_tables(args: argparse.Namespace) -> None:
@@ -162,12 +201,6 @@ def cmd_log(args: argparse.Namespace) -> None:
                   f"{e.commit_id}\t{summary}")
 
 
-#: snapshot summary keys shown by `icelog log`, and how
-_SUMMARY_SHOWN = (("added-data-files", "+{} data files"), ("deleted-data-files", "-{} data files"),
-                  ("added-delete-files", "+{} delete files"), ("removed-delete-files", "-{} delete files"),
-                  ("added-records", "+{} rows"), ("deleted-records", "-{} rows"))
-
-
 def _event_summary(event_type: str, payload: str) -> tuple[str, str]:
     """An event's operation (for a snapshot) and a one-line summary of what it changed."""
     try:
@@ -175,10 +208,11 @@ def _event_summary(event_type: str, payload: str) -> tuple[str, str]:
     except ValueError:
         return "", ""
     if event_type == "add-snapshot":
-        summary = dict(body.get("summary") or [])
-        shown = [text.format(summary[key]) for key, text in _SUMMARY_SHOWN if summary.get(key, "0") != "0"]
+        from tools.change_report import summary_counts
+
+        shown = summary_counts(body.get("summary") or [])[1]
         branch = body.get("branch", "main")
-        return str(body.get("operation", "")), ", ".join(shown) + ("" if branch == "main" else f" on {branch}")
+        return str(body.get("operation", "")), shown + ("" if branch == "main" else f" on {branch}")
     keys = [k for k in ("updates", "removals", "name", "schema-id", "spec-id") if k in body]
     return "", "; ".join(f"{k}={json.dumps(body[k], sort_keys=True)[:60]}" for k in keys)
 
@@ -254,38 +288,31 @@ def cmd_publish(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
         tables = [cat.load_table(args.table)] if args.table else [
             cat.load_table(e.namespace + (e.name,)) for e in cat.store.catalog().tables]
+        told = []
         for table in tables:
             name = ".".join(table.identifier)
             before = cat.projector.published_version(table.uuid)
             published = table.publish()
+            told.append({"table": name, "published_from": None if published is None else before + 1,
+                         "published_to": None if published is None else table.state.version,
+                         "metadata_location": published})
+            if args.json:
+                continue
             if published is None:
                 print(f"{name}: up to date at version {before}")
             else:
                 print(f"{name}: published versions {before + 1}..{table.state.version} ({published})")
+        if args.json:
+            print(json.dumps({"command": args.command, "tables": told}))
 
 
-def _read_parquet(paths: Sequence[str]) -> Any:
+def _read_parquet(cat: Any, paths: Sequence[str]) -> Any:
+    """The rows of the Parquet files a command was given, as one Arrow table."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from engine.errors import CorruptFileError
+    from engine.parquet_files import read_parquet_rows
 
-    tables = []
-    for p in paths:
-        try:
-            tables.append(pq.read_table(p))
-        except (OSError, pa.ArrowInvalid) as e:
-            raise CorruptFileError(f"Cannot read {p}: not a readable Parquet file ({e})", path=p) from e
-    return pa.concat_tables(tables, promote_options="default")
-
-
-def _report(snap: Any, what: str) -> None:
-    if snap is None:
-        print(f"{what}: nothing to change")
-    else:
-        print(f"{what}: snapshot {snap.snapshot_id} ({snap.operation}), "
-              f"total {snap.summary_value('total-records')} record(s) in {snap.summary_value('total-data-files')} "
-              f"data file(s)")
+    return pa.concat_tables([read_parquet_rows(p, io=cat.io) for p in paths], promote_options="default")
 
 
 def _table(args: argparse.Namespace, cat: Any) -> Any:
@@ -294,43 +321,47 @@ def _table(args: argparse.Namespace, cat: Any) -> Any:
 
 def cmd_delete(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _report(_table(args, cat).delete(args.where, branch=args.branch), "delete")
+        _change(args, cat, lambda t: t.delete(args.where, branch=args.branch))
 
 
 def cmd_overwrite(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _report(_table(args, cat).overwrite(_read_parquet(args.files), where=args.where, branch=args.branch),
-                "overwrite")
+        rows = _read_parquet(cat, args.files)
+        _change(args, cat, lambda t: t.overwrite(rows, where=args.where, branch=args.branch))
 
 
 def cmd_dynamic_overwrite(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _report(_table(args, cat).dynamic_overwrite(_read_parquet(args.files), branch=args.branch),
-                "dynamic overwrite")
+        rows = _read_parquet(cat, args.files)
+        _change(args, cat, lambda t: t.dynamic_overwrite(rows, branch=args.branch))
 
 
 def cmd_upsert(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _report(_table(args, cat).upsert(_read_parquet(args.files), args.key, branch=args.branch), "upsert")
+        rows = _read_parquet(cat, args.files)
+        _change(args, cat, lambda t: t.upsert(rows, args.key, branch=args.branch))
 
 
 def cmd_delete_by_key(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _report(_table(args, cat).delete_by_key(_read_parquet(args.files), args.key, branch=args.branch),
-                "delete by key")
+        keys = _read_parquet(cat, args.files)
+        _change(args, cat, lambda t: t.delete_by_key(keys, args.key, branch=args.branch))
 
 
 def cmd_compact(args: argparse.Namespace) -> None:
+    from tools.progress import progress_bar
+
     with _catalog(args) as cat:
-        snap = _table(args, cat).rewrite_data_files(
-            where=args.where, strategy=args.strategy, sort_order=args.sort_by or None,
-            zorder_columns=args.zorder_by or None, target_file_size_bytes=args.target_file_size)
-        _report(snap, f"compaction ({args.strategy})")
+        with progress_bar(f"compact {args.table}") as progress:
+            _change(args, cat, lambda t: t.rewrite_data_files(
+                where=args.where, strategy=args.strategy, sort_order=args.sort_by or None,
+                zorder_columns=args.zorder_by or None, target_file_size_bytes=args.target_file_size,
+                progress=progress))
 
 
 def cmd_rewrite_manifests(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _report(_table(args, cat).rewrite_manifests(), "rewrite manifests")
+        _change(args, cat, lambda t: t.rewrite_manifests())
 
 
 def cmd_add_column(args: argparse.Namespace) -> None:
@@ -345,28 +376,25 @@ def cmd_add_column(args: argparse.Namespace) -> None:
             except ValueError as e:
                 raise ValidationError(f"Cannot add column {args.name}: --default must be a JSON value such as 0, "
                                       f"1.5, true or '\"text\"', not {args.default!r}") from e
-        _table(args, cat).update_schema(allow_incompatible_changes=args.allow_incompatible_changes).add_column(
-            path, args.type, doc=args.doc, required=args.required, default=default).commit()
-        print(f"added column {args.name} {args.type}")
+        _change(args, cat, lambda t: t.update_schema(
+            allow_incompatible_changes=args.allow_incompatible_changes).add_column(
+            path, args.type, doc=args.doc, required=args.required, default=default).commit())
 
 
 def cmd_drop_column(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _table(args, cat).update_schema().delete_column(args.name).commit()
-        print(f"dropped column {args.name}")
+        _change(args, cat, lambda t: t.update_schema().delete_column(args.name).commit())
 
 
 def cmd_rename_column(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _table(args, cat).update_schema().rename_column(args.name, args.new_name).commit()
-        print(f"renamed column {args.name} to {args.new_name}")
+        _change(args, cat, lambda t: t.update_schema().rename_column(args.name, args.new_name).commit())
 
 
 def cmd_update_column(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _table(args, cat).update_schema().update_column(
-            args.name, field_type=args.type, required=False if args.optional else None, doc=args.doc).commit()
-        print(f"updated column {args.name}")
+        _change(args, cat, lambda t: t.update_schema().update_column(
+            args.name, field_type=args.type, required=False if args.optional else None, doc=args.doc).commit())
 
 
 def cmd_add_partition_field(args: argparse.Namespace) -> None:
@@ -374,33 +402,32 @@ def cmd_add_partition_field(args: argparse.Namespace) -> None:
 
     with _catalog(args) as cat:
         transform, column = parse_partition_term(args.term)
-        _table(args, cat).update_spec().add_field(column, transform, args.name).commit()
-        print(f"added partition field {args.term}")
+        _change(args, cat, lambda t: t.update_spec().add_field(column, transform, args.name).commit())
 
 
 def cmd_remove_partition_field(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _table(args, cat).update_spec().remove_field(args.name).commit()
-        print(f"removed partition field {args.name}")
+        _change(args, cat, lambda t: t.update_spec().remove_field(args.name).commit())
 
 
 def cmd_rename_partition_field(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _table(args, cat).update_spec().rename_field(args.name, args.new_name).commit()
-        print(f"renamed partition field {args.name} to {args.new_name}")
+        _change(args, cat, lambda t: t.update_spec().rename_field(args.name, args.new_name).commit())
 
 
 def cmd_set_sort_order(args: argparse.Namespace) -> None:
     from engine.model.sort_order import SortDirection, parse_sort_term
 
-    with _catalog(args) as cat:
-        update = _table(args, cat).replace_sort_order()
+    def replace(table: Any) -> None:
+        update = table.replace_sort_order()
         for term in args.terms:
             transform, column, direction, null_order = parse_sort_term(term)
             add = update.asc if direction == SortDirection.ASC else update.desc
             add(column, transform, null_order) if null_order is not None else add(column, transform)
         update.commit()
-        print(f"sort order: {', '.join(args.terms) or 'unsorted'}")
+
+    with _catalog(args) as cat:
+        _change(args, cat, replace)
 
 
 def cmd_set_properties(args: argparse.Namespace) -> None:
@@ -410,42 +437,39 @@ def cmd_set_properties(args: argparse.Namespace) -> None:
     if any(len(p) != 2 for p in pairs):
         raise ValidationError("Cannot set properties: give them as key=value")
     with _catalog(args) as cat:
-        _table(args, cat).set_properties(dict(pairs))  # type: ignore[arg-type]
-        print(f"set {len(pairs)} propert{'y' if len(pairs) == 1 else 'ies'}")
+        _change(args, cat, lambda t: t.set_properties(dict(pairs)))  # type: ignore[arg-type]
 
 
 def cmd_remove_properties(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _table(args, cat).remove_properties(*args.keys)
-        print(f"removed {', '.join(args.keys)}")
+        _change(args, cat, lambda t: t.remove_properties(*args.keys))
 
 
 def cmd_upgrade_format_version(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
-        _table(args, cat).upgrade_format_version(args.version)
-        print(f"format version {args.version}")
+        _change(args, cat, lambda t: t.upgrade_format_version(args.version))
 
 
-def _snapshots(args: argparse.Namespace, action: Callable[[Any], Any], what: str) -> None:
-    with _catalog(args) as cat:
-        t = _table(args, cat)
-        builder = t.manage_snapshots()
+def _snapshots(args: argparse.Namespace, action: Callable[[Any], Any]) -> None:
+    def manage(table: Any) -> None:
+        builder = table.manage_snapshots()
         action(builder)
         builder.commit()
-        current = t.current_snapshot()
-        print(f"{what}; main is at {current.snapshot_id if current else None}")
+
+    with _catalog(args) as cat:
+        _change(args, cat, manage)
 
 
 def cmd_create_branch(args: argparse.Namespace) -> None:
     def act(b: Any) -> None:
         b.create_branch(args.snapshot_id or _current_id(b), args.name)
-    _snapshots(args, act, f"created branch {args.name}")
+    _snapshots(args, act)
 
 
 def cmd_create_tag(args: argparse.Namespace) -> None:
     def act(b: Any) -> None:
         b.create_tag(args.snapshot_id or _current_id(b), args.name)
-    _snapshots(args, act, f"created tag {args.name}")
+    _snapshots(args, act)
 
 
 def _current_id(builder: Any) -> int:
@@ -458,33 +482,38 @@ def _current_id(builder: Any) -> int:
 
 
 def cmd_remove_branch(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.remove_branch(args.name), f"removed branch {args.name}")
+    _snapshots(args, lambda b: b.remove_branch(args.name))
 
 
 def cmd_remove_tag(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.remove_tag(args.name), f"removed tag {args.name}")
+    _snapshots(args, lambda b: b.remove_tag(args.name))
 
 
 def cmd_rollback(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.rollback_to_snapshot(args.snapshot_id), f"rolled back to {args.snapshot_id}")
+    _snapshots(args, lambda b: b.rollback_to_snapshot(args.snapshot_id))
 
 
 def cmd_set_current_snapshot(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.set_current_snapshot(args.snapshot_id), f"current snapshot {args.snapshot_id}")
+    _snapshots(args, lambda b: b.set_current_snapshot(args.snapshot_id))
 
 
 def cmd_cherrypick(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.cherrypick_snapshot(args.snapshot_id), f"cherry-picked {args.snapshot_id}")
+    _snapshots(args, lambda b: b.cherrypick_snapshot(args.snapshot_id))
 
 
 def cmd_fast_forward(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.fast_forward(args.branch_name, args.to), f"fast-forwarded {args.branch_name}")
+    _snapshots(args, lambda b: b.fast_forward(args.branch_name, args.to))
 
 
 def cmd_expire_snapshots(args: argparse.Namespace) -> None:
+    from tools.progress import progress_bar
+
     with _catalog(args) as cat:
-        result = _table(args, cat).expire_snapshots(older_than_ms=args.older_than_ms, retain_last=args.retain_last,
-                                                    delete_external_files=args.delete_external_files)
+        with progress_bar(f"expire {args.table}") as progress:
+            result = _table(args, cat).expire_snapshots(older_than_ms=args.older_than_ms,
+                                                        retain_last=args.retain_last,
+                                                        delete_external_files=args.delete_external_files,
+                                                        progress=progress)
         if args.json:
             print(json.dumps({"expired_snapshot_ids": list(result.expired_snapshot_ids),
                               "removed_refs": list(result.removed_refs),
@@ -506,15 +535,24 @@ def cmd_expire_snapshots(args: argparse.Namespace) -> None:
 def cmd_remove_orphan_files(args: argparse.Namespace) -> None:
     with _catalog(args) as cat:
         removed = _table(args, cat).remove_orphan_files(older_than_ms=args.older_than_ms)
+        if args.json:
+            print(json.dumps({"command": args.command, "table": args.table, "files_deleted": len(removed),
+                              "deleted_files": removed}))
+            return
         for path in removed:
             print(path)
-        print(f"removed {len(removed)} orphan file(s)", file=sys.stderr)
+        print(f"remove-orphan-files {args.table}: deleted {len(removed)} orphan file(s)", file=sys.stderr)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
+    from engine.errors import ValidationError
     from tools.demo import run_demo
 
-    run_demo(args.warehouse_dir or "warehouse", rows=args.rows, s3=args.s3, properties=_properties(args) or None)
+    folder = args.warehouse_dir or args.warehouse
+    if "://" in folder:
+        raise ValidationError(f"Cannot run the demo in {folder}: --warehouse must be a local folder (the demo "
+                              f"keeps its log there); run it on S3 with --s3 s3://BUCKET/PREFIX")
+    run_demo(folder, rows=args.rows, s3=args.s3, properties=_properties(args) or None)
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -573,6 +611,9 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name: str, func: Callable[[argparse.Namespace], None], help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text, parents=[anywhere])
         p.set_defaults(func=func)
+        if name in CHANGING_COMMANDS:
+            p.add_argument("--json", action="store_true",
+                           help="print what changed as one JSON object instead of one line")
         return p
 
     p = add("create-namespace", cmd_create_namespace, "Create a namespace.")
@@ -721,7 +762,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retain-last", type=int)
     p.add_argument("--delete-external-files", action="store_true",
                    help="also delete unreachable files outside the table location (appended in place)")
-    p.add_argument("--json", action="store_true", help="print what was expired and deleted as JSON")
     p = table_cmd("remove-orphan-files", cmd_remove_orphan_files, "Delete files under the table no snapshot uses.")
     p.add_argument("--older-than-ms", type=int)
     p = add("serve", cmd_serve, "Run the Iceberg REST catalog server over the warehouse (Spark type=rest).")
@@ -731,12 +771,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body-bytes", type=_positive_int, default=4 << 20,
                    help="the largest request body accepted; larger ones get 413 (default 4194304, 4 MiB)")
     p = add("demo", cmd_demo, "Run the main job: a PySpark pipeline committing through icelog's REST catalog.")
-    p.add_argument("--warehouse-dir", help="where the demo warehouse goes (default ./warehouse)")
+    p.add_argument("--warehouse-dir", help="where the demo warehouse goes (default: --warehouse, ./warehouse)")
     p.add_argument("--rows", type=int, default=200_000, help="events ingested for the day (default 200000)")
     p.add_argument("--s3", nargs="?", const="loopback", metavar="s3://BUCKET/PREFIX",
                    help="run on S3: a loopback S3 server the demo starts and stops (no value), or a real bucket "
                         "(reached with --property s3.* or the AWS_* variables); the log stays in --warehouse-dir")
-    p = add("bench", cmd_bench, "Run the benchmarks and print JSON.")
+    # everything after `bench` goes to tools.bench's own parser (one parser: `icelog bench --help` shows its
+    # options); "+" as this parser's only prefix makes --sizes and --help plain words it passes on
+    bench_help = "Run the benchmarks and print JSON (icelog bench --help lists the options)."
+    p = sub.add_parser("bench", help=bench_help, description=bench_help, prefix_chars="+", add_help=False)
+    p.set_defaults(func=cmd_bench)
     p.add_argument("bench_args", nargs=argparse.REMAINDER)
     return parser
 

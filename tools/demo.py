@@ -44,7 +44,7 @@ def fresh_warehouse(warehouse: str) -> str:
     if os.path.exists(os.path.join(warehouse, MARKER)):
         shutil.rmtree(warehouse)
     elif os.path.exists(warehouse) and os.listdir(warehouse):
-        raise SystemExit(f"icelog demo: {warehouse} exists and is not a demo warehouse; pass --warehouse-dir")
+        raise SystemExit(f"icelog demo: {warehouse} exists and is not a demo warehouse; pass another --warehouse")
     os.makedirs(warehouse, exist_ok=True)
     open(os.path.join(warehouse, MARKER), "w").close()
     return warehouse

@@ -350,8 +350,11 @@ def local_session(
     os.environ["PYTHONPATH"] = _python_path()  # local mode: the workers inherit the JVM's environment
     # PySpark takes the workers' interpreter from this variable when the context starts (not from the conf)
     os.environ["PYSPARK_PYTHON"] = previous["PYSPARK_PYTHON"] or sys.executable
+    from tools.progress import waiting
+
     try:
-        session = builder.getOrCreate()
+        with waiting("starting Spark"):  # a bar on stderr only when it is a terminal and the start is slow
+            session = builder.getOrCreate()
     finally:
         for key, value in previous.items():
             if value is None:

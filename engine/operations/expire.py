@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import attrs
 
@@ -199,7 +199,8 @@ def projection_files(table: Table, state: TableState) -> set[str] | None:
 
 
 def expire_snapshots(table: Table, older_than_ms: int | None = None, retain_last: int | None = None, *,
-                     delete_external_files: bool = False) -> ExpireResult:
+                     delete_external_files: bool = False,
+                     progress: Callable[[int, int], None] | None = None) -> ExpireResult:
     """Expire snapshots per the table's retention settings and delete the files only they reached.
 
     One commit removes the expired snapshots and the aged-out refs (nothing is committed when nothing expires);
@@ -213,6 +214,8 @@ def expire_snapshots(table: Table, older_than_ms: int | None = None, retain_last
         ``history.expire.min-snapshots-to-keep``, 1); a branch's own ``min-snapshots-to-keep`` takes precedence
     :param delete_external_files: also delete unreachable files outside the table location (``append_files``
         in place); without it they stay, and files under another table's location always stay
+    :param progress: called with (data and delete files checked, files the expired snapshots reached) as it
+        deletes the unreachable ones
     :raises ValidationError: ``gc.enabled`` is false, or ``retain_last`` is below 1
     """
     if retain_last is not None and retain_last < 1:
@@ -246,9 +249,14 @@ def expire_snapshots(table: Table, older_than_ms: int | None = None, retain_last
         lineage = lineage_state(store, state)
         current = {s.snapshot_id for s in state.snapshots}
         reachable = reachable_files(store, lineage, current)
-        for path, f in sorted(reachable_files(store, lineage, expired).items()):
+        candidates = sorted(reachable_files(store, lineage, expired).items())
+        for checked, (path, f) in enumerate(candidates):
+            if progress is not None:
+                progress(checked, len(candidates))
             if path not in reachable and owned.may_delete(path, external=delete_external_files) and _delete(io, path):
                 (deleted_data if f.content == DataFileContent.DATA else deleted_deletes).append(path)
+        if progress is not None:
+            progress(len(candidates), len(candidates))
 
         kept, complete = _manifest_paths(index, state.table_uuid, current)
         if complete:  # else a snapshot was never projected: its manifests are unknown, so keep them all

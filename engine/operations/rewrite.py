@@ -330,12 +330,14 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
                  sort_order: Any = None, zorder_columns: Sequence[str] | None = None,
                  target_file_size_bytes: int | None = None,
                  stage: Callable[[str], None] | None = None, branch: str = MAIN_BRANCH,
-                 options: Mapping[str, Any] | None = None, io: FileIO = LOCAL_FILES) -> RewritePlan | None:
+                 options: Mapping[str, Any] | None = None, io: FileIO = LOCAL_FILES,
+                 progress: Callable[[int, int], None] | None = None) -> RewritePlan | None:
     """Read and rewrite the files to compact (staged, not committed); None when there is nothing to do.
 
     :param store: the catalog's state store
     :param state: the table state to compact (the head of ``branch``)
     :param options: Java's rewrite options; ``use-starting-sequence-number`` (default true)
+    :param progress: called with (files rewritten, files to rewrite) before the first group and after each
     :raises ValidationError: for a bad strategy, sort order, Z-order column, target size, filter or option
     """
     if strategy not in STRATEGIES:
@@ -372,16 +374,21 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
     schema = state.schema
     added: list[DataFile] = []
     rewritten: list[FileScanTask] = []
+    total = sum(len(g.tasks) for g in groups)
+    if progress is not None:
+        progress(0, total)
     for group in groups:
         # v3: rows keep their _row_id and _last_updated_sequence_number in the files they move to
         lineage = state.format_version >= 3
         parts = [read_data_file(t.file, schema, deletes=t.deletes, name_mapping_entries=mapping, loader=loader,
                                 with_lineage=lineage, data_sequence_number=t.data_sequence_number)
                  for t in group.tasks]
-        rows = conform(pa.concat_tables(parts), schema, keep_lineage=lineage)
+        rows = conform(pa.concat_tables(parts), schema, keep_lineage=lineage, action=_ACTION)
         rows = _order_rows(rows, writer, strategy, order, columns)
         added += _write_group(writer, group, rows, stage, io)
         rewritten += group.tasks
+        if progress is not None:
+            progress(len(rewritten), total)
     repartitioned = tuple(t.file for g in groups if g.spec_id is None for t in g.tasks)
     return RewritePlan(start_snapshot_id=snapshot.snapshot_id, rewritten=tuple(t.file for t in rewritten),
                        dropped_deletes=tuple(droppable_deletes(all_tasks, rewritten, io=io)), added=tuple(added),
@@ -439,7 +446,8 @@ def commit_rewrite(table: Any, plan: RewritePlan | None, branch: str = MAIN_BRAN
 def rewrite_data_files(table: Any, where: str | None = None, strategy: str = BINPACK, sort_order: Any = None,
                        zorder_columns: Sequence[str] | None = None,
                        target_file_size_bytes: int | None = None, branch: str = MAIN_BRANCH,
-                       options: Mapping[str, Any] | None = None) -> Snapshot | None:
+                       options: Mapping[str, Any] | None = None,
+                       progress: Callable[[int, int], None] | None = None) -> Snapshot | None:
     """Compact the live data files of the head of ``branch`` that might match ``where``, as one ``replace``
     snapshot; None when there is nothing to rewrite.
 
@@ -460,6 +468,7 @@ def rewrite_data_files(table: Any, where: str | None = None, strategy: str = BIN
     :param options: Java's option names: ``use-starting-sequence-number`` (default ``"true"``) gives the new files
         the data sequence number of the snapshot the compaction started from, so equality deletes committed
         meanwhile still apply to them and do not conflict
+    :param progress: called with (files rewritten, files to rewrite) as the compaction reads and writes them
     :raises ValidationError: for bad arguments
     :raises ValidationConflict: a concurrent commit removed a file it rewrites or added deletes for one that would
         not reach the new files
@@ -469,7 +478,8 @@ def rewrite_data_files(table: Any, where: str | None = None, strategy: str = BIN
     with table.removing_written_on_failure():
         plan = plan_rewrite(table.catalog.store, table.state, where=where, strategy=strategy, sort_order=sort_order,
                             zorder_columns=zorder_columns, target_file_size_bytes=target_file_size_bytes,
-                            stage=table.stage_file, branch=branch, options=options, io=table.catalog.io)
+                            stage=table.stage_file, branch=branch, options=options, io=table.catalog.io,
+                            progress=progress)
         return commit_rewrite(table, plan, branch)
 
 

@@ -192,19 +192,23 @@ def bind_filter(state: TableState, where: str | None) -> Any:
     return bind(parse_expression(where), state.schema)
 
 
+#: how errors of a dynamic overwrite name it
+DYNAMIC_OVERWRITE = "dynamic overwrite"
+
+
 def plan_dynamic_overwrite(store: StateStore, state: TableState, data: pa.Table, start_snapshot_id: int | None,
                            *, stage: Callable[[str], None] | None = None, io: FileIO = LOCAL_FILES
                            ) -> tuple[RowChanges, list[DataFile]]:
     """Replace exactly the partitions (of the current spec) present in ``data``."""
     spec = state.spec
     if spec.is_unpartitioned:
-        files = write_data_files(state, data, stage=stage, io=io)
+        files = write_data_files(state, data, stage=stage, io=io, action=DYNAMIC_OVERWRITE)
         live = [e.file for e in store.live_entries(state, start_snapshot_id) if e.file.content == DataFileContent.DATA]
         return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(live), touched=tuple(live),
                           partitions=frozenset({(spec.spec_id, ())})), files
-    table = conform(data, state.schema)
+    table = conform(data, state.schema, action=DYNAMIC_OVERWRITE)
     partitions = {values for values, _ in split_by_partition(table, state.schema, spec)}
-    files = write_data_files(state, data, stage=stage, io=io)
+    files = write_data_files(state, data, stage=stage, io=io, action=DYNAMIC_OVERWRITE)
     removed = [e.file for e in store.live_entries(state, start_snapshot_id)
                if e.file.content == DataFileContent.DATA and e.file.spec_id == spec.spec_id
                and e.file.partition in partitions]

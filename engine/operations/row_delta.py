@@ -369,11 +369,14 @@ class RowDelta(PendingUpdate):
 
     :param table: the table handle
     :param branch: the branch to commit to
+    :param action: the operation committing it, as its errors name it (default "commit row delta")
     """
 
-    def __init__(self, table: Any, *, branch: str = MAIN_BRANCH) -> None:
+    def __init__(self, table: Any, *, branch: str = MAIN_BRANCH, action: str = "commit row delta") -> None:
         super().__init__(table)
         self.branch = branch
+        #: the operation committing this delta, as its errors name it (``upsert``, ``delete by key``)
+        self.action = action
         self._state: TableState = table.state
         ref = self._state.ref(branch)
         self._read_snapshot_id: int | None = ref.snapshot_id if ref is not None else None
@@ -444,7 +447,7 @@ class RowDelta(PendingUpdate):
         """Write ``data`` as data files of the table (one or more per partition) and add them."""
         with self._table.tracking_written(self._written):
             self._data += write_data_files(self._state, data, stage=self._table.stage_file,
-                                           io=self._table.catalog.io)
+                                           io=self._table.catalog.io, action=self.action)
         return self
 
     def add_data_files(self, files: Iterable[DataFile]) -> RowDelta:
@@ -589,7 +592,7 @@ class RowDelta(PendingUpdate):
         return self
 
     def _validate(self, base: TableState, head: int | None, staged_on_version: int | None) -> None:
-        action = "commit row delta"
+        action = self.action
         start = self._validate_from
         if start is not None and head != start:
             head_snap = base.snapshot_by_id(head) if head is not None else None
@@ -725,9 +728,9 @@ def delete_by_key(table: Any, keys: pa.Table, key_columns: Sequence[str], *,
     :raises ValidationConflict: a data file that might hold one of the keys landed meanwhile and
         ``write.delete.isolation-level`` is serializable (the default)
     """
-    delta = RowDelta(table, branch=branch)
+    delta = RowDelta(table, branch=branch, action="delete by key")
     with _discarding_on_failure(delta):
-        delta._delete_keys(keys, key_columns, action="delete by key", fallback=True, isolation_for="delete")
+        delta._delete_keys(keys, key_columns, action=delta.action, fallback=True, isolation_for="delete")
         if not delta._deletes:
             return None
         return _committed_snapshot(delta)
@@ -746,16 +749,16 @@ def upsert(table: Any, data: pa.Table, key_columns: Sequence[str], *, branch: st
     :raises ValidationConflict: a data file that might hold one of the keys landed meanwhile and
         ``write.update.isolation-level`` is serializable (the default)
     """
-    delta = RowDelta(table, branch=branch)
+    delta = RowDelta(table, branch=branch, action="upsert")
     with _discarding_on_failure(delta):
         return _upsert(table, delta, data, key_columns)
 
 
 def _upsert(table: Any, delta: RowDelta, data: pa.Table, key_columns: Sequence[str]) -> Snapshot | None:
-    action = "upsert"
+    action = delta.action
     state = delta.state
     fields = key_fields(state.schema, key_columns, action)
-    rows = conform(data, state.schema)
+    rows = conform(data, state.schema, action=action)
     if rows.num_rows == 0:
         return None
     keys = rows.select([f.name for f in fields])
@@ -776,7 +779,8 @@ def _upsert(table: Any, delta: RowDelta, data: pa.Table, key_columns: Sequence[s
     rows = rows.append_column(lineage_field(ROW_ID_COLUMN), _replaced_row_ids(rows, names, planned.row_ids)) \
         .append_column(lineage_field(LAST_UPDATED_SEQUENCE_NUMBER_COLUMN), pa.nulls(rows.num_rows, pa.int64()))
     with table.tracking_written(delta._written):
-        delta._data += write_data_files(state, rows, keep_lineage=True, stage=table.stage_file, io=table.catalog.io)
+        delta._data += write_data_files(state, rows, keep_lineage=True, stage=table.stage_file, io=table.catalog.io,
+                                        action=action)
     return _committed_snapshot(delta)
 
 

@@ -39,9 +39,9 @@ def test_cli_end_to_end(tmp_path, capsys, data_file, second_file):
     wh = str(tmp_path / "wh")
     assert run(capsys, "--warehouse", wh, "create-namespace", "db")[0] == 0
     code, out, _ = run(capsys, "--warehouse", wh, "create-table", "db.t", "--schema-from", data_file)
-    assert code == 0 and "created table db.t" in out
+    assert code == 0 and out.startswith("create-table db.t: created at ")
     code, out, _ = run(capsys, "--warehouse", wh, "append", "db.t", data_file, second_file)
-    assert code == 0 and "added 2 file(s), 6 record(s)" in out
+    assert code == 0 and "(append): +2 data files, +6 rows" in out
     code, out, _ = run(capsys, "--warehouse", wh, "tables")
     assert out.split() == ["db.t"]
     code, out, _ = run(capsys, "--warehouse", wh, "log", "db.t")
