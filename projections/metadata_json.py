@@ -226,4 +226,5 @@ class MetadataRenderer:
         new_log = [entry for entry in state.snapshot_log[m:] if entry[1] in ids]
         return _Rendered(state.location, state.format_version, tuple(published), ids,
                          _extended_parts(last.snapshot_parts, added, lambda snap: _encode(snapshot_json(state, snap))),
-                         state.snapshot_log, _extended_parts(last.snapshot_log_parts, new_log, _encode_log_entry))
+                         state.snapshot_log, _extended_parts(last.snapshot_log_parts, new_log, _encode_log_entry),
+                         last.metadata_base, last.metadata_log_parts)

@@ -88,3 +88,27 @@ def test_a_commit_encodes_only_its_own_snapshot(tmp_path, monkeypatch):
             assert encoded == [snap.snapshot_id]
             encoded.clear()
         assert open(t.metadata_location, "rb").read() == render_metadata(t.state)
+
+
+def test_a_commit_encodes_only_its_own_metadata_log_entry(tmp_path, monkeypatch):
+    from projections import layout
+
+    paths: list[int] = []
+    original = layout.metadata_file_of
+
+    def counting(state, version=None, location=None):
+        paths.append(version)
+        return original(state, version, location)
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+        for i in range(30):
+            t.append(rows(range(i, i + 1)))
+        monkeypatch.setattr(layout, "metadata_file_of", counting)
+        for i in range(30, 33):
+            t.append(rows(range(i, i + 1)))
+            # the new entry (the previous file) and the previous pointer, not the whole log (30 entries)
+            assert len([v for v in paths if v is not None]) <= 2, paths
+            paths.clear()
+        assert open(t.metadata_location, "rb").read() == render_metadata(t.state)
