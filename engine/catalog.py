@@ -569,14 +569,17 @@ class Catalog:
         return catalog_as_of(self, position=position, time=time)
 
     def register_table(self, identifier: str | Sequence[str], metadata_location: str,
-                       relocate: Mapping[str, str] | None = None, *, location: str | None = None) -> Table:
+                       relocate: Mapping[str, str] | None = None, *, location: str | None = None,
+                       progress: Callable[[str, int, int], None] | None = None) -> Table:
         """Take over an existing Iceberg table: its whole history becomes events (see projections.importer).
 
         icelog publishes beside the original metadata unless that would overwrite an original file (then it
-        refuses: pass ``location`` for a new folder; see engine.register)."""
+        refuses: pass ``location`` for a new folder; see engine.register). ``progress(step, done, total)`` hears
+        how far reading ("read") and then publishing ("publish") the snapshots has come."""
         from engine.register import register_table
 
-        return register_table(self, identifier, metadata_location, relocate=relocate, location=location)
+        return register_table(self, identifier, metadata_location, relocate=relocate, location=location,
+                              progress=progress)
 
     def publish(self) -> None:
         """Bring every table's projection up to its log head."""
@@ -1179,7 +1182,7 @@ class Table(TableStateReads):
                                      table=name, version=version, published=published)
             time.sleep(poll_s)
 
-    def _after_commit(self, landed: Landed | None) -> TableState:
+    def _after_commit(self, landed: Landed | None, progress: Callable[[int, int], None] | None = None) -> TableState:
         store = self.catalog.store
         if landed is None:
             return store.table(self.uuid)
@@ -1188,7 +1191,8 @@ class Table(TableStateReads):
             try:
                 # the commit has just checked for foreign metadata, and the publish writes metadata.json only where
                 # no file is (a foreign one that slipped in since is refused, never replaced)
-                self._publish(check_foreign=False, version=dict(landed.result.heads).get(self.uuid, state.version))
+                self._publish(check_foreign=False, version=dict(landed.result.heads).get(self.uuid, state.version),
+                              progress=progress)
             except (StorageError, ForeignWriterError, LogError) as e:
                 raise PublishFailed(f"Committed {'.'.join(self.identifier)} at version {state.version}, but could "
                                     f"not publish it ({e}); readers see the previous version until publish() "
@@ -1308,15 +1312,17 @@ class Table(TableStateReads):
         return rewrite_manifests(self)
 
     # ------------------------------------------------------------ projections
-    def publish(self, *, version: int | None = None) -> str | None:
+    def publish(self, *, version: int | None = None, progress: Callable[[int, int], None] | None = None) -> str | None:
         """Publish every commit since the last published version (manifests, lists, metadata, hint, pointer).
 
         :param version: a commit just made: when another writer has published it meanwhile, nothing is done
             (writers of one table queue for its publish lock, and the first publishes what the others wait for)
+        :param progress: called with (snapshots published, snapshots to publish) as their files are written
         """
-        return self._publish(check_foreign=True, version=version)
+        return self._publish(check_foreign=True, version=version, progress=progress)
 
-    def _publish(self, *, check_foreign: bool, version: int | None = None) -> str | None:
+    def _publish(self, *, check_foreign: bool, version: int | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> str | None:
         """Publish up to the log's head, unless ``version`` (a commit just made) is published already: writers
         queue on the table's publish lock, and the first one publishes every commit waiting, its followers' too."""
         store = self.catalog.store
@@ -1326,13 +1332,15 @@ class Table(TableStateReads):
                     published = self.catalog.projector.published_version(self.uuid)
                     if version is not None and published >= version:
                         return None
-                    return self._publish_after(published, store.log.head(self.uuid), check_foreign=check_foreign)
+                    return self._publish_after(published, store.log.head(self.uuid), check_foreign=check_foreign,
+                                               progress=progress)
             except ConnectionLost:
                 if attempt == 2:  # a log server that went away under the derived rows: publishing again is safe
                     raise
         return None
 
-    def _publish_after(self, published: int, head: int, *, check_foreign: bool) -> str | None:
+    def _publish_after(self, published: int, head: int, *, check_foreign: bool,
+                       progress: Callable[[int, int], None] | None = None) -> str | None:
         store = self.catalog.store
         projector = self.catalog.projector
         if published >= head:
@@ -1342,11 +1350,12 @@ class Table(TableStateReads):
                 self.check_foreign_writers("publish")
             states = store.commits_between(self.uuid, published, head)
             try:
-                return projector.publish(self.namespace, self.name, states, store.file_changes_of)
+                return projector.publish(self.namespace, self.name, states, store.file_changes_of, progress=progress)
             except IntegrityError:
                 # the derived index lost a parent: re-project from the first commit (same bytes)
                 states = store.commits_between(self.uuid, 0, head)
-                return projector.publish(self.namespace, self.name, states, store.file_changes_of)
+                return projector.publish(self.namespace, self.name, states, store.file_changes_of,
+                                         progress=progress)
         except FileError as e:
             raise storage_error(e, e.path) from e
 

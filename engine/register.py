@@ -51,7 +51,8 @@ if TYPE_CHECKING:
 
 
 def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_location: str,
-                   relocate: Mapping[str, str] | None = None, *, location: str | None = None) -> Table:
+                   relocate: Mapping[str, str] | None = None, *, location: str | None = None,
+                   progress: Callable[[str, int, int], None] | None = None) -> Table:
     """Take over an existing Iceberg table under ``identifier``.
 
     :param catalog: the icelog catalog
@@ -59,6 +60,8 @@ def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_l
     :param metadata_location: a ``*.metadata.json`` file (gzip too) or the table's folder
     :param relocate: old path prefix -> new path prefix, for tables copied from another machine or store
     :param location: where icelog publishes its projection (default: the original table location)
+    :param progress: called with ("read", snapshots read, snapshots) while the history is read, then with
+        ("publish", snapshots published, snapshots) while the projection is written
     :raises AlreadyExists: the name is taken, or the table (its uuid) is already registered
     :raises ValidationError: the metadata holds what icelog cannot represent
     :raises CorruptFileError: a metadata file, manifest list or manifest cannot be read
@@ -70,7 +73,7 @@ def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_l
     refuse_catalog_database(metadata_location, "register table")
     relocation = PositionDeleteRelocation(catalog.io)
     try:
-        return _register(catalog, ns, name, metadata_location, relocate, location, relocation)
+        return _register(catalog, ns, name, metadata_location, relocate, location, relocation, progress)
     except BaseException:
         relocation.discard()  # nothing committed: remove the delete file copies this attempt created
         raise
@@ -78,11 +81,13 @@ def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_l
 
 def _register(catalog: Catalog, ns: tuple[str, ...], name: str, metadata_location: str,
               relocate: Mapping[str, str] | None, location: str | None,
-              relocation: PositionDeleteRelocation) -> Table:
+              relocation: PositionDeleteRelocation,
+              progress: Callable[[str, int, int], None] | None = None) -> Table:
     from engine.catalog import Table
 
     imported = import_table(catalog.io, metadata_location, relocate=relocate, location=location,
-                            relocate_position_deletes=relocation)
+                            relocate_position_deletes=relocation,
+                            progress=None if progress is None else lambda done, total: progress("read", done, total))
     check_position_deletes(catalog.io, imported)
     events = list(imported.events)
     created = events[0]
@@ -110,7 +115,8 @@ def _register(catalog: Catalog, ns: tuple[str, ...], name: str, metadata_locatio
     landed = commit_streams(catalog.store, build, policy=RetryPolicy(),
                             message=f"register {imported.metadata_location}")
     table = Table(catalog, ns, name, table_uuid)
-    table._after_commit(landed)
+    table._after_commit(landed, progress=None if progress is None else
+                        lambda done, total: progress("publish", done, total))
     table.import_notes = imported.notes  # type: ignore[attr-defined]  # what the events could not carry
     return table
 

@@ -319,7 +319,8 @@ RelocatePositionDeletes = Callable[[DataFile, Callable[[str], str], str], "DataF
 
 def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, str] | None = None,
                  location: str | None = None,
-                 relocate_position_deletes: RelocatePositionDeletes | None = None) -> ImportedTable:
+                 relocate_position_deletes: RelocatePositionDeletes | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> ImportedTable:
     """Read a table's whole history into events.
 
     :param io: reads the metadata, manifest lists and manifests
@@ -329,6 +330,7 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     :param location: the icelog table location (default: the original location, relocated)
     :param relocate_position_deletes: with ``relocate``, rewrites each position delete file whose rows name
         relocated paths (the events then record the rewritten file); without it such a file is refused
+    :param progress: called with (snapshots read, snapshots) as the snapshots' manifests are read
     :raises NotFound: when there is no metadata at ``metadata_location``
     :raises CorruptFileError: for a truncated or unreadable metadata file, manifest list or manifest
     :raises ValidationError: for metadata icelog cannot represent (naming the file and field)
@@ -420,7 +422,9 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
 
     live: dict[int, dict[str, tuple[DataFile, int]]] = {}
     ref_heads: dict[str, int] = {}
-    for snap in ordered:
+    for done, snap in enumerate(ordered):
+        if progress is not None:
+            progress(done, len(ordered))
         parent = snap.parent_id
         files = reader.live_files(snap)
         # a parent expired before the import is not in the metadata: the snapshot keeps its parent id (as Java

@@ -452,17 +452,30 @@ class Projector:
         return 0 if not rows else int(rows[0][0])
 
     def publish(self, namespace: tuple[str, ...], name: str, states: Sequence[TableState],
-                changes_of: ChangesOf) -> str | None:
+                changes_of: ChangesOf, progress: Callable[[int, int], None] | None = None) -> str | None:
         """Write the files of each commit state in ``states`` (oldest first), then move the hint and the pointer.
 
         Returns the newest metadata location, or None when there was nothing to publish.
+
+        :param progress: called with (snapshots written, snapshots to write) as their files are written
         """
         if not states:
             return None
         renderer = Renderer(self.io.read_bytes)
         index = OverlayIndex(self.index)
+        counted = None
+        if progress is not None:
+            total = sum(1 for state in states for snap in state.snapshots if snap.commit_id == state.commit_id)
+            done = 0
+
+            def counted() -> None:
+                nonlocal done
+                done += 1
+                progress(done, total)
+
+            progress(0, total)
         for state in states:
-            write_commit(state, renderer, index, changes_of, self._write, self.metadata)
+            write_commit(state, renderer, index, changes_of, self._write, self.metadata, on_snapshot=counted)
         newest = states[-1]
         location = layout.metadata_file_of(newest)
         ns = ".".join(namespace)
@@ -537,8 +550,10 @@ class Projector:
 
 
 def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex, changes_of: ChangesOf,
-                 write: Callable[[str, bytes], None], metadata: MetadataRenderer) -> dict[str, bytes]:
-    """Render and write one commit's files (manifests, manifest list, metadata.json); returns what was written."""
+                 write: Callable[[str, bytes], None], metadata: MetadataRenderer,
+                 on_snapshot: Callable[[], None] | None = None) -> dict[str, bytes]:
+    """Render and write one commit's files (manifests, manifest list, metadata.json); returns what was written.
+    ``on_snapshot()`` is called after each snapshot's files are written."""
     written: dict[str, bytes] = {}
     for snap in state.snapshots:
         if snap.commit_id != state.commit_id:
@@ -566,6 +581,8 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
         write(list_path, data)
         written[list_path] = data
         index.put(state.table_uuid, snap.snapshot_id, manifests)
+        if on_snapshot is not None:
+            on_snapshot()
     meta_path = layout.metadata_file_of(state)
     meta = metadata.render(state)
     write(meta_path, meta)

@@ -134,6 +134,7 @@ def cmd_register(args: argparse.Namespace) -> None:
     from engine.errors import ValidationError
     from engine.register import register_table
     from tools.change_report import describe_change
+    from tools.progress import phase_bars
 
     relocate = {}
     for rule in args.relocate or []:
@@ -141,9 +142,9 @@ def cmd_register(args: argparse.Namespace) -> None:
         if not sep or not old:
             raise ValidationError(f"Cannot parse --relocate {rule!r}: expected OLD=NEW")
         relocate[old] = new
-    with _catalog(args) as cat:
+    with _catalog(args) as cat, phase_bars(f"register {args.table}", unit="snapshot") as progress:
         t = register_table(cat, args.table, args.metadata_location, relocate=relocate or None,
-                           location=args.location)
+                           location=args.location, progress=progress)
         report = describe_change(args.command, args.table, None, t.state, metadata_location=t.metadata_location,
                                  notes=list(t.import_notes))
         if not args.json:
@@ -285,6 +286,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> None:
+    from tools.progress import progress_bar
+
     with _catalog(args) as cat:
         tables = [cat.load_table(args.table)] if args.table else [
             cat.load_table(e.namespace + (e.name,)) for e in cat.store.catalog().tables]
@@ -292,7 +295,8 @@ def cmd_publish(args: argparse.Namespace) -> None:
         for table in tables:
             name = ".".join(table.identifier)
             before = cat.projector.published_version(table.uuid)
-            published = table.publish()
+            with progress_bar(f"publish {name}", unit="snapshot") as progress:
+                published = table.publish(progress=progress)
             told.append({"table": name, "published_from": None if published is None else before + 1,
                          "published_to": None if published is None else table.state.version,
                          "metadata_location": published})

@@ -1,4 +1,5 @@
-"""Progress bars for the command line's long steps (compaction, expiry, Spark's start), on standard error.
+"""Progress bars for the command line's long steps (compaction, expiry, register, publish, Spark's start), on
+standard error.
 
 Layer: tools (the edge: the engine never draws; its long operations take a ``progress(done, total)`` callback and
 this module turns the calls into a tqdm bar). A bar is drawn only when standard error is a terminal, and only for
@@ -66,6 +67,28 @@ def progress_bar(description: str, unit: str = "file") -> Iterator[Callable[[int
         yield progress
     finally:
         bar.close()
+
+
+@contextlib.contextmanager
+def phase_bars(description: str, unit: str = "file") -> Iterator[Callable[[str, int, int], None] | None]:
+    """A ``progress(phase, done, total)`` callback for a step made of phases (register: "read", then "publish"):
+    one bar per phase, each replacing the last; None when stderr is not a terminal."""
+    if not _on_terminal():
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        current: dict[str, Callable[[int, int], None] | None] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in current:
+                stack.close()
+                current.clear()
+                current[phase] = stack.enter_context(progress_bar(f"{description}: {phase}", unit))
+            bar = current[phase]
+            if bar is not None:
+                bar(done, total)
+
+        yield progress
 
 
 @contextlib.contextmanager

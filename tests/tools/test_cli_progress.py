@@ -58,3 +58,45 @@ def test_a_bar_is_drawn_on_a_terminal_and_the_report_still_goes_to_stdout(tmp_pa
     assert b"compact db.t" in drawn and b"file" in drawn  # the bar: its description and unit
     assert b"Traceback" not in drawn
     assert out.startswith("compact db.t: snapshot ") and "-6 data files" in out
+
+
+def _stderr_on_a_terminal(args: list[str]) -> tuple[int, bytes, str]:
+    """Run the icelog script with its stderr on a new pseudo-terminal: (exit code, what it drew, its stdout)."""
+    terminal, terminal_end = pty.openpty()
+    try:
+        run = subprocess.Popen([ICELOG, *args], env=NO_DELAY, stdout=subprocess.PIPE, stderr=terminal_end,
+                               stdin=subprocess.DEVNULL)
+        os.close(terminal_end)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(terminal, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        out = run.stdout.read().decode()
+        return run.wait(120), drawn, out
+    finally:
+        os.close(terminal)
+
+
+def test_register_and_publish_draw_their_bars_on_a_terminal(tmp_path: Path) -> None:
+    _table_of_small_files(tmp_path / "source", 5)
+    with Catalog.open(tmp_path / "source") as cat:
+        folder = cat.load_table("db.t").location
+    subprocess.run([ICELOG, "--warehouse", str(tmp_path / "wh"), "create-namespace", "db"], check=True,
+                   capture_output=True, timeout=120)
+    code, drawn, out = _stderr_on_a_terminal(["--warehouse", str(tmp_path / "wh"), "register", "db.r", folder,
+                                              "--location", str(tmp_path / "wh" / "db" / "r")])
+    assert code == 0 and out.startswith("registered db.r: 5 snapshot(s)"), (out, drawn)
+    assert b"register db.r: read" in drawn and b"register db.r: publish" in drawn and b"snapshot" in drawn
+
+    with Catalog.open(tmp_path / "wh", project=False) as cat:  # commits whose files wait for a publish
+        t = cat.load_table("db.r")
+        for i in range(3):
+            t.append(pa.table({"id": pa.array([100 + i], pa.int64())}))
+    code, drawn, out = _stderr_on_a_terminal(["--warehouse", str(tmp_path / "wh"), "publish", "db.r"])
+    assert code == 0 and out.startswith("db.r: published versions"), (out, drawn)
+    assert b"publish db.r" in drawn and b"Traceback" not in drawn
