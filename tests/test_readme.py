@@ -41,6 +41,7 @@ def block_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+@pytest.mark.spark  # its Spark blocks start a JVM (in the runner's process, not the suite's shared session)
 def test_readme_runs_as_written(tmp_path, s3_endpoint, postgres_url):
     """Every python and bash block of README.md, in order, in an empty folder: S3 blocks against the suite's S3
     server (through the AWS_* variables the README documents), the PostgreSQL blocks against a new database
