@@ -1,9 +1,11 @@
 """icelog's engine: the Iceberg model, events, state, operations, scans and the public Catalog API.
 
-Layer: engine (package root). ``from engine import Catalog`` is the entry point.
+Layer: engine (package root). ``from engine import Catalog`` is the entry point. ``Catalog`` and ``Table`` are
+loaded on first use, so that importing a lower layer (``engine.model``, ``engine.state``) loads nothing above it.
 """
 
-from engine.catalog import Catalog, Table
+from typing import TYPE_CHECKING, Any
+
 from engine.errors import (
     AlreadyExists,
     CommitConflict,
@@ -22,3 +24,14 @@ from engine.errors import (
 __all__ = ["Catalog", "Table", "IcelogError", "ValidationError", "CommitConflict", "CommitStateUnknown",
            "CorruptFileError", "NotFound", "NamespaceNotFound", "TableNotFound", "AlreadyExists", "IntegrityError",
            "UnsupportedTypeError", "MissingFileError"]
+
+if TYPE_CHECKING:
+    from engine.catalog import Catalog, Table
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Catalog", "Table"):
+        from engine import catalog
+
+        return getattr(catalog, name)
+    raise AttributeError(f"module 'engine' has no attribute {name!r}")

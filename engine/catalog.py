@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import attrs
 import pyarrow as pa
 
-from engine.data_writer import partition_of_file, write_data_files
+from engine.write.data_writer import partition_of_file, write_data_files
 from engine.errors import (
     AlreadyExists,
     CommitStateUnknown,
@@ -47,7 +47,7 @@ from engine.errors import (
     ValidationError,
     storage_error,
 )
-from engine.events import (
+from engine.state.events import (
     CATALOG_STREAM,
     Event,
     NamespaceCreated,
@@ -60,7 +60,7 @@ from engine.events import (
     TableRegistered,
     TableRenamed,
 )
-from engine.file_columns import check_file_columns
+from engine.write.file_columns import check_file_columns
 from engine.model.arrow_schema import schema_from_arrow
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import metrics_must_match
@@ -100,10 +100,10 @@ from engine.ownership import (
     normalize_location,
     refuse_catalog_database,
 )
-from engine.parquet_files import carries_field_ids, read_data_file
-from engine.scan import Scan
-from engine.state import MAIN_BRANCH, Snapshot, TableEntry, TableState, TableStateReads
-from engine.state_store import StateStore
+from engine.formats.parquet_files import carries_field_ids, read_data_file
+from engine.read.scan import Scan
+from engine.state.table_state import MAIN_BRANCH, Snapshot, TableEntry, TableState, TableStateReads
+from engine.state.store import StateStore
 from projections import layout
 from projections.projector import DEFAULT_CATALOG_NAME, Projector, render_all
 from storage import FileError, FileNotFound, Log, LogError
@@ -145,7 +145,7 @@ class _LogEntries:
     stream, type, time, actor, message, commit id, payload) after ``since``."""
 
     def __call__(self, since: int = 0) -> list[Any]:
-        from engine.time_travel import entries_since
+        from engine.state.time_travel import entries_since
 
         return entries_since(self, since)
 
@@ -564,19 +564,19 @@ class Catalog:
 
     def as_of(self, *, position: int | None = None, time: Any = None) -> Any:
         """The whole catalog, read-only, as it was right after log ``position`` or at ``time``."""
-        from engine.time_travel import catalog_as_of
+        from engine.state.time_travel import catalog_as_of
 
         return catalog_as_of(self, position=position, time=time)
 
     def register_table(self, identifier: str | Sequence[str], metadata_location: str,
                        relocate: Mapping[str, str] | None = None, *, location: str | None = None,
                        progress: Callable[[str, int, int], None] | None = None) -> Table:
-        """Take over an existing Iceberg table: its whole history becomes events (see projections.importer).
+        """Take over an existing Iceberg table: its whole history becomes events (see engine.registration.metadata_import).
 
         icelog publishes beside the original metadata unless that would overwrite an original file (then it
-        refuses: pass ``location`` for a new folder; see engine.register). ``progress(step, done, total)`` hears
+        refuses: pass ``location`` for a new folder; see engine.registration.register). ``progress(step, done, total)`` hears
         how far reading ("read") and then publishing ("publish") the snapshots has come."""
-        from engine.register import register_table
+        from engine.registration.register import register_table
 
         return register_table(self, identifier, metadata_location, relocate=relocate, location=location,
                               progress=progress)
@@ -1203,26 +1203,26 @@ class Table(TableStateReads):
     # ------------------------------------------------------------ time travel on the log (issue 4)
     def as_of(self, *, version: int | None = None, time: Any = None) -> Any:
         """A read-only table exactly as it was right after log version ``version``, or at ``time`` (ms or datetime)."""
-        from engine.time_travel import table_as_of
+        from engine.state.time_travel import table_as_of
 
         return table_as_of(self, version=version, time=time)
 
     def log(self) -> list[Any]:
         """This table's event-log entries (position, version, type, time, actor, message, commit id, payload)."""
-        from engine.time_travel import table_log
+        from engine.state.time_travel import table_log
 
         return table_log(self)
 
     def changes(self, from_version: int, to_version: int | None = None) -> Any:
         """Data and delete files added and removed between two log versions."""
-        from engine.time_travel import table_changes
+        from engine.state.time_travel import table_changes
 
         return table_changes(self, from_version, to_version)
 
     @property
     def inspect(self) -> Any:
         """Metadata tables as Arrow, with Iceberg Java's column names: ``t.inspect.snapshots()``, ``.files()``..."""
-        from engine.metadata_tables import InspectTable
+        from engine.read.metadata_tables import InspectTable
 
         return InspectTable(self)
 
@@ -1417,7 +1417,7 @@ class Table(TableStateReads):
     def original_metadata(self) -> frozenset[str]:
         """Names of the files the table's metadata folder held when it was registered in place (the original
         writer's): never overwritten, never deleted, never called foreign."""
-        from engine.state_store import decoded
+        from engine.state.store import decoded
 
         first = self.catalog.log.read_stream(self.uuid, up_to_version=1)
         for event, _ in decoded(first):

@@ -1,7 +1,7 @@
 """Render ``vN.metadata.json`` from a table state: a pure function, fixed key order (and a renderer that keeps
 the encoded history between a table's commits, for the same bytes at a cost that does not grow with it).
 
-Layer: projections (pure; imports engine.model and engine.state). Keys follow Iceberg
+Layer: projections (pure; imports engine.model and engine.state.table_state). Keys follow Iceberg
 Java's TableMetadataParser order, so output is byte-stable and familiar; format
 version 1 also carries the legacy ``schema`` and ``partition-spec`` fields.
 """
@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import attrs
 
-from engine.state import Snapshot, SnapshotRef, TableState
+from engine.state.table_state import Snapshot, SnapshotRef, TableState
 from projections import layout
 
 MAX_SNAPSHOTS = "icelog.metadata.max-snapshots"

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 import attrs
 
 from engine.errors import CorruptFileError, ForeignWriterError, IntegrityError
-from engine.events import FileChange
+from engine.state.events import FileChange
 from engine.model.data_file import (
     DataFile,
     DataFileContent,
@@ -32,7 +32,7 @@ from engine.model.data_file import (
     ManifestEntry,
     ManifestFile,
 )
-from engine.state import Snapshot, TableState
+from engine.state.table_state import Snapshot, TableState
 from projections import layout
 from projections.manifests import (
     avro_long,

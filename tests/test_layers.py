@@ -10,14 +10,14 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OURS = ("engine", "storage", "projections", "tools")
-PURE = ("engine.errors", "engine.events", "engine.state")
+PURE = ("engine.errors", "engine.state.events", "engine.state.table_state")
 
 # first matching prefix wins
 RULES = [
     ("storage/", lambda m: m.startswith("storage")),
     ("engine/model/", lambda m: m.startswith("engine.model") or m == "engine.errors"),
-    ("engine/events.py", lambda m: m.startswith("engine.model") or m in ("engine.errors", "engine.events")),
-    ("engine/state.py", lambda m: m.startswith("engine.model") or m in PURE),
+    ("engine/state/events.py", lambda m: m.startswith("engine.model") or m in ("engine.errors", "engine.state.events")),
+    ("engine/state/table_state.py", lambda m: m.startswith("engine.model") or m in PURE),
     ("projections/", lambda m: m.startswith(("engine.model", "projections", "storage")) or m in PURE),
     ("engine/", lambda m: not m.startswith("tools")),
     ("tools/", lambda m: True),

@@ -75,7 +75,7 @@ def bench_icelog(root: str, sizes: list[int], samples: int, files: list[str]) ->
     from engine.operations.append import append_events
     from engine.operations.snapshot import new_snapshot_id
     from engine.operations.commit import RetryPolicy, commit_streams
-    from engine.parquet_files import read_data_file
+    from engine.formats.parquet_files import read_data_file
 
     out: dict[str, Any] = {}
     for size in sizes:

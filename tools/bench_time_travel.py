@@ -49,7 +49,7 @@ def build_table(root: str, events: int = EVENTS) -> tuple[str, int]:
     """A warehouse under ``root`` with ``db.history``: ``events`` property events plus a create and an append.
     Returns (warehouse, head version)."""
     from engine import Catalog
-    from engine.events import PropertiesSet
+    from engine.state.events import PropertiesSet
 
     warehouse = os.path.join(root, "warehouse")
     cat = Catalog.open(warehouse, synchronous="OFF", project=False)

@@ -1,7 +1,7 @@
 """What a CLI command changed in a table: one line for people, one JSON object (the same facts) for programs.
 
 Layer: tools (the CLI's edge; nothing of ours imports it). It compares the table's state before and after the
-command (two ``engine.state.TableState`` values, read from the log) and says what the command added: the snapshot
+command (two ``engine.state.table_state.TableState`` values, read from the log) and says what the command added: the snapshot
 it committed (operation, id, branch, data and delete files and rows added and removed, from the snapshot summary)
 and every metadata change (columns, partition fields, sort order, properties, refs, format version). One renderer
 serves every command, so ``icelog append`` and ``icelog add-column`` tell the same way.

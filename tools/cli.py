@@ -103,7 +103,7 @@ def cmd_create_namespace(args: argparse.Namespace) -> None:
 def cmd_create_table(args: argparse.Namespace) -> None:
     from engine.errors import ValidationError
     from engine.model.schema import Schema
-    from engine.parquet_files import read_parquet_schema
+    from engine.formats.parquet_files import read_parquet_schema
     from tools.change_report import describe_change
 
     schema: Any = None
@@ -132,7 +132,7 @@ def cmd_register(args: argparse.Namespace) -> None:
     import attrs
 
     from engine.errors import ValidationError
-    from engine.register import register_table
+    from engine.registration.register import register_table
     from tools.change_report import describe_change
     from tools.progress import phase_bars
 
@@ -250,7 +250,7 @@ def cmd_snapshots(args: argparse.Namespace) -> None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
-    from engine.metadata_tables import inspect_kind, to_json_lines
+    from engine.read.metadata_tables import inspect_kind, to_json_lines
 
     with _catalog(args) as cat:
         for line in to_json_lines(inspect_kind(cat.load_table(args.table), args.kind)):
@@ -314,7 +314,7 @@ def _read_parquet(cat: Any, paths: Sequence[str]) -> Any:
     """The rows of the Parquet files a command was given, as one Arrow table."""
     import pyarrow as pa
 
-    from engine.parquet_files import read_parquet_rows
+    from engine.formats.parquet_files import read_parquet_rows
 
     return pa.concat_tables([read_parquet_rows(p, io=cat.io) for p in paths], promote_options="default")
 

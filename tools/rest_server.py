@@ -63,7 +63,7 @@ from engine.errors import (
     ValidationError,
     storage_error,
 )
-from engine.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
+from engine.state.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
 from engine.model.partitioning import PartitionField, PartitionSpec
 from engine.model.schema import Schema, assign_fresh_ids
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
@@ -78,7 +78,7 @@ from engine.operations.table_updates import (
     parse_table_commit,
 )
 from engine.ownership import Ownership, catalog_files, check_identifier, is_local, is_within, normalize_location
-from engine.state import LogPosition, TableState, apply
+from engine.state.table_state import LogPosition, TableState, apply
 from projections import layout
 from projections.metadata_json import metadata_dict
 from storage.errors import FileError

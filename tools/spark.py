@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from engine.catalog import Table
-    from engine.state import Snapshot
+    from engine.state.table_state import Snapshot
 
 JAR_ENV = "ICEBERG_SPARK_JAR"
 JAR_PACKAGE = "snowpark_connect_deps_iceberg"
@@ -796,7 +796,7 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
     from pyspark.sql import functions as F
 
     from engine.errors import ValidationError
-    from engine.events import decode_file_change
+    from engine.state.events import decode_file_change
     from projections import layout
 
     if mode not in WRITE_MODES:
@@ -911,9 +911,9 @@ def write_task(batches: Iterator[pa.RecordBatch], *, state_blob: bytes, job_fold
     of that partition; yields one row per file, its DataFile as icelog's file-change JSON."""
     import pyarrow as pa
 
-    from engine.data_writer import conform, write_partition_files
-    from engine.events import FileChange
-    from engine.sort_rows import sort_table
+    from engine.write.data_writer import conform, write_partition_files
+    from engine.state.events import FileChange
+    from engine.write.sort_rows import sort_table
     from storage.files import FileIO
 
     state = pickle.loads(state_blob)

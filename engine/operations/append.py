@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from engine.events import SnapshotAdded
+from engine.state.events import SnapshotAdded
 from engine.model.data_file import DataFile
 from engine.operations.commit import CommitContext
 from engine.operations.snapshot import snapshot_events
-from engine.state import MAIN_BRANCH, TableState
+from engine.state.table_state import MAIN_BRANCH, TableState
 
 
 def append_events(base: TableState, files: Sequence[DataFile], ctx: CommitContext, *, snapshot_id: int,

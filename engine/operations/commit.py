@@ -1,6 +1,6 @@
 """The commit loop: build events on a base state, compare-and-swap them into the log, retry on conflict.
 
-Layer: engine.operations (uses storage's log, engine.state_store, engine.events). An
+Layer: engine.operations (uses storage's log, engine.state.store, engine.state.events). An
 operation is a function ``build(base, ctx) -> events``; it must be pure (no I/O), so a
 retry simply rebuilds it on the new base. Nothing half-done reaches the log: either all of
 a commit's events land in one transaction, or none does.
@@ -16,9 +16,9 @@ from typing import Callable, Sequence
 import attrs
 
 from engine.errors import CommitConflict, CommitStateUnknown, ValidationError
-from engine.events import Event, SnapshotAdded, encode
-from engine.state import LogPosition, TableState, apply
-from engine.state_store import StateStore
+from engine.state.events import Event, SnapshotAdded, encode
+from engine.state.table_state import LogPosition, TableState, apply
+from engine.state.store import StateStore
 from storage import CommitResult, LogBusy, NewEvent, StreamVersionConflict, StreamWrite, TransactionFailed
 from storage.errors import ConnectionLost
 
@@ -186,7 +186,7 @@ def _settle(store: StateStore, commit_id: str, writes_spec: Sequence[tuple[str, 
 
 def _record_file_blocks(store: StateStore, positions: Sequence[int], writes: Sequence[StreamWrite],
                         writes_spec: Sequence[tuple[str, int, Sequence[Event]]]) -> None:
-    """Store the file block (engine.file_blocks) of every snapshot event just appended, in the commit's own
+    """Store the file block (engine.read.file_blocks) of every snapshot event just appended, in the commit's own
     transaction: derived rows that let the first plan after opening the catalog skip the log's JSON."""
     events = [(new, event) for write, (_, _, evs) in zip(writes, writes_spec) for new, event in zip(write.events, evs)]
     store.file_index.record_commit(positions, [

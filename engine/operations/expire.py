@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import attrs
 
 from engine.errors import ValidationError
-from engine.events import Event, RefRemoved, SnapshotAdded, SnapshotsRemoved, decode
+from engine.state.events import Event, RefRemoved, SnapshotAdded, SnapshotsRemoved, decode
 from engine.model.data_file import DataFile, DataFileContent
 from engine.operations.commit import CommitContext, now_ms
 from engine.ownership import Ownership
-from engine.state import MAIN_BRANCH, Snapshot, TableState
+from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState
 from projections import layout
 from projections.projector import ManifestListIndex
 from storage.errors import FileNotFound
@@ -41,7 +41,7 @@ from storage.files import FileIO, is_s3
 
 if TYPE_CHECKING:
     from engine.catalog import Catalog, Table
-    from engine.state_store import StateStore
+    from engine.state.store import StateStore
 
 MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
 MAX_SNAPSHOT_AGE_MS_DEFAULT = 5 * 24 * 60 * 60 * 1000

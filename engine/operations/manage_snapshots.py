@@ -26,13 +26,13 @@ from typing import Any, Callable, Sequence
 import attrs
 
 from engine.errors import NotFound, ValidationError
-from engine.events import Event, FileChange, RefRemoved, RefSet, SnapshotAdded
+from engine.state.events import Event, FileChange, RefRemoved, RefSet, SnapshotAdded
 from engine.model.data_file import DataFile, DataFileContent
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext, new_commit_id, now_ms
 from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import snapshot_events
-from engine.state import (
+from engine.state.table_state import (
     MAIN_BRANCH,
     LogPosition,
     Snapshot,

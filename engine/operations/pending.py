@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Sequence
 
-from engine.events import Event
+from engine.state.events import Event
 from engine.operations.commit import CommitContext
-from engine.state import TableState
+from engine.state.table_state import TableState
 
 
 class CommitsEvents(Protocol):

@@ -1,7 +1,7 @@
 """Compaction: rewrite_data_files (bin-pack, sort, Z-order) and rewrite_manifests.
 
-Layer: engine.operations (I/O once, up front: plans with engine.scan, reads the chosen data files with their
-delete files applied through engine.reader, writes the replacements with engine.data_writer; the commit step
+Layer: engine.operations (I/O once, up front: plans with engine.read.scan, reads the chosen data files with their
+delete files applied through engine.read.reader, writes the replacements with engine.write.data_writer; the commit step
 is pure and re-validates on every retry, as engine.operations.row_delete does).
 
 ::
@@ -16,7 +16,7 @@ What it does, following Iceberg Java's RewriteDataFiles:
   an older partition spec form one group of their own and are rewritten into the current spec's partitions;
 - reads each group's rows with the delete files that apply to them, orders them (``binpack``: concatenated,
   sorted by the table's sort order when it has one, as every icelog write is; ``sort``: by the given or the
-  table's sort order; ``zorder``: by the Z-value of ``zorder_columns``, see engine.zorder) and writes files of
+  table's sort order; ``zorder``: by the Z-value of ``zorder_columns``, see engine.write.zorder) and writes files of
   about the target size (``target_file_size_bytes``, default ``write.target-file-size-bytes``);
 - commits one ``replace`` snapshot that removes the rewritten data files and the delete files left with
   nothing to do: a position delete file whose referenced data files are all rewritten (or gone), an equality
@@ -45,15 +45,15 @@ from typing import Any, Callable, Mapping, Sequence
 import attrs
 import pyarrow as pa
 
-from engine.data_writer import (
+from engine.write.data_writer import (
     DEFAULT_TARGET_FILE_SIZE,
     conform,
     split_by_partition,
     write_partition_files,
 )
-from engine.delete_files import paths_in_position_deletes
+from engine.write.delete_files import paths_in_position_deletes
 from engine.errors import CorruptFileError, ValidationConflict, ValidationError
-from engine.events import Event, SnapshotAdded
+from engine.state.events import Event, SnapshotAdded
 from engine.model import types as T
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import metrics_might_match, partition_might_match
@@ -65,17 +65,17 @@ from engine.operations.commit import CommitContext
 from engine.operations.row_delete import bind_filter
 from engine.operations.snapshot import snapshot_events, snapshot_summary
 from engine.operations.validation import Validator
-from engine.reader import (
+from engine.read.reader import (
     DeleteLoader,
     normalize_path,
     parse_name_mapping,
     read_data_file,
 )
-from engine.scan import FileScanTask, Scan
-from engine.sort_rows import sort_table
-from engine.state import MAIN_BRANCH, Snapshot, TableState
-from engine.state_store import StateStore
-from engine.zorder import zorder_table
+from engine.read.scan import FileScanTask, Scan
+from engine.write.sort_rows import sort_table
+from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState
+from engine.state.store import StateStore
+from engine.write.zorder import zorder_table
 from storage.files import LOCAL_FILES, FileIO
 
 BINPACK = "binpack"

@@ -15,7 +15,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.data_writer import (
+from engine.write.data_writer import (
     conform,
     split_by_partition,
     write_data_files,
@@ -33,10 +33,10 @@ from engine.model.expressions import (
 from engine.operations.commit import CommitContext
 from engine.operations.snapshot import snapshot_events
 from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
-from engine.reader import POS_COLUMN, normalize_path, read_data_file
-from engine.scan import DELETE_FILE_PATH_ID, Scan
-from engine.state import TableState
-from engine.state_store import StateStore
+from engine.read.reader import POS_COLUMN, normalize_path, read_data_file
+from engine.read.scan import DELETE_FILE_PATH_ID, Scan
+from engine.state.table_state import TableState
+from engine.state.store import StateStore
 from storage.files import LOCAL_FILES, FileIO
 
 COPY_ON_WRITE = "copy-on-write"
@@ -75,7 +75,7 @@ def dangling_position_deletes(tasks: Sequence[Any], removed: set[str]) -> list[D
     dangle, so they go too."""
     from engine.model.types import StringType
     from engine.model.values import from_bytes
-    from engine.reader import normalize_path
+    from engine.read.reader import normalize_path
 
     live = sorted(normalize_path(t.file.file_path) for t in tasks)
     out: dict[str, DataFile] = {}
@@ -149,7 +149,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
     gone = {normalize_path(f.file_path) for f in removed}
     removed += dangling_position_deletes(tasks, gone)
     if positions:
-        from engine.delete_files import write_row_deletes
+        from engine.write.delete_files import write_row_deletes
 
         for (spec_id, partition), deletes in positions.items():
             written, replaced = write_row_deletes(state, deletes, spec_id=spec_id, partition=partition,

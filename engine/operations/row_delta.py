@@ -50,8 +50,8 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.data_writer import conform, split_by_partition, write_data_files
-from engine.delete_files import (
+from engine.write.data_writer import conform, split_by_partition, write_data_files
+from engine.write.delete_files import (
     paths_in_position_deletes,
     write_equality_deletes,
     write_row_deletes,
@@ -81,7 +81,7 @@ from engine.operations.commit import CommitContext
 from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import snapshot_events
 from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
-from engine.reader import (
+from engine.read.reader import (
     POS_COLUMN,
     DeleteLoader,
     lineage_field,
@@ -89,8 +89,8 @@ from engine.reader import (
     parse_name_mapping,
     read_data_file,
 )
-from engine.scan import Scan, referenced_path
-from engine.state import MAIN_BRANCH, Snapshot, TableState
+from engine.read.scan import Scan, referenced_path
+from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState
 
 #: Up to this many distinct values per key column, conflict checks use ``IN``; beyond it, the values' range.
 KEY_FILTER_MAX_VALUES = 200

@@ -13,10 +13,10 @@ from typing import Any, Callable, Mapping, Sequence
 import attrs
 
 from engine.errors import ValidationError
-from engine.events import FileChange, SnapshotAdded
+from engine.state.events import FileChange, SnapshotAdded
 from engine.model.data_file import DataFile, DataFileContent
 from engine.operations.commit import CommitContext, apply_in_commit
-from engine.state import MAIN_BRANCH, Snapshot, TableState
+from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState
 
 TOTAL_KEYS = ("total-records", "total-files-size", "total-data-files", "total-delete-files",
               "total-position-deletes", "total-equality-deletes")

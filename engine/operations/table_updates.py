@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 import attrs
 
 from engine.errors import CorruptFileError, RequirementFailed, ValidationError
-from engine.events import (
+from engine.state.events import (
     CurrentSchemaSet,
     DefaultSortOrderSet,
     DefaultSpecSet,
@@ -69,9 +69,9 @@ from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.commit import CommitContext, apply_in_commit
 from engine.operations.snapshot import row_id_backfill_events
 from engine.operations.update_schema import is_promotion
-from engine.state import SnapshotRef, TableState
+from engine.state.table_state import SnapshotRef, TableState
 from projections import layout
-from projections.importer import read_file_bytes
+from engine.registration.metadata_import import read_file_bytes
 from projections.manifests import inherit_first_row_ids, read_manifest, read_manifest_list
 from storage.errors import LogError
 from storage.files import FileIO

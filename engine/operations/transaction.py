@@ -23,9 +23,9 @@ from typing import Callable, Sequence
 
 import attrs
 
-from engine.events import Event, SnapshotAdded
+from engine.state.events import Event, SnapshotAdded
 from engine.operations.commit import CommitContext, apply_in_commit
-from engine.state import TableState
+from engine.state.table_state import TableState
 
 Build = Callable[[TableState, CommitContext], Sequence[Event]]
 

@@ -1,7 +1,7 @@
 """Schema evolution: add, delete, rename, retype, reorder columns and set identifier fields, in one commit.
 
-Layer: engine.operations (pure: builds events from a base state; imports engine.model, engine.events,
-engine.state, engine.errors and pyarrow for type conversion only).
+Layer: engine.operations (pure: builds events from a base state; imports engine.model, engine.state.events,
+engine.state.table_state, engine.errors and pyarrow for type conversion only).
 
 The builder follows PyIceberg's ``UpdateSchema`` (method names, argument order, semantics)::
 
@@ -43,7 +43,7 @@ import attrs
 import pyarrow as pa
 
 from engine.errors import CommitConflict, UnsupportedTypeError, ValidationError
-from engine.events import CurrentSchemaSet, Event, SchemaAdded
+from engine.state.events import CurrentSchemaSet, Event, SchemaAdded
 from engine.model.arrow_schema import schema_from_arrow
 from engine.model.schema import Schema, assign_fresh_ids, check_schema_for_format
 from engine.model.types import (
@@ -64,7 +64,7 @@ from engine.model.types import (
 from engine.model.values import value_from_python, value_to_json
 from engine.operations.commit import CommitContext
 from engine.operations.pending import PendingUpdate
-from engine.state import TableState
+from engine.state.table_state import TableState
 
 #: The parent key of top-level fields (struct children are keyed by the id of the field holding the struct).
 ROOT = -1

@@ -1,7 +1,7 @@
 """A new default sort order for a table (Iceberg's ReplaceSortOrder; PyIceberg's UpdateSortOrder names).
 
-Layer: engine.operations (pure: builds events from a base state; imports engine.model, engine.events,
-engine.state and the builder base).
+Layer: engine.operations (pure: builds events from a base state; imports engine.model, engine.state.events,
+engine.state.table_state and the builder base).
 
 ::
 
@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from engine.errors import ValidationError
-from engine.events import DefaultSortOrderSet, Event, SortOrderAdded
+from engine.state.events import DefaultSortOrderSet, Event, SortOrderAdded
 from engine.model.sort_order import (
     UNSORTED_ORDER_ID,
     NullOrder,
@@ -34,7 +34,7 @@ from engine.model.types import PrimitiveType
 from engine.operations.commit import CommitContext
 from engine.operations.pending import CommitsEvents, PendingUpdate
 from engine.operations.update_spec import to_transform
-from engine.state import TableState
+from engine.state.table_state import TableState
 
 
 def _null_order(value: Any) -> NullOrder:

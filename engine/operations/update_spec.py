@@ -1,7 +1,7 @@
 """Partition evolution: add, remove and rename partition fields (Iceberg's UpdatePartitionSpec).
 
-Layer: engine.operations (pure: builds events from a base state; imports engine.model, engine.events,
-engine.state and the builder base).
+Layer: engine.operations (pure: builds events from a base state; imports engine.model, engine.state.events,
+engine.state.table_state and the builder base).
 
 ::
 
@@ -32,7 +32,7 @@ from typing import Any, Sequence
 import attrs
 
 from engine.errors import ValidationError
-from engine.events import DefaultSpecSet, Event, SpecAdded
+from engine.state.events import DefaultSpecSet, Event, SpecAdded
 from engine.model.partitioning import (
     PARTITION_DATA_ID_START,
     PartitionField,
@@ -51,7 +51,7 @@ from engine.model.transforms import (
 from engine.model.types import PrimitiveType
 from engine.operations.commit import CommitContext
 from engine.operations.pending import CommitsEvents, PendingUpdate
-from engine.state import TableState
+from engine.state.table_state import TableState
 
 _ADD = "add"
 _REMOVE = "remove"

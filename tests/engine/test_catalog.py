@@ -172,7 +172,7 @@ def test_create_errors(catalog):
 
 
 def test_stale_base_without_retries_names_the_winner(catalog):
-    from engine.events import PropertiesSet
+    from engine.state.events import PropertiesSet
     from engine.operations.commit import RetryPolicy, commit_streams
 
     t = catalog.create_table("db.t", schema=events_table().schema,
@@ -242,7 +242,7 @@ def test_log_refuses_update_and_delete_and_verify_catches_tampering(catalog):
 def test_resending_a_commit_returns_its_first_outcome(catalog):
     """A client whose commit timed out re-sends it with the same commit id: it learns the outcome, nothing lands
     twice."""
-    from engine.events import PropertiesSet
+    from engine.state.events import PropertiesSet
     from engine.operations.commit import RetryPolicy, commit_streams
 
     t = catalog.create_table("db.t", schema=events_table().schema)

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from engine.data_writer import write_data_files
-from engine.delete_files import write_equality_deletes
-from engine.events import FileChange, decode_file_change
+from engine.write.data_writer import write_data_files
+from engine.write.delete_files import write_equality_deletes
+from engine.state.events import FileChange, decode_file_change
 from engine.model.data_file import DataFile
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.snapshot import snapshot_events

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine import Catalog
-from engine.delete_files import (
+from engine.write.delete_files import (
     equality_schema,
     write_equality_deletes,
     write_position_deletes,

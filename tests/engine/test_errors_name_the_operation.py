@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine import Catalog, CorruptFileError, MissingFileError, ValidationError
-from engine.parquet_files import read_parquet_rows, read_parquet_schema
+from engine.formats.parquet_files import read_parquet_rows, read_parquet_schema
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""File blocks (engine.file_blocks) and the cold plan that reads them: written at commit time, rebuilt from the log
+"""File blocks (engine.read.file_blocks) and the cold plan that reads them: written at commit time, rebuilt from the log
 when missing, stale or damaged (never trusted blindly), and a plan that skips commits by their partition
 summaries gives exactly the plan of the full live set: same files, deletes, residuals, sequence numbers, counts."""
 
@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from engine.file_blocks import FORMAT, TABLE, decode_body, decode_head
-from engine.file_index import FileIndex
+from engine.read.file_blocks import FORMAT, TABLE, decode_body, decode_head
+from engine.read.file_index import FileIndex
 from engine.model.data_file import DataFile
 from engine.operations.append import append_events
 from engine.operations.snapshot import new_snapshot_id
@@ -201,7 +201,7 @@ def test_a_path_added_twice_falls_back_to_the_full_replay(tmp_path):
 
 def test_explicit_data_sequence_numbers_in_parts_are_kept(tmp_path):
     """A part carrying "data-sequence-number" (interface 1) gives the file that data sequence number."""
-    from engine.file_blocks import encode_block
+    from engine.read.file_blocks import encode_block
     from engine.model.types import StructType
 
     part = ('{"change":"add","data-sequence-number":3,"file":{"content":0,"file-format":"PARQUET",'
@@ -277,8 +277,8 @@ def test_planning_leaves_the_garbage_collector_as_it_found_it(warehouse):
 
 def test_blocks_of_file_changes_equal_blocks_of_the_parts_they_encode_to(warehouse):
     """A commit encodes its block from its FileChange values; a rebuild from the log's parts gives the same block."""
-    from engine.events import decode_file_change
-    from engine.file_blocks import encode_block, encode_changes
+    from engine.state.events import decode_file_change
+    from engine.read.file_blocks import encode_block, encode_changes
 
     cat = Catalog.open(warehouse, project=False)
     state = cat.load_table("db.t").state

@@ -11,7 +11,7 @@ import pytest
 
 from engine import Catalog
 from engine.errors import ValidationError
-from engine.metadata_tables import KINDS, inspect_kind, to_json_lines
+from engine.read.metadata_tables import KINDS, inspect_kind, to_json_lines
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("category", pa.string()), ("d", pa.date32())])
 

@@ -11,8 +11,8 @@ import pytest
 
 from engine import Catalog
 from engine.errors import NamespaceNotEmpty, NamespaceNotFound, ValidationError
-from engine.events import NamespaceCreated, NamespaceDropped, NamespacePropertiesUpdated, TableRegistered, decode, encode
-from engine.state import CatalogState, LogPosition, apply
+from engine.state.events import NamespaceCreated, NamespaceDropped, NamespacePropertiesUpdated, TableRegistered, decode, encode
+from engine.state.table_state import CatalogState, LogPosition, apply
 
 
 def _at(version: int) -> LogPosition:

@@ -17,7 +17,7 @@ import pytest
 
 from engine import Catalog
 from engine.errors import IcelogError, ValidationError
-from engine.events import CATALOG_STREAM, TableCreated, TableRegistered
+from engine.state.events import CATALOG_STREAM, TableCreated, TableRegistered
 from engine.operations.commit import RetryPolicy, commit_streams
 from tools.cli import main as cli
 

@@ -39,7 +39,7 @@ def test_a_catalog_on_postgresql_commits_publishes_and_verifies(postgres_url: st
         assert cat.verify("db.t") == [] and cat.log.verify() == []
         assert t.metadata_location.startswith(warehouse) and Path(t.metadata_location).exists()
         location, uuid = t.metadata_location, t.uuid
-        from engine.file_blocks import TABLE as FILE_BLOCKS
+        from engine.read.file_blocks import TABLE as FILE_BLOCKS
 
         snapshots = len(t.snapshots())  # each commit stored its snapshot's file block beside the log
         assert cat.log.derived.query(f"SELECT count(*) FROM {FILE_BLOCKS}")[0][0] == snapshots

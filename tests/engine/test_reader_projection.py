@@ -15,15 +15,15 @@ import pytest
 
 from engine import Catalog
 from engine.errors import CorruptFileError
-from engine.events import CurrentSchemaSet, SchemaAdded
+from engine.state.events import CurrentSchemaSet, SchemaAdded
 from engine.model import types as T
 from engine.model.arrow_schema import schema_to_arrow
 from engine.model.data_file import DataFile
 from engine.model.schema import Schema
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.snapshot import snapshot_events
-from engine.parquet_files import read_data_file as describe
-from engine.reader import apply_name_mapping, normalize_path, read_data_file
+from engine.formats.parquet_files import read_data_file as describe
+from engine.read.reader import apply_name_mapping, normalize_path, read_data_file
 
 
 def F(fid: int, name: str, t: T.IcebergType, required: bool = False) -> T.NestedField:

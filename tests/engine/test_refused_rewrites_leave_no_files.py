@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from engine.data_writer import write_data_files
+from engine.write.data_writer import write_data_files
 from engine.errors import ForeignWriterError, ValidationConflict, ValidationError
 from projections import layout
 

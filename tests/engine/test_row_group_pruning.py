@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 
 from engine import Catalog
 from engine.model.expressions import bind, parse_expression
-from engine.parquet_files import matching_row_groups
+from engine.formats.parquet_files import matching_row_groups
 
 
 def test_filters_skip_row_groups_and_keep_positions(tmp_path) -> None:

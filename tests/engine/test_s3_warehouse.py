@@ -159,7 +159,7 @@ def test_expire_and_orphans_delete_s3_objects(catalog: Catalog, io: FileIO) -> N
 
 
 def test_staged_files_of_a_failed_write_are_orphans(catalog: Catalog, io: FileIO) -> None:
-    from engine.data_writer import write_data_files
+    from engine.write.data_writer import write_data_files
 
     t = catalog.create_table("db.t", schema=SCHEMA)
     t.append(rows([1]))

@@ -9,16 +9,16 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from engine.data_writer import write_data_files
-from engine.delete_files import write_equality_deletes, write_position_deletes
-from engine.events import CurrentSchemaSet, SchemaAdded, SpecAdded
+from engine.write.data_writer import write_data_files
+from engine.write.delete_files import write_equality_deletes, write_position_deletes
+from engine.state.events import CurrentSchemaSet, SchemaAdded, SpecAdded
 from engine.model import types as T
 from engine.model.data_file import DataFile
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.snapshot import snapshot_events
-from engine.scan import FileScanTask
+from engine.read.scan import FileScanTask
 
 
 @pytest.fixture

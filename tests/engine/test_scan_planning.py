@@ -10,10 +10,10 @@ import pytest
 
 from engine import Catalog
 from engine.errors import NotFound, ValidationError
-from engine.events import decode_file_change
-from engine.file_index import FileIndex
+from engine.state.events import decode_file_change
+from engine.read.file_index import FileIndex
 from engine.model.expressions import AlwaysTrue
-from engine.scan import Scan
+from engine.read.scan import Scan
 
 DAY = dt.datetime(2024, 3, 1)
 
@@ -164,7 +164,7 @@ def test_position_delete_matches_its_data_file_spelled_differently(catalog, tmp_
     from engine.model.data_file import DataFile, DataFileContent
     from engine.operations.snapshot import new_snapshot_id
     from engine.operations.snapshot import snapshot_events
-    from engine.reader import (
+    from engine.read.reader import (
         DELETE_FILE_PATH_ID,
         DELETE_POS_ID,
         FIELD_ID,
@@ -191,7 +191,7 @@ def test_position_delete_matches_its_data_file_spelled_differently(catalog, tmp_
 
 
 def test_normalize_path_spellings():
-    from engine.reader import normalize_path
+    from engine.read.reader import normalize_path
 
     spellings = ["file:/x/y", "file:///x/y", "/x/y", "file://host/x/y", "hdfs://nn:8020/x/y", "viewfs://c/x/y"]
     assert {normalize_path(p) for p in spellings} == {"/x/y"}

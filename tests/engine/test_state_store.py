@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from engine import Catalog
-from engine.state_store import CHECKPOINT_EVERY
+from engine.state.store import CHECKPOINT_EVERY
 
 
 def test_cold_load_starts_from_a_checkpoint(tmp_path):

@@ -1,5 +1,5 @@
 """Time travel on the log: tables and the catalog as they were after a version, a position or a moment, the log's
-entries, and the files that changed between two versions (engine/time_travel.py)."""
+entries, and the files that changed between two versions (engine/state/time_travel.py)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from engine.errors import (
     TableNotFound,
     ValidationError,
 )
-from engine.events import PropertiesSet
+from engine.state.events import PropertiesSet
 from engine.operations.commit import RetryPolicy, commit_streams
-from engine.state import fold
-from engine.state_store import decoded
-from engine.time_travel import (
+from engine.state.table_state import fold
+from engine.state.store import decoded
+from engine.state.time_travel import (
     Changes,
     HistoricalTable,
     LogEntry,

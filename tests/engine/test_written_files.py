@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from engine.data_writer import write_data_files, write_partition_files
+from engine.write.data_writer import write_data_files, write_partition_files
 from engine.errors import ForeignWriterError, PublishFailed, PublishTimeout, ValidationError
 from projections import layout
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 from engine import Catalog
 from engine.errors import ValidationError
 from engine.model.data_file import DataFileContent
-from engine.register import register_table
+from engine.registration.register import register_table
 
 
 def _value(v: Any) -> tuple:

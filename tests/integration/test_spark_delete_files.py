@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from engine.data_writer import write_data_files
-from engine.delete_files import write_equality_deletes, write_position_deletes
-from engine.events import SpecAdded
+from engine.write.data_writer import write_data_files
+from engine.write.delete_files import write_equality_deletes, write_position_deletes
+from engine.state.events import SpecAdded
 from engine.model.data_file import DataFile
 from engine.model.partitioning import PartitionSpec
 from engine.operations.snapshot import new_snapshot_id

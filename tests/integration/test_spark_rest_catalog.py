@@ -18,7 +18,7 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
 from engine import Catalog
-from engine.events import FileChange
+from engine.state.events import FileChange
 from tools.rest_server import running_server
 
 TOKEN = "spark-token"

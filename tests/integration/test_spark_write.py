@@ -149,7 +149,7 @@ def test_append_overwrite_and_dynamic_overwrite_read_back_everywhere(spark, tmp_
 
 def partition_of(t, row) -> tuple:
     """A row's partition tuple by icelog's own transforms."""
-    from engine.data_writer import conform, partition_keys
+    from engine.write.data_writer import conform, partition_keys
 
     one = conform(pa.Table.from_pylist([dict(zip(ARROW_SCHEMA.names, row))], schema=ARROW_SCHEMA), t.schema())
     return tuple(k[0].as_py() for k in partition_keys(one, t.schema(), t.spec()))
@@ -261,12 +261,12 @@ def test_workers_of_any_session_get_icelog_shipped(spark):
     archive = ship_sources(spark)
     assert ship_sources(spark) == archive  # once per context
     names = set(zipfile.ZipFile(archive).namelist())
-    assert {"engine/catalog.py", "engine/data_writer.py", "projections/layout.py", "storage/log.py",
+    assert {"engine/catalog.py", "engine/write/data_writer.py", "projections/layout.py", "storage/log.py",
             "tools/spark.py"} <= names
 
     def imported(_):
-        import engine.data_writer
+        import engine.write.data_writer
 
-        return engine.data_writer.__name__
+        return engine.write.data_writer.__name__
 
-    assert spark.sparkContext.parallelize([1, 2], 2).map(imported).collect() == ["engine.data_writer"] * 2
+    assert spark.sparkContext.parallelize([1, 2], 2).map(imported).collect() == ["engine.write.data_writer"] * 2

@@ -151,7 +151,7 @@ def test_a_damaged_deletion_vector_raises_corrupt_file_error(spark: Any, warehou
 def test_vector_checks(damage: str, tmp_path: Path) -> None:
     import struct
 
-    from engine.deletion_vectors import encode_vector, read_vector
+    from engine.formats.deletion_vectors import encode_vector, read_vector
     from engine.model.data_file import DataFile, DataFileContent
 
     blob = bytearray(encode_vector([1, 5, 9]))
@@ -175,7 +175,7 @@ def test_vector_checks(damage: str, tmp_path: Path) -> None:
 
 
 def test_vectors_round_trip(tmp_path: Path) -> None:
-    from engine.deletion_vectors import encode_vector, read_vector
+    from engine.formats.deletion_vectors import encode_vector, read_vector
     from engine.model.data_file import DataFile, DataFileContent
 
     positions = [0, 3, 70_000, 2**32 + 5]  # several containers, and a position past 32 bits

@@ -225,7 +225,7 @@ def test_upgrade_to_v3_gives_existing_rows_ids_that_spark_reads(spark: Any, tmp_
 
 
 def test_v3_row_delta_refuses_position_delete_files(tmp_path: Path) -> None:
-    from engine.delete_files import write_position_deletes
+    from engine.write.delete_files import write_position_deletes
 
     with Catalog.open(tmp_path / "wh") as cat:
         cat.create_namespace("db")

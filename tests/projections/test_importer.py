@@ -19,9 +19,9 @@ import pytest
 
 from engine import Catalog
 from engine.errors import AlreadyExists, CorruptFileError, NamespaceNotFound, NotFound, ValidationError
-from engine.events import RefSet, SnapshotAdded, TableCreated
-from engine.register import PositionDeleteRelocation, register_table
-from projections.importer import Relocator, all_paths, import_table, resolve_metadata_location
+from engine.state.events import RefSet, SnapshotAdded, TableCreated
+from engine.registration.register import PositionDeleteRelocation, register_table
+from engine.registration.metadata_import import Relocator, all_paths, import_table, resolve_metadata_location
 from storage.files import FileIO
 
 SCHEMA = pa.schema([("id", pa.int64()), ("cat", pa.string())])

@@ -8,7 +8,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from engine import Catalog  # first: engine and projections import each other (issue 16)
+from engine import Catalog
 from projections import metadata_json
 from projections.metadata_json import MetadataRenderer, metadata_dict, render_metadata
 

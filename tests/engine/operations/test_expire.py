@@ -12,7 +12,7 @@ import pytest
 
 from engine import Catalog
 from engine.errors import ValidationError
-from engine.events import PropertiesSet
+from engine.state.events import PropertiesSet
 from engine.operations.commit import now_ms
 from engine.operations.expire import (
     ExpireResult,
@@ -20,7 +20,7 @@ from engine.operations.expire import (
     plan_expiry,
     remove_orphan_files,
 )
-from engine.state import Snapshot, SnapshotRef, TableState
+from engine.state.table_state import Snapshot, SnapshotRef, TableState
 from projections import layout
 from projections.manifests import read_manifest_list
 
@@ -394,7 +394,7 @@ def test_own_orphans_are_found_from_staging_records_without_listing(tmp_path, mo
     import pyarrow as pa
 
     from engine import Catalog
-    from engine.data_writer import write_data_files
+    from engine.write.data_writer import write_data_files
 
     with Catalog.open(tmp_path / "wh") as cat:
         cat.create_namespace("db")

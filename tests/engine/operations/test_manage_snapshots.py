@@ -11,11 +11,11 @@ import pytest
 
 from engine import Catalog
 from engine.errors import NotFound, ValidationError
-from engine.events import RefRemoved, RefSet, SnapshotAdded
+from engine.state.events import RefRemoved, RefSet, SnapshotAdded
 from engine.operations.commit import CommitContext
 from engine.operations.manage_snapshots import ManageSnapshots
 from engine.operations.snapshot import snapshot_events
-from engine.state import SnapshotRef
+from engine.state.table_state import SnapshotRef
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("category", pa.string())])
 
@@ -255,7 +255,7 @@ def test_two_cherrypicks_and_a_tag_land_in_one_commit(table):
 
 def dynamic_overwrite(table, remove_category: str, new_ids: list[int]):
     """A ``replace-partitions`` overwrite snapshot on main (built with the snapshot producer directly)."""
-    from engine.data_writer import write_data_files
+    from engine.write.data_writer import write_data_files
     from engine.operations.snapshot import new_snapshot_id
 
     snapshot_id = new_snapshot_id()
@@ -333,8 +333,8 @@ def test_cherrypick_append_gives_its_files_the_new_snapshots_sequence_number(tab
     which never saw those rows, must not delete them."""
     import attrs
 
-    from engine.data_writer import write_data_files
-    from engine.delete_files import write_equality_deletes
+    from engine.write.data_writer import write_data_files
+    from engine.write.delete_files import write_equality_deletes
     from engine.operations.snapshot import new_snapshot_id
 
     s1 = table.snaps[0]

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine import Catalog
-from engine.delete_files import write_equality_deletes
+from engine.write.delete_files import write_equality_deletes
 from engine.errors import ValidationConflict, ValidationError
 from engine.model import types as T
 from engine.model.data_file import DataFileContent
@@ -25,7 +25,7 @@ from engine.operations.rewrite import (
 )
 from engine.operations.row_delete import bind_filter, delete_mode, plan_row_delete
 from engine.operations.snapshot import snapshot_events
-from engine.zorder import column_key, interleave, zorder_table
+from engine.write.zorder import column_key, interleave, zorder_table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("x", pa.int32()), ("y", pa.int32())])
 MOR = {"write.delete.mode": "merge-on-read"}

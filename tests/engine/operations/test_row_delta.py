@@ -384,7 +384,7 @@ def test_row_delta_takes_delete_files_written_elsewhere(cat):
     t.append(pa.concat_tables([rows(range(3), "a"), rows(range(3, 6), "b")]))
     t.append(rows([10, 11], "a"))
     a1, a2 = sorted((f for f in t.scan().plan_files() if f.partition == ("a",)), key=lambda f: -f.record_count)
-    from engine.delete_files import write_equality_deletes, write_position_deletes
+    from engine.write.delete_files import write_equality_deletes, write_position_deletes
 
     one = write_position_deletes(t.state, {a1.file_path: [1]}, spec_id=0, partition=("a",))
     two = write_position_deletes(t.state, {a1.file_path: [2], a2.file_path: [0]}, spec_id=0, partition=("a",))

@@ -1,4 +1,4 @@
-"""Sort orders (``table.replace_sort_order()``), sorting rows by them (``engine.sort_rows.sort_table``), writes that
+"""Sort orders (``table.replace_sort_order()``), sorting rows by them (``engine.write.sort_rows.sort_table``), writes that
 honour the default order, and the metrics modes (``write.metadata.metrics.*``) seen through appended DataFiles."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import engine.data_writer as data_writer
-import engine.parquet_files as parquet_files
+import engine.write.data_writer as data_writer
+import engine.formats.parquet_files as parquet_files
 from engine import Catalog
 from engine.errors import ValidationError
-from engine.events import DefaultSortOrderSet, SortOrderAdded
+from engine.state.events import DefaultSortOrderSet, SortOrderAdded
 from engine.model.arrow_schema import schema_from_arrow
 from engine.model.schema import Schema
 from engine.model.sort_order import NullOrder, SortDirection, SortField, SortOrder
@@ -31,7 +31,7 @@ from engine.model.types import (
 )
 from engine.model.values import from_bytes
 from engine.operations.commit import CommitContext
-from engine.sort_rows import sort_table
+from engine.write.sort_rows import sort_table
 
 UTC = dt.timezone.utc
 CTX = CommitContext(commit_id="test", time_ms=1)
@@ -287,7 +287,7 @@ def needs_metrics_config(reason: str):
     return pytest.mark.xfail(not METRICS_CONFIG, strict=True, reason=reason)
 
 
-@pytest.mark.xfail(not WRITER_SORTS, strict=True, reason="engine/data_writer.py does not call sort_table yet")
+@pytest.mark.xfail(not WRITER_SORTS, strict=True, reason="engine/write/data_writer.py does not call sort_table yet")
 def test_appends_write_files_sorted_by_the_default_order(catalog):
     t = make(catalog, partition_by=["category"])
     state = t.replace_sort_order().desc("score", null_order="nulls-last").asc("id").commit()
@@ -443,7 +443,7 @@ def test_metrics_drive_scan_pruning(catalog):
     assert c.scan(where="id >= 100").count() == 3
 
 
-# Iceberg Java behaviours engine/parquet_files.py does not follow yet (see the report for the patch).
+# Iceberg Java behaviours engine/formats/parquet_files.py does not follow yet (see the report for the patch).
 
 @needs_metrics_config(reason="parquet_files: an invalid mode is read as full, Java falls back")
 def test_an_invalid_default_mode_falls_back_to_truncate_16(catalog):

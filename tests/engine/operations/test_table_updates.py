@@ -15,7 +15,7 @@ import pytest
 
 from engine import Catalog
 from engine.errors import RequirementFailed, ValidationError
-from engine.events import (
+from engine.state.events import (
     CurrentSchemaSet,
     DefaultSortOrderSet,
     DefaultSpecSet,

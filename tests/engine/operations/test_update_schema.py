@@ -1,6 +1,6 @@
 """Schema evolution: the UpdateSchema builder on real tables' states, its events, its errors, and own-scan reads.
 
-Layer: tests (icelog's public API, engine.operations.update_schema, engine.events; real catalogs under tmp_path).
+Layer: tests (icelog's public API, engine.operations.update_schema, engine.state.events; real catalogs under tmp_path).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from engine import Catalog
 from engine.errors import CommitConflict, ValidationError
-from engine.events import CurrentSchemaSet, SchemaAdded
+from engine.state.events import CurrentSchemaSet, SchemaAdded
 from engine.model.schema import Schema
 from engine.model.sort_order import SortField, SortOrder
 from engine.model.types import (

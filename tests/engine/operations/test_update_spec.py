@@ -11,7 +11,7 @@ import pytest
 
 from engine import Catalog
 from engine.errors import ValidationError
-from engine.events import DefaultSpecSet, SpecAdded
+from engine.state.events import DefaultSpecSet, SpecAdded
 from engine.model.partitioning import PartitionField, PartitionSpec
 from engine.model.transforms import Bucket, Day, Hour, Identity, Truncate, Void
 from engine.operations.commit import CommitContext

@@ -1,7 +1,7 @@
 """File blocks: each snapshot event's file changes in a compact binary form, kept in a derived SQLite table.
 
 Layer: engine (reads and writes its own derived table in the storage log's SQLite file; decodes with
-engine.events' JSON conventions and engine.model). Derived, disposable and rebuildable: a block holds nothing
+engine.state.events' JSON conventions and engine.model). Derived, disposable and rebuildable: a block holds nothing
 the event's bulk parts do not, a missing, stale or damaged block is rebuilt from those parts, and dropping the
 table only makes the next plan slower.
 
@@ -62,7 +62,7 @@ REST_FIELDS = ("file_format", "record_count", "file_size_in_bytes", "column_size
 OFFSET_COLUMN = REST_FIELDS.index("content_offset")
 _ALL_FIELDS = {"file_path", "content", "spec_id", "partition", *REST_FIELDS}
 if {a.name for a in attrs.fields(DataFile)} != _ALL_FIELDS:  # pragma: no cover - a guard for model changes
-    raise ImportError("engine.file_blocks: DataFile's fields changed; update REST_FIELDS and FORMAT")
+    raise ImportError("engine.read.file_blocks: DataFile's fields changed; update REST_FIELDS and FORMAT")
 _CONTENTS = {int(c): c for c in DataFileContent}
 
 

@@ -1,7 +1,7 @@
 """Reading an existing Iceberg table's metadata into icelog events (for ``register_table``).
 
 Layer: projections (reads files through storage.files.FileIO and parses them with the pure
-readers beside it; builds engine.events values; never commits, never writes: rewriting delete
+readers beside it; builds engine.state.events values; never commits, never writes: rewriting delete
 files for ``relocate`` is the caller's, see below). The whole history becomes events: a
 TableCreated with the table's first schema, spec and sort order and its final properties, the
 other schemas, specs and sort orders (SchemaAdded, SpecAdded, SortOrderAdded), one SnapshotAdded
@@ -22,7 +22,7 @@ parent manifest list).
 
 With ``relocate``, every path read is rewritten (metadata, manifest lists, manifests, data and delete
 files, a position delete file's ``file_path`` bounds). The rows of a position delete file still name
-data files by their original paths: the caller passes a rewriter (``engine.register`` does) that
+data files by their original paths: the caller passes a rewriter (``engine.registration.register`` does) that
 copies each such file with its paths relocated, and the events record the copy; without one, such a
 file is refused.
 
@@ -57,7 +57,7 @@ from typing import Any
 import attrs
 
 from engine.errors import CorruptFileError, NotFound, ValidationError
-from engine.events import (
+from engine.state.events import (
     CurrentSchemaSet,
     DefaultSortOrderSet,
     DefaultSpecSet,

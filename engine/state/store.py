@@ -1,6 +1,6 @@
 """Loads table and catalog state from the log cheaply: a cache the catalog owns, checkpoints, then a catch-up.
 
-Layer: engine (reads the storage log; folds with engine.state). A table's state at its head
+Layer: engine (reads the storage log; folds with engine.state.table_state). A table's state at its head
 comes from the cached state when the head has not moved, else from the cached state (or the
 newest checkpoint) plus the events since, so loading never replays a table's whole history.
 Checkpoints are derived and disposable; deleting them only makes the next load slower.
@@ -16,11 +16,11 @@ from typing import Iterable
 import attrs
 
 from engine.errors import IntegrityError, TableNotFound
-from engine.events import CATALOG_STREAM, Event, FileChange, decode, decode_file_change
-from engine.file_index import FileIndex
+from engine.state.events import CATALOG_STREAM, Event, FileChange, decode, decode_file_change
+from engine.read.file_index import FileIndex
 from engine.model.data_file import DataFile
 from engine.model.types import StructType
-from engine.state import (
+from engine.state.table_state import (
     CatalogState,
     LogPosition,
     Snapshot,
@@ -61,7 +61,7 @@ class StateStore:
         self._tables: dict[str, TableState] = {}
         self._recent: OrderedDict[tuple[str, int], TableState] = OrderedDict()
         self._catalog = CatalogState()
-        #: decoded file changes and live file sets per snapshot (derived, rebuildable): see engine.file_index
+        #: decoded file changes and live file sets per snapshot (derived, rebuildable): see engine.read.file_index
         self.file_index = FileIndex(log)
 
     def forget_cached(self) -> None:

@@ -1,6 +1,6 @@
 """Registering an existing Iceberg table: its whole history becomes one log commit, then icelog publishes it.
 
-Layer: engine (glue: reads through projections.importer, commits through the operations' commit loop,
+Layer: engine (glue: reads through engine.registration.metadata_import, commits through the operations' commit loop,
 publishes through Table). One commit holds the catalog stream's TableRegistered and every event of the
 new table stream, so a table is registered with its full history or not at all.
 
@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from engine.delete_files import relocate_position_deletes, relocated_position_deletes_path
+from engine.write.delete_files import relocate_position_deletes, relocated_position_deletes_path
 from engine.errors import AlreadyExists, NamespaceNotFound, ValidationError
-from engine.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
+from engine.state.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.paths import normalize_path
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams
 from engine.ownership import check_identifier, refuse_catalog_database
-from engine.reader import read_position_delete_rows
+from engine.read.reader import read_position_delete_rows
 from projections import layout
-from projections.importer import (
+from engine.registration.metadata_import import (
     ImportedTable,
     import_table,
     metadata_files_in,

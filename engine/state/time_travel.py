@@ -30,20 +30,20 @@ from typing import Any
 import attrs
 
 from engine.errors import IntegrityError, NotFound, TableNotFound, ValidationError
-from engine.events import CATALOG_STREAM, decode
+from engine.state.events import CATALOG_STREAM, decode
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
 from engine.ownership import check_table_location
-from engine.scan import Scan
-from engine.state import (
+from engine.read.scan import Scan
+from engine.state.table_state import (
     MAIN_BRANCH,
     CatalogState,
     TableState,
     TableStateReads,
     apply,
 )
-from engine.state_store import position_of
+from engine.state.store import position_of
 from projections import layout
 from projections.projector import render_all
 from storage import Log
@@ -244,7 +244,7 @@ class HistoricalTable(TableStateReads):
              snapshot_id: int | None = None, **options: Any) -> Scan:
         """The data as it was: the live files come from the log, so snapshots expired later still plan (reading
         raises CorruptFileError naming the file when expiry has deleted it since). ``options`` go to
-        :class:`engine.scan.Scan` (``as_of_timestamp_ms``, ``ref``)."""
+        :class:`engine.read.scan.Scan` (``as_of_timestamp_ms``, ``ref``)."""
         snapshot = self.state.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
         if snapshot_id is not None and snapshot is None:
             expired = [s for s in self.state.expired_snapshots if s.snapshot_id == snapshot_id]

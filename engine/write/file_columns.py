@@ -1,11 +1,11 @@
 """Whether a Parquet file written elsewhere reads as a table's schema, checked before the file is registered.
 
 Layer: engine (I/O at the edge: reads a Parquet footer through pyarrow). Imports engine.errors, engine.model and
-engine.reader (its name-mapping helpers, so columns are matched exactly as a scan will match them).
+engine.read.reader (its name-mapping helpers, so columns are matched exactly as a scan will match them).
 
 A file's columns are matched to the table's fields by their ``PARQUET:field_id`` when the file carries ids, else
 through the table's name mapping (``schema.name-mapping.default``, or the schema's current names), as
-:mod:`engine.reader` does. Each matched column must hold a type the reader reads as the field's type without
+:mod:`engine.read.reader` does. Each matched column must hold a type the reader reads as the field's type without
 losing values: the same type, or a promotion Iceberg allows (int to long, float to double, a decimal of the same
 scale and a smaller precision), or another Arrow spelling of it (int8 / int16 and small unsigned integers for
 int and long, large and view strings and binaries, dictionary encodings, any timestamp unit, a UTF-8 column
@@ -30,7 +30,7 @@ from engine.model import types as T
 from engine.model.arrow_schema import arrow_carries_field_ids, arrow_children, arrow_field_id
 from engine.model.name_mapping import name_mapping
 from engine.model.schema import Schema
-from engine.reader import apply_name_mapping, parse_name_mapping
+from engine.read.reader import apply_name_mapping, parse_name_mapping
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
 

@@ -1,6 +1,6 @@
 """Typed, versioned events: the facts the log records, and their canonical encoding.
 
-Layer: engine.events (pure values; imports engine.model only). Every event is a frozen
+Layer: engine.state.events (pure values; imports engine.model only). Every event is a frozen
 attrs class with a stable wire name (``TYPE``, Iceberg's metadata-update action name
 where Iceberg has one) and a type version (``VERSION``). ``encode`` turns an event into
 canonical JSON (sorted keys, no whitespace) plus its bulk parts (one JSON text per data

@@ -37,7 +37,7 @@ from engine.model.data_file import (
 )
 from engine.model.types import IcebergType, NestedField, StructType, UUIDType
 from engine.model.values import from_bytes
-from engine.state import Snapshot, TableState
+from engine.state.table_state import Snapshot, TableState
 from projections import layout
 from projections.manifests import read_manifest, read_manifest_list
 

@@ -1,6 +1,6 @@
 """Table and catalog state as immutable values: ``TableState = fold(events)``.
 
-Layer: engine.state (pure; imports engine.model and engine.events only). One ``apply``
+Layer: engine.state.table_state (pure; imports engine.model and engine.state.events only). One ``apply``
 per event type folds a logged event into a new state. States serialize to JSON so that
 checkpoints (derived, disposable) make loading a table cheap without replaying its whole
 history.
@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 import attrs
 
 from engine.errors import ValidationError
-from engine.events import (
+from engine.state.events import (
     CurrentSchemaSet,
     DefaultSortOrderSet,
     DefaultSpecSet,

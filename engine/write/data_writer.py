@@ -22,15 +22,15 @@ from engine.model.partitioning import PartitionSpec, partition_path
 from engine.model.schema import LINEAGE_FIELD_IDS, Schema
 from engine.model.values import value_from_python
 from engine.model.variant import as_variant_storage
-from engine.parquet_files import (
+from engine.formats.parquet_files import (
     iter_row_chunks,
     nan_counts,
     read_data_file,
     write_parquet,
 )
-from engine.reader import default_column, lineage_field
-from engine.sort_rows import sort_table
-from engine.state import TableState
+from engine.read.reader import default_column, lineage_field
+from engine.write.sort_rows import sort_table
+from engine.state.table_state import TableState
 from projections import layout
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO

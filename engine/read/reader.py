@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.deletion_vectors import read_vector
+from engine.formats.deletion_vectors import read_vector
 from engine.errors import CorruptFileError, storage_error
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
@@ -46,7 +46,7 @@ from engine.model.schema import (
 )
 from engine.model.values import value_from_json
 from engine.model.variant import null_variants
-from engine.parquet_files import matching_row_groups
+from engine.formats.parquet_files import matching_row_groups
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
 

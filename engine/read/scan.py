@@ -1,10 +1,10 @@
 """Scan planning: which data files of a snapshot a filter needs, with the delete files that apply to each, and
 reading them into Arrow.
 
-Layer: engine (reads the log through the state store, data and delete files through engine.reader).
+Layer: engine (reads the log through the state store, data and delete files through engine.read.reader).
 The live files come from the log, not from the published manifests, so a scan never depends on a projection
-being up to date; engine.file_index keeps them decoded per snapshot, so planning after a commit decodes only
-that commit's files, and the first plan in a process reads each commit's file block (engine.file_blocks, written
+being up to date; engine.read.file_index keeps them decoded per snapshot, so planning after a commit decodes only
+that commit's files, and the first plan in a process reads each commit's file block (engine.read.file_blocks, written
 at commit time): a filtered plan skips the commits whose partition summaries rule the filter out, as a reader
 of manifest lists skips manifests, and builds only the files whose partition might match. A filter prunes data
 files first by their partition, through the inclusive projection of the filter on each file's OWN spec (specs
@@ -18,7 +18,7 @@ data file gets the delete files the spec's scoping rules apply to it:
   sequence number is less than or equal to its own; when its ``file_path`` bounds are equal (or it names a
   ``referenced_data_file``) it names a single data file, and applies to that file alone;
 - a deletion vector (format version 3) applies to its ``referenced_data_file`` under the same sequence number
-  rule; its positions are read from its blob in a Puffin file (engine.deletion_vectors);
+  rule; its positions are read from its blob in a Puffin file (engine.formats.deletion_vectors);
 - an equality delete file applies to data files whose data sequence number is strictly smaller than its own, in
   the same partition, or in every partition when the delete file's spec is unpartitioned.
 
@@ -42,7 +42,7 @@ import attrs
 import pyarrow as pa
 
 from engine.errors import CorruptFileError, NotFound, ValidationError
-from engine.file_index import FileIndex, FileItem, collector_paused
+from engine.read.file_index import FileIndex, FileItem, collector_paused
 from engine.model import types as T
 from engine.model.arrow_schema import empty_arrow_table
 from engine.model.data_file import DataFile, DataFileContent, FieldSummary
@@ -64,7 +64,7 @@ from engine.model.expressions import (
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.schema import LINEAGE_COLUMNS, Schema
 from engine.model.values import from_bytes
-from engine.reader import (
+from engine.read.reader import (
     DELETE_FILE_PATH_ID,
     DeleteLoader,
     lineage_field,
@@ -72,8 +72,8 @@ from engine.reader import (
     parse_name_mapping,
     read_data_file,
 )
-from engine.state import TableState
-from engine.state_store import LiveEntry, StateStore
+from engine.state.table_state import TableState
+from engine.state.store import LiveEntry, StateStore
 from storage.files import LOCAL_FILES, FileIO
 
 _DATA_FILE_FIELDS = frozenset(a.name for a in attrs.fields(DataFile))

@@ -1,6 +1,6 @@
 """Write row-level delete files: position deletes and equality deletes, as Parquet under the table's data folder.
 
-Layer: engine (I/O at the edge: writes Parquet through engine.parquet_files). Like data files, the delete files
+Layer: engine (I/O at the edge: writes Parquet through engine.formats.parquet_files). Like data files, the delete files
 written here are staged, not committed: the caller adds them to a snapshot. A position delete file holds the
 spec's reserved columns ``file_path`` (field id 2147483546) and ``pos`` (2147483545), sorted by path then
 position, with full metrics on both (as Iceberg Java writes them), so a file that deletes rows of one data file
@@ -19,7 +19,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.deletion_vectors import encode_puffin
+from engine.formats.deletion_vectors import encode_puffin
 from engine.errors import CorruptFileError, ValidationError, storage_error
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
@@ -27,8 +27,8 @@ from engine.model.arrow_schema import schema_to_arrow
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.partitioning import partition_path
 from engine.model.schema import Schema
-from engine.parquet_files import nan_counts, read_data_file, write_parquet
-from engine.reader import (
+from engine.formats.parquet_files import nan_counts, read_data_file, write_parquet
+from engine.read.reader import (
     DELETE_FILE_PATH,
     DELETE_FILE_PATH_ID,
     DELETE_POS,
@@ -36,7 +36,7 @@ from engine.reader import (
     DeleteLoader,
     normalize_path,
 )
-from engine.state import TableState
+from engine.state.table_state import TableState
 from projections import layout
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
@@ -166,7 +166,7 @@ def write_deletion_vectors(state: TableState, deletes: Mapping[str, Sequence[int
     :param previous: data file path -> the delete files that apply to it now
     :raises ValidationError: for a table before v3, no positions, or a position that is not a row number
     """
-    from engine.scan import referenced_path
+    from engine.read.scan import referenced_path
 
     action = "deletion vectors"
     if state.format_version < 3:
@@ -333,7 +333,7 @@ def relocate_position_deletes(delete_file: DataFile, relocate: Callable[[str], s
     :param folder: where the copy goes (a local path or ``file:`` URI)
     :raises CorruptFileError: the delete file cannot be read
     """
-    from engine.reader import read_position_delete_rows
+    from engine.read.reader import read_position_delete_rows
 
     rows = read_position_delete_rows(delete_file, io=io)
     paths = rows.column(DELETE_FILE_PATH).to_pylist()
@@ -378,7 +378,7 @@ def paths_in_position_deletes(delete_file: DataFile, *, io: FileIO = LOCAL_FILES
 
     :raises CorruptFileError: the delete file cannot be read
     """
-    from engine.scan import referenced_path
+    from engine.read.scan import referenced_path
 
     single = referenced_path(delete_file)
     if single is not None:

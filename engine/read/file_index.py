@@ -1,10 +1,10 @@
 """An indexed file table: the live data and delete files of any snapshot, without decoding the log again.
 
-Layer: engine (reads file blocks, engine.file_blocks, and falls back to the storage log's bulk parts). Derived
+Layer: engine (reads file blocks, engine.read.file_blocks, and falls back to the storage log's bulk parts). Derived
 and rebuildable: it holds nothing the log does not, and dropping it only makes the next plan slower.
 
 A snapshot's file changes (the bulk parts of its ``add-snapshot`` event) never change once written. Each is
-read as the commit's *file block* (engine.file_blocks: written at commit time, rebuilt from the parts when
+read as the commit's *file block* (engine.read.file_blocks: written at commit time, rebuilt from the parts when
 missing or damaged), decoded once and kept per log position, each added file wrapped in a :class:`FileItem`.
 The live set of a snapshot is its parent's live set minus the files it removed plus the files it added; the
 live sets of the last few snapshots planned are kept, so planning the snapshot after a commit applies that
@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import ValidationError
-from engine.file_blocks import (
+from engine.read.file_blocks import (
     BlockBody,
     BlockError,
     BlockHead,
@@ -59,7 +59,7 @@ from engine.file_blocks import (
 from engine.model.data_file import DataFile, DataFileContent, FieldSummary, blob_key
 from engine.model.types import StructType
 from engine.model.values import value_from_json
-from engine.state import Snapshot, TableState
+from engine.state.table_state import Snapshot, TableState
 from storage import LogError
 
 #: Files kept across snapshots before the least recently used snapshots' changes are dropped.
@@ -74,7 +74,7 @@ if tuple(a.name for a in attrs.fields(DataFile)) != (
         "column_sizes", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds",
         "split_offsets", "equality_ids", "sort_order_id", "key_metadata", "first_row_id", "referenced_data_file",
         "content_offset", "content_size_in_bytes"):  # pragma: no cover - model guard
-    raise ImportError("engine.file_index: DataFile's fields changed; update _data_file")
+    raise ImportError("engine.read.file_index: DataFile's fields changed; update _data_file")
 
 
 def _slot_setters(cls: type, names: str) -> tuple[Callable[[Any, Any], None], ...]:
@@ -162,9 +162,9 @@ class FileItem:
         return f
 
     def entry(self) -> Any:
-        """The :class:`engine.state_store.LiveEntry` of the file (built on first use)."""
+        """The :class:`engine.state.store.LiveEntry` of the file (built on first use)."""
         if self._entry is None:
-            from engine.state_store import LiveEntry
+            from engine.state.store import LiveEntry
 
             snap = self.snap
             self._entry = LiveEntry(file=self.file(), data_sequence_number=self.data_sequence_number,
@@ -569,7 +569,7 @@ class FileIndex:
                                skipped_commits=skipped_commits)
 
     def live_entries(self, state: TableState, snapshot_id: int | None) -> list[Any]:
-        """The :class:`engine.state_store.LiveEntry` of every file live in a snapshot, oldest first (what
+        """The :class:`engine.state.store.LiveEntry` of every file live in a snapshot, oldest first (what
         ``StateStore.live_entries`` gives)."""
         return entries_of(self.live_items(state, snapshot_id))
 
