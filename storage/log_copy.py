@@ -29,14 +29,16 @@ CATALOG_FILE = "catalog.db"
 
 
 def open_log(target: str, *, busy_timeout_ms: int = 30_000) -> EventLog:
-    """The log at ``target``: a ``postgresql://`` URL, a SQLite file, or a folder holding ``catalog.db``."""
+    """The log at ``target``: a ``postgresql://`` URL, a SQLite file, or a folder holding ``catalog.db`` (a path
+    that does not exist yet is a folder, as ``--catalog-dir`` takes it, unless its name has a suffix: ``lake.db``)."""
     if is_postgres_url(target):
         from storage.postgres_log import PostgresLog
 
         return PostgresLog.open(target, busy_timeout_ms=busy_timeout_ms)
     from storage.log import Log
 
-    path = os.path.join(target, CATALOG_FILE) if os.path.isdir(target) else target
+    folder = os.path.isdir(target) or (not os.path.lexists(target) and not os.path.splitext(target.rstrip("/"))[1])
+    path = os.path.join(target, CATALOG_FILE) if folder else target
     return Log.open(path, busy_timeout_ms=busy_timeout_ms)
 
 
