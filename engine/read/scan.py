@@ -42,6 +42,7 @@ import attrs
 import pyarrow as pa
 
 from engine.errors import CorruptFileError, NotFound, ValidationError
+from engine.model.paths import normalize_path
 from engine.read.file_index import FileIndex, FileItem, collector_paused
 from engine.model import types as T
 from engine.model.arrow_schema import empty_arrow_table
@@ -64,14 +65,8 @@ from engine.model.expressions import (
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.schema import LINEAGE_COLUMNS, Schema
 from engine.model.values import from_bytes
-from engine.read.reader import (
-    DELETE_FILE_PATH_ID,
-    DeleteLoader,
-    lineage_field,
-    normalize_path,
-    parse_name_mapping,
-    read_data_file,
-)
+from engine.read.raw_file import parse_name_mapping
+from engine.read.reader import DELETE_FILE_PATH_ID, DeleteLoader, lineage_field, read_data_file
 from engine.state.table_state import TableState
 from engine.state.store import LiveEntry, StateStore
 from storage.files import LOCAL_FILES, FileIO
