@@ -1,9 +1,10 @@
 """Read data files into Arrow in the shape of a table schema, with their delete files applied.
 
-Layer: engine.read (I/O at the edge: opens data and delete files by format through :mod:`engine.read.raw_file`,
-deletion vectors through engine.formats; the rest is pure Arrow work). Columns are matched by field id at every nesting level, as the spec's
-"Column Projection" section says: a field renamed since the file was written is found by its id, a field added
-later reads as nulls, a dropped field is ignored, and a promoted type is cast. Files written without field ids
+Layer: engine.read (I/O at the edge: opens data and delete files by format through
+:mod:`engine.read.raw_file`, deletion vectors through engine.formats; the rest is pure Arrow work). Columns are
+matched by field id at every nesting level, as the spec's "Column Projection" section says: a field renamed since
+the file was written is found by its id, a field added later reads as nulls, a dropped field is ignored, and a
+promoted type is cast. Files written without field ids
 get their ids from the table's name mapping (``schema.name-mapping.default``), else from the current schema's names.
 
 Delete files are applied to the file's own rows before projection: position deletes by row position, equality
