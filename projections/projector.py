@@ -34,10 +34,10 @@ from engine.model.data_file import (
 )
 from engine.state.table_state import Snapshot, TableState
 from projections import layout
+from projections.manifest_reader import read_manifest
 from projections.manifests import (
     avro_long,
     partition_summaries,
-    read_manifest,
     render_manifest,
     render_manifest_list,
 )

@@ -17,33 +17,27 @@ Tables (created with sqlite-utils, all STRICT):
 Triggers make UPDATE and DELETE on ``events``, ``event_parts`` and ``commits`` fail.
 Writers queue for the write lock before ``BEGIN IMMEDIATE``: threads of one process on a per-file Python lock,
 processes on a ``flock`` of the companion file ``<database>-writer-lock``, so the next writer starts as soon as
-the lock is free instead of sleeping in SQLite's busy handler (which backs off up to 100 ms between tries).
+the lock is free instead of sleeping in SQLite's busy handler (which backs off up to 100 ms between tries); the
+lock and the write group live in :mod:`storage.write_lock`, the file checks in :mod:`storage.sqlite_file`, and
+the derived tables beside the log in :mod:`storage.sqlite_derived`.
 The hot path (:meth:`Log.commit`) runs fixed SQL text (prepared once, cached by ``sqlite3``) and does index seeks
 only: its cost grows with the events and parts it writes, never with the size of the log.
 Writers of one file in one process that wait at the same time share a transaction (group commit, see
-:meth:`Log.run_in_transaction`): one ``COMMIT`` and one fsync for all of them, each keeping its own events, CAS and
-result.
+:meth:`Log.run_in_transaction`, :class:`storage.write_lock.WriteGroup`): one ``COMMIT`` and one fsync for all
+of them, each keeping its own events, CAS and result.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
-import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 from os import PathLike
 from pathlib import Path
-
-try:
-    import fcntl
-except ImportError:  # not a POSIX system: SQLite's lock alone serializes writers
-    fcntl = None  # type: ignore[assignment]
 
 import sqlite_utils
 
@@ -60,7 +54,14 @@ from storage.contract import (
     stored_result,
     verify_rows,
 )
-from storage.files import OPEN_DATABASES, WRITER_LOCK_SUFFIX
+from storage.files import OPEN_DATABASES
+from storage.sqlite_derived import SqliteDerived
+from storage.sqlite_file import (
+    DAMAGE_CODES,
+    check_database_file,
+    create_database_file,
+    first_undecodable_position,
+)
 from storage.errors import (
     LogDamaged,
     InvalidWrite,
@@ -71,6 +72,7 @@ from storage.errors import (
     StreamVersionConflict,
     TransactionFailed,
 )
+from storage.write_lock import writer_lock
 
 T = TypeVar("T")
 
@@ -122,236 +124,6 @@ _SELECT_CHECKPOINT_VERSION = (
     "SELECT max(version) FROM checkpoints WHERE stream = ? AND version <= ?"
 )
 
-class _WriterLock:
-    """The lock this process's writers of one log file take before SQLite's: a thread lock, and, for the thread
-    holding it, an exclusive ``flock`` on the file's companion :data:`WRITER_LOCK_SUFFIX` shared by every process.
-
-    Waiting on SQLite's own lock means its busy handler, which sleeps 1, 2, 5, 10, ... 100 ms between tries: with a
-    few processes committing at once most of the time goes to sleeping. A waiter here polls the file lock every
-    50 µs to 1 ms instead, so the next writer starts as soon as the last one is done.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.thread_lock = threading.RLock()
-        self._path = str(path) + WRITER_LOCK_SUFFIX
-        self._fd: int | None = None
-        self._guard = threading.Lock()
-        self._named: dict[str, threading.Lock] = {}
-        self._depth = 0  # how many times the thread holding thread_lock holds this lock (the file lock once)
-        #: this process's writers of the file waiting to share a transaction (Log.run_in_transaction)
-        self.group = _WriteGroup()
-
-    def acquire(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        if not self.thread_lock.acquire(timeout=timeout_s):
-            return False
-        if self._depth:
-            self._depth += 1
-            return True
-        try:
-            fd = self._file()
-            delay = 0.00005
-            while fd is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        self.thread_lock.release()
-                        return False
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.001)
-        except BaseException:
-            self.thread_lock.release()
-            raise
-        self._depth = 1
-        return True
-
-    def release(self) -> None:
-        try:
-            self._depth -= 1
-            if self._depth == 0 and self._fd is not None:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-        finally:
-            self.thread_lock.release()
-
-    @contextlib.contextmanager
-    def named(self, key: str, timeout_s: float) -> Iterator[bool]:
-        """Hold the lock named ``key``: a thread lock of this process, and a POSIX record lock on one byte of the
-        lock file (chosen by the key's hash) shared by every process. Yields whether it was taken in time."""
-        with self._guard:
-            thread_lock = self._named.setdefault(key, threading.Lock())
-        deadline = time.monotonic() + timeout_s
-        if not thread_lock.acquire(timeout=timeout_s):
-            yield False
-            return
-        try:
-            fd = self._file()
-            offset = 1 + int.from_bytes(hashlib.sha256(key.encode()).digest()[:5], "big")
-            taken = fd is None
-            delay = 0.00005
-            while not taken:
-                try:
-                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
-                    taken = True
-                except OSError:
-                    if time.monotonic() >= deadline:
-                        break
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.001)
-            try:
-                yield taken
-            finally:
-                if taken and fd is not None:
-                    fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
-        finally:
-            thread_lock.release()
-
-    def _file(self) -> int | None:
-        """The lock file's descriptor, opened once per process and never closed (closing a descriptor of a file
-        drops every POSIX record lock the process holds on it); None where it cannot be made (a read-only folder:
-        then SQLite's lock alone serializes writers, and named locks are this process's only)."""
-        with self._guard:
-            return self._open()
-
-    def _open(self) -> int | None:
-        if self._fd is None and fcntl is not None:
-            try:
-                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-            except OSError:
-                return None
-        return self._fd
-
-
-class _GroupedWork:
-    """One writer's work waiting in a :class:`_WriteGroup`, and, once done, its outcome."""
-
-    def __init__(self, log: Log, work: Callable[[], Any]) -> None:
-        self.log = log
-        self.work = work
-        self.done = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def run_on(self, leader: Log) -> None:
-        """Run the work inside the leader's open transaction, in a savepoint of its own (rolled back alone when
-        the work fails); the writer's log answers on the leader's connection meanwhile."""
-        try:
-            with self.log._borrowing(leader), self.log.transaction():
-                self.result = self.work()
-        except Exception as e:
-            self.error = e
-
-    def outcome(self) -> Any:
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-class _WriteGroup:
-    """The writers of one log file in this process waiting to write: one of them (the leader) takes the write lock
-    and runs every work queued by then in its own transaction; the others wait for their outcome."""
-
-    def __init__(self) -> None:
-        self.changed = threading.Condition(threading.Lock())
-        self.waiting: list[_GroupedWork] = []
-        self.leading = False
-        #: how many transactions leaders committed, and how many works they carried (for benchmarks and tests)
-        self.transactions = 0
-        self.works = 0
-
-
-def _shared_failure(path: Path, error: BaseException) -> TransactionFailed:
-    """What a writer whose work ran in another writer's transaction learns when that transaction failed."""
-    failure = TransactionFailed(f"Cannot commit the transaction shared with other writers of {path}: {error}")
-    failure.__cause__ = error
-    return failure
-
-
-_WRITE_LOCKS: dict[str, _WriterLock] = {}
-_WRITE_LOCKS_GUARD = threading.Lock()
-
-
-def _forget_parents_locks() -> None:
-    """In a forked child: start with no writer locks. The parent's would share its lock file's open description
-    (and so its ``flock``) and thread locks held by the parent's threads, which never release them here."""
-    global _WRITE_LOCKS_GUARD
-    _WRITE_LOCKS.clear()
-    _WRITE_LOCKS_GUARD = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_parents_locks)
-
-
-def _write_lock(path: Path) -> _WriterLock:
-    """The process-wide lock that this process's writers of the log file at ``path`` take before SQLite's."""
-    key = str(path.resolve())
-    with _WRITE_LOCKS_GUARD:
-        lock = _WRITE_LOCKS.get(key)
-        if lock is None:
-            lock = _WRITE_LOCKS[key] = _WriterLock(Path(key))
-        return lock
-
-
-class SqliteDerived:
-    """The derived tables (:class:`storage.contract.DerivedTables`) in the log's SQLite file. Their transactions
-    run without an fsync of their own: the rows are rebuildable from the log, and the next log commit's fsync makes
-    them durable anyway (WAL frames are synced in order)."""
-
-    def __init__(self, log: Log) -> None:
-        self._log = log
-
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as e:
-            raise LogError(f"Cannot use the derived tables of {self._log.path}: {e}") from e
-
-    def create(self, statement: str) -> None:
-        with self._errors():
-            self._log.db.execute(statement)
-
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._errors():
-            return self._log.db.execute(sql, list(params)).fetchall()
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        with self._errors():
-            self._log.db.execute(sql, list(params))
-
-    def insert_missing(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-        marks = ", ".join("?" for _ in columns)
-        with self._errors(), self._log.transaction() as conn:
-            conn.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(rows))
-
-    def upsert(self, table: str, keys: Sequence[str], row: dict[str, Any]) -> None:
-        self.upsert_many(table, keys, list(row), [list(row.values())])
-
-    def upsert_many(self, table: str, keys: Sequence[str], columns: Sequence[str],
-                    rows: Iterable[Sequence[Any]]) -> None:
-        marks = ", ".join("?" for _ in columns)
-        with self._errors(), self._log.transaction() as conn:
-            conn.executemany(f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(rows))
-
-    def one_of(self, column: str) -> str:
-        return f"{column} IN (SELECT value FROM json_each(?))"
-
-    def list_value(self, values: Sequence[Any]) -> Any:
-        return json.dumps(list(values))
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        db = self._log.db
-        mode = db.execute("PRAGMA synchronous").fetchone()[0]
-        db.execute("PRAGMA synchronous = NORMAL")
-        try:
-            with self._log.transaction():
-                yield
-        finally:
-            db.execute(f"PRAGMA synchronous = {int(mode)}")
-
 
 class Log:
     """The append-only event log of one catalog, in one SQLite file (WAL mode).
@@ -383,9 +155,9 @@ class Log:
         self.path = Path(path)
         self._closed = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _create_database_file(self.path)
-        _check_database_file(self.path, create=create)
-        self._write_lock = _write_lock(self.path)
+        create_database_file(self.path)
+        check_database_file(self.path, create=create)
+        self._write_lock = writer_lock(self.path)
         self._busy_timeout_s = busy_timeout_ms / 1000
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
         try:
@@ -405,7 +177,7 @@ class Log:
             conn.close()
             if e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise LogBusy(f"Cannot open the log: {self.path} is locked ({e})") from e
-            if e.sqlite_errorcode in _DAMAGE_CODES:
+            if e.sqlite_errorcode in DAMAGE_CODES:
                 raise LogDamaged(f"Cannot open the log: {self.path} is damaged or not a catalog database ({e})",
                                  path=str(self.path)) from e
             raise LogError(f"Cannot open the log: {self.path} ({e})") from e
@@ -597,39 +369,7 @@ class Log:
         if conn.in_transaction:  # inside this connection's (or a leader's) transaction already: a savepoint
             with self.transaction():
                 return work()
-        group = self._write_lock.group
-        mine = _GroupedWork(self, work)
-        with group.changed:
-            group.waiting.append(mine)
-            while group.leading and not mine.done:
-                group.changed.wait()
-            if mine.done:
-                return mine.outcome()  # type: ignore[no-any-return]
-            group.leading = True
-        batch: list[_GroupedWork] = []
-        try:
-            with self.transaction():
-                with group.changed:
-                    batch, group.waiting = group.waiting, []
-                for queued in batch:
-                    queued.run_on(self)
-            group.transactions += 1
-            group.works += len(batch)
-        except BaseException as e:
-            for queued in batch:
-                if queued.error is None:
-                    queued.error = e if queued is mine else _shared_failure(self.path, e)
-            if mine not in batch:  # the lock was not taken: the others queued stay for the next leader
-                mine.error = e
-                with group.changed:
-                    group.waiting.remove(mine)
-        finally:
-            with group.changed:
-                for queued in batch:
-                    queued.done = True
-                group.leading = False
-                group.changed.notify_all()
-        return mine.outcome()  # type: ignore[no-any-return]
+        return self._write_lock.group.run(self, work)
 
     def group_commit_counts(self) -> tuple[int, int]:
         """How many transactions :meth:`run_in_transaction` committed for this file in this process, and how many
@@ -886,33 +626,6 @@ class Log:
             if own_snapshot:
                 conn.execute("COMMIT")
 
-    def _first_undecodable_position(self) -> int | None:
-        """The first event position whose stored text is not valid UTF-8 (read on a side connection)."""
-        try:
-            conn = sqlite3.connect(self.path)
-        except sqlite3.Error:
-            return None
-        try:
-            conn.text_factory = bytes
-            rows = conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY position")
-            for row in rows:
-                for value in row:
-                    if isinstance(value, bytes):
-                        try:
-                            value.decode("utf-8")
-                        except UnicodeDecodeError:
-                            return int(row[0])
-            for position, body in conn.execute("SELECT position, body FROM event_parts ORDER BY position"):
-                try:
-                    body.decode("utf-8")
-                except (UnicodeDecodeError, AttributeError):
-                    return int(position)
-        except sqlite3.Error:
-            return None
-        finally:
-            conn.close()
-        return None
-
     def close(self) -> None:
         """Close the connection; later calls raise :class:`LogClosed`. Closing twice is harmless."""
         if not self._closed:
@@ -930,52 +643,6 @@ class Log:
         return f"Log({str(self.path)!r})"
 
 
-_SQLITE_HEADER = b"SQLite format 3\x00"
-_DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-
-
-def _create_database_file(path: Path) -> None:
-    """Put a new, valid SQLite file at ``path`` when nothing is there, atomically: it is built under a temporary
-    name and linked into place, so no process ever sees a half-made (empty) catalog file of icelog's making, and
-    of several processes racing to create it one wins and the others open the winner's."""
-    if path.exists():
-        return
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        conn = sqlite3.connect(temp, isolation_level=None)
-        try:
-            conn.execute("PRAGMA user_version = 0")
-            conn.execute("CREATE TABLE IF NOT EXISTS _icelog_created (x)")  # a first page: a real header
-            conn.execute("DROP TABLE _icelog_created")
-        finally:
-            conn.close()
-        try:
-            os.link(temp, path)
-        except FileExistsError:
-            pass
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-
-
-def _check_database_file(path: Path, *, create: bool) -> None:
-    """Refuse an existing file that is empty (unless ``create``) or that is not an SQLite database at all."""
-    try:
-        with open(path, "rb") as f:
-            header = f.read(len(_SQLITE_HEADER))
-    except FileNotFoundError:
-        return
-    except IsADirectoryError as e:
-        raise LogDamaged(f"Cannot open the log: {path} is a folder", path=str(path)) from e
-    if not header:
-        if create:
-            return
-        raise LogDamaged(f"Cannot open the log: {path} exists but is empty (0 bytes): a catalog that lost its "
-                         f"content; restore it, or pass create=True (CLI: --create) to start a new catalog there",
-                         path=str(path))
-    if header != _SQLITE_HEADER:
-        raise LogDamaged(f"Cannot open the log: {path} is not an SQLite database (it is never overwritten)",
-                         path=str(path))
 
 
 def _translate_damage(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -987,10 +654,10 @@ def _translate_damage(method: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as e:
-            if getattr(e, "sqlite_errorcode", None) in _DAMAGE_CODES:
+            if getattr(e, "sqlite_errorcode", None) in DAMAGE_CODES:
                 raise LogDamaged(f"Cannot read the log: {self.path} is damaged ({e})", path=str(self.path)) from e
             if isinstance(e, sqlite3.OperationalError) and "decode" in str(e).lower():
-                position = self._first_undecodable_position()
+                position = first_undecodable_position(self.path)
                 where = f" at position {position}" if position is not None else ""
                 raise LogDamaged(f"Cannot trust the log{where}: a stored text of {self.path} is not valid UTF-8 "
                                  f"(a damaged byte)", path=str(self.path), position=position) from e

@@ -120,6 +120,17 @@ class ManifestEntry:
 
 
 @attrs.frozen(kw_only=True)
+class LiveEntry:
+    """A file live in a snapshot, with what its manifest entry would say of it (sequence numbers and snapshot
+    explicit: what the log says, nothing inherited)."""
+
+    file: DataFile
+    data_sequence_number: int
+    file_sequence_number: int
+    snapshot_id: int
+
+
+@attrs.frozen(kw_only=True)
 class FieldSummary:
     """Summary of one partition field over a manifest's entries; bounds are Appendix D bytes."""
 

@@ -45,6 +45,7 @@ from typing import Any, Callable, Mapping, Sequence
 import attrs
 import pyarrow as pa
 
+from engine.model.paths import normalize_path
 from engine.write.data_writer import (
     DEFAULT_TARGET_FILE_SIZE,
     conform,
@@ -65,12 +66,8 @@ from engine.operations.commit import CommitContext
 from engine.operations.row_delete import bind_filter
 from engine.operations.snapshot import snapshot_events, snapshot_summary
 from engine.operations.validation import Validator
-from engine.read.reader import (
-    DeleteLoader,
-    normalize_path,
-    parse_name_mapping,
-    read_data_file,
-)
+from engine.read.raw_file import parse_name_mapping
+from engine.read.reader import DeleteLoader, read_data_file
 from engine.read.scan import FileScanTask, Scan
 from engine.write.sort_rows import sort_table
 from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState

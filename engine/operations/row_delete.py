@@ -15,6 +15,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.model.paths import normalize_path
 from engine.write.data_writer import (
     conform,
     split_by_partition,
@@ -33,7 +34,7 @@ from engine.model.expressions import (
 from engine.operations.commit import CommitContext
 from engine.operations.snapshot import snapshot_events
 from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
-from engine.read.reader import POS_COLUMN, normalize_path, read_data_file
+from engine.read.reader import POS_COLUMN, read_data_file
 from engine.read.scan import DELETE_FILE_PATH_ID, Scan
 from engine.state.table_state import TableState
 from engine.state.store import StateStore
@@ -75,7 +76,6 @@ def dangling_position_deletes(tasks: Sequence[Any], removed: set[str]) -> list[D
     dangle, so they go too."""
     from engine.model.types import StringType
     from engine.model.values import from_bytes
-    from engine.read.reader import normalize_path
 
     live = sorted(normalize_path(t.file.file_path) for t in tasks)
     out: dict[str, DataFile] = {}

@@ -50,6 +50,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.model.paths import normalize_path
 from engine.write.data_writer import conform, split_by_partition, write_data_files
 from engine.write.delete_files import (
     paths_in_position_deletes,
@@ -81,14 +82,8 @@ from engine.operations.commit import CommitContext
 from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import snapshot_events
 from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
-from engine.read.reader import (
-    POS_COLUMN,
-    DeleteLoader,
-    lineage_field,
-    normalize_path,
-    parse_name_mapping,
-    read_data_file,
-)
+from engine.read.raw_file import parse_name_mapping
+from engine.read.reader import POS_COLUMN, DeleteLoader, lineage_field, read_data_file
 from engine.read.scan import Scan, referenced_path
 from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState
 

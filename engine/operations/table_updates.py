@@ -1,6 +1,6 @@
 """Iceberg REST commits as icelog events: a ``requirements`` + ``updates`` list checked and applied on a base state.
 
-Layer: engine.operations (reads the client's manifest lists and manifests through projections.manifests and
+Layer: engine.operations (reads the client's manifest lists and manifests through projections.manifest_reader and
 storage.files before the commit; the event building itself is pure and runs inside the log's write transaction).
 
 A REST client (Spark's ``RESTSessionCatalog``, PyIceberg's ``RestCatalog``) commits a table change as JSON: the
@@ -72,7 +72,7 @@ from engine.operations.update_schema import is_promotion
 from engine.state.table_state import SnapshotRef, TableState
 from projections import layout
 from engine.registration.metadata_import import read_file_bytes
-from projections.manifests import inherit_first_row_ids, read_manifest, read_manifest_list
+from projections.manifest_reader import inherit_first_row_ids, read_manifest, read_manifest_list
 from storage.errors import LogError
 from storage.files import FileIO
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from engine.errors import ValidationConflict
-from engine.model.data_file import DataFile, DataFileContent
+from engine.model.data_file import DataFile, DataFileContent, LiveEntry
 from engine.model.expressions import metrics_might_match
 from engine.read.scan import DeleteIndex
 from engine.state.table_state import Snapshot, TableState
-from engine.state.store import LiveEntry, StateStore
+from engine.state.store import StateStore
 
 SERIALIZABLE = "serializable"
 # Java's VALIDATE_ADDED_FILES_OPERATIONS: a compaction (replace) adds files but no rows

@@ -56,7 +56,7 @@ from engine.read.file_blocks import (
     encode_changes,
     path_digest,
 )
-from engine.model.data_file import DataFile, DataFileContent, FieldSummary, blob_key
+from engine.model.data_file import DataFile, DataFileContent, FieldSummary, LiveEntry, blob_key
 from engine.model.types import StructType
 from engine.model.values import value_from_json
 from engine.state.table_state import Snapshot, TableState
@@ -141,7 +141,7 @@ class FileItem:
         self._body: BlockBody | None = body
         self._row = row
         self._file: DataFile | None = None
-        self._entry: Any = None
+        self._entry: LiveEntry | None = None
 
     @classmethod
     def staged(cls, change: Any, snap: Snapshot) -> FileItem:
@@ -161,11 +161,9 @@ class FileItem:
             self._body = None
         return f
 
-    def entry(self) -> Any:
-        """The :class:`engine.state.store.LiveEntry` of the file (built on first use)."""
+    def entry(self) -> LiveEntry:
+        """The :class:`engine.model.data_file.LiveEntry` of the file (built on first use)."""
         if self._entry is None:
-            from engine.state.store import LiveEntry
-
             snap = self.snap
             self._entry = LiveEntry(file=self.file(), data_sequence_number=self.data_sequence_number,
                                     file_sequence_number=snap.sequence_number, snapshot_id=snap.snapshot_id)
@@ -568,8 +566,8 @@ class FileIndex:
             return PrunedFiles(items=items, data_files=kept_data + skipped_data, skipped_data_files=skipped_data,
                                skipped_commits=skipped_commits)
 
-    def live_entries(self, state: TableState, snapshot_id: int | None) -> list[Any]:
-        """The :class:`engine.state.store.LiveEntry` of every file live in a snapshot, oldest first (what
+    def live_entries(self, state: TableState, snapshot_id: int | None) -> list[LiveEntry]:
+        """The :class:`engine.model.data_file.LiveEntry` of every file live in a snapshot, oldest first (what
         ``StateStore.live_entries`` gives)."""
         return entries_of(self.live_items(state, snapshot_id))
 
@@ -579,7 +577,7 @@ def _digest_array(digests: bytes) -> pa.Array:
     return pa.Array.from_buffers(pa.uint64(), len(digests) // 8, [None, pa.py_buffer(digests)])
 
 
-def entries_of(items: Iterable[FileItem]) -> list[Any]:
+def entries_of(items: Iterable[FileItem]) -> list[LiveEntry]:
     """The entries of the items, decoding those not decoded yet (with the cyclic collector paused)."""
     with collector_paused():
         return [item.entry() for item in items]

@@ -1,7 +1,7 @@
 """Iceberg's metadata tables as Arrow tables, plus the table's event log: ``table.inspect.snapshots()``...
 
 Layer: engine (reads TableState, the StateStore's log-derived file entries and the storage log; reads the
-manifests and manifest lists that the projector published, through projections.manifests and the catalog's
+manifests and manifest lists that the projector published, through projections.manifest_reader and the catalog's
 FileIO). Column names, order and types follow Iceberg Java's metadata tables (``SnapshotsTable``,
 ``HistoryTable``, ``RefsTable``, ``ManifestsTable``, ``AllManifestsTable``, ``ManifestEntriesTable``,
 ``FilesTable``, ``DataFilesTable``, ``DeleteFilesTable``, ``PartitionsTable``, ``MetadataLogEntriesTable``)
@@ -39,7 +39,7 @@ from engine.model.types import IcebergType, NestedField, StructType, UUIDType
 from engine.model.values import from_bytes
 from engine.state.table_state import Snapshot, TableState
 from projections import layout
-from projections.manifests import read_manifest, read_manifest_list
+from projections.manifest_reader import read_manifest, read_manifest_list
 
 if TYPE_CHECKING:
     from engine.catalog import Table

@@ -42,10 +42,11 @@ import attrs
 import pyarrow as pa
 
 from engine.errors import CorruptFileError, NotFound, ValidationError
+from engine.model.paths import normalize_path
 from engine.read.file_index import FileIndex, FileItem, collector_paused
 from engine.model import types as T
 from engine.model.arrow_schema import empty_arrow_table
-from engine.model.data_file import DataFile, DataFileContent, FieldSummary
+from engine.model.data_file import DataFile, DataFileContent, FieldSummary, LiveEntry
 from engine.model.delete_overlap import FileMetrics
 from engine.model.expressions import (
     AlwaysFalse,
@@ -64,16 +65,10 @@ from engine.model.expressions import (
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.schema import LINEAGE_COLUMNS, Schema
 from engine.model.values import from_bytes
-from engine.read.reader import (
-    DELETE_FILE_PATH_ID,
-    DeleteLoader,
-    lineage_field,
-    normalize_path,
-    parse_name_mapping,
-    read_data_file,
-)
+from engine.read.raw_file import parse_name_mapping
+from engine.read.reader import DELETE_FILE_PATH_ID, DeleteLoader, lineage_field, read_data_file
 from engine.state.table_state import TableState
-from engine.state.store import LiveEntry, StateStore
+from engine.state.store import StateStore
 from storage.files import LOCAL_FILES, FileIO
 
 _DATA_FILE_FIELDS = frozenset(a.name for a in attrs.fields(DataFile))

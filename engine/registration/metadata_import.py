@@ -85,7 +85,7 @@ from engine.model.schema import Schema, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.model.values import from_bytes, to_bytes
 from engine.model.paths import normalize_path
-from projections.manifests import inherit_first_row_ids, read_manifest, read_manifest_list
+from projections.manifest_reader import inherit_first_row_ids, read_manifest, read_manifest_list
 from storage.errors import FileNotFound, LogError
 from storage.files import FileIO
 

@@ -13,12 +13,10 @@ import zlib
 from collections import OrderedDict
 from typing import Iterable
 
-import attrs
-
 from engine.errors import IntegrityError, TableNotFound
 from engine.state.events import CATALOG_STREAM, Event, FileChange, decode, decode_file_change
 from engine.read.file_index import FileIndex
-from engine.model.data_file import DataFile
+from engine.model.data_file import DataFile, LiveEntry
 from engine.model.types import StructType
 from engine.state.table_state import (
     CatalogState,
@@ -165,13 +163,3 @@ class StateStore:
     def live_files(self, state: TableState, snapshot_id: int | None) -> list[DataFile]:
         """The files of :meth:`live_entries`, without their sequence numbers."""
         return [e.file for e in self.live_entries(state, snapshot_id)]
-
-
-@attrs.frozen(kw_only=True)
-class LiveEntry:
-    """A file live in a snapshot, with what its manifest entry would say of it."""
-
-    file: DataFile
-    data_sequence_number: int
-    file_sequence_number: int
-    snapshot_id: int

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from engine.formats.deletion_vectors import encode_puffin
 from engine.errors import CorruptFileError, ValidationError, storage_error
+from engine.model.paths import normalize_path
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.arrow_schema import schema_to_arrow
@@ -34,7 +35,6 @@ from engine.read.reader import (
     DELETE_POS,
     DELETE_POS_ID,
     DeleteLoader,
-    normalize_path,
 )
 from engine.state.table_state import TableState
 from projections import layout

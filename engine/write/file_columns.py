@@ -1,7 +1,7 @@
 """Whether a Parquet file written elsewhere reads as a table's schema, checked before the file is registered.
 
 Layer: engine (I/O at the edge: reads a Parquet footer through pyarrow). Imports engine.errors, engine.model and
-engine.read.reader (its name-mapping helpers, so columns are matched exactly as a scan will match them).
+engine.read.raw_file (its name-mapping helpers, so columns are matched exactly as a scan will match them).
 
 A file's columns are matched to the table's fields by their ``PARQUET:field_id`` when the file carries ids, else
 through the table's name mapping (``schema.name-mapping.default``, or the schema's current names), as
@@ -30,7 +30,7 @@ from engine.model import types as T
 from engine.model.arrow_schema import arrow_carries_field_ids, arrow_children, arrow_field_id
 from engine.model.name_mapping import name_mapping
 from engine.model.schema import Schema
-from engine.read.reader import apply_name_mapping, parse_name_mapping
+from engine.read.raw_file import apply_name_mapping, parse_name_mapping
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
 

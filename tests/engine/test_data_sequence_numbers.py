@@ -109,7 +109,7 @@ def test_the_projection_writes_the_explicit_data_sequence_number(compacted):
 
 def test_the_manifest_lists_min_sequence_number_counts_the_explicit_one(compacted):
     from projections import layout
-    from projections.manifests import read_manifest_list
+    from projections.manifest_reader import read_manifest_list
 
     cat, t, _, _, compaction = compacted
     snap = t.state.snapshot_by_id(compaction)

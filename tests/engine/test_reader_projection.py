@@ -23,7 +23,9 @@ from engine.model.schema import Schema
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.snapshot import snapshot_events
 from engine.formats.parquet_files import read_data_file as describe
-from engine.read.reader import apply_name_mapping, normalize_path, read_data_file
+from engine.model.paths import normalize_path
+from engine.read.raw_file import apply_name_mapping
+from engine.read.reader import read_data_file
 
 
 def F(fid: int, name: str, t: T.IcebergType, required: bool = False) -> T.NestedField:

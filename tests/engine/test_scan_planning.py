@@ -164,12 +164,9 @@ def test_position_delete_matches_its_data_file_spelled_differently(catalog, tmp_
     from engine.model.data_file import DataFile, DataFileContent
     from engine.operations.snapshot import new_snapshot_id
     from engine.operations.snapshot import snapshot_events
-    from engine.read.reader import (
-        DELETE_FILE_PATH_ID,
-        DELETE_POS_ID,
-        FIELD_ID,
-        normalize_path,
-    )
+    from engine.model.paths import normalize_path
+    from engine.read.raw_file import FIELD_ID
+    from engine.read.reader import DELETE_FILE_PATH_ID, DELETE_POS_ID
 
     t = catalog.create_table("db.u", schema=rows([], "a").schema)
     t.append(rows(range(5), "a"))
@@ -191,7 +188,7 @@ def test_position_delete_matches_its_data_file_spelled_differently(catalog, tmp_
 
 
 def test_normalize_path_spellings():
-    from engine.read.reader import normalize_path
+    from engine.model.paths import normalize_path
 
     spellings = ["file:/x/y", "file:///x/y", "/x/y", "file://host/x/y", "hdfs://nn:8020/x/y", "viewfs://c/x/y"]
     assert {normalize_path(p) for p in spellings} == {"/x/y"}

@@ -127,7 +127,7 @@ def test_numbered_metadata_names_and_missing_location(tmp_path: Path) -> None:
 
 def test_v1_inline_manifests(tmp_path: Path) -> None:
     _, src = make_source(tmp_path, format_version=1)
-    from projections.manifests import read_manifest_list
+    from projections.manifest_reader import read_manifest_list
 
     meta = json.loads(Path(src.metadata_location).read_text())
     for snap in meta["snapshots"]:
@@ -227,7 +227,7 @@ def test_corrupt_files_raise_typed_errors_naming_the_file(tmp_path: Path, what: 
         current = next(s for s in doc["snapshots"] if s["snapshot-id"] == doc["current-snapshot-id"])
         victim = Path(current["manifest-list"].removeprefix("file://"))
         if what == "manifest":
-            from projections.manifests import read_manifest_list
+            from projections.manifest_reader import read_manifest_list
 
             victim = Path(read_manifest_list(victim.read_bytes(), "x")[0].manifest_path.removeprefix("file://"))
     data = victim.read_bytes()

@@ -12,7 +12,7 @@ import pytest
 
 from engine import Catalog
 from engine.model.data_file import EntryStatus
-from projections.manifests import read_manifest, read_manifest_list
+from projections.manifest_reader import read_manifest, read_manifest_list
 
 
 def manifest_list(meta_path: str, snapshot_id: int) -> list:

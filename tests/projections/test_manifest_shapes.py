@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from engine import Catalog
-from projections.manifests import read_manifest, read_manifest_list
+from projections.manifest_reader import read_manifest, read_manifest_list
 
 Shape = Callable[[dict[str, Any], list[dict[str, Any]]], tuple[dict[str, Any], list[dict[str, Any]]]]
 

@@ -50,10 +50,9 @@ from projections.avro_schemas import (
     manifest_file_schema,
     partition_avro_schema,
 )
+from projections.manifest_reader import read_manifest, read_manifest_list
 from projections.manifests import (
     partition_summaries,
-    read_manifest,
-    read_manifest_list,
     render_manifest,
     render_manifest_list,
 )

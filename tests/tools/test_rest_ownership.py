@@ -245,7 +245,7 @@ def _v3_client_commit(table_location: Path, state, parent_manifests, vector_path
 def test_a_v3_client_vector_outside_the_table_or_on_the_catalog_is_refused(site: Path) -> None:
     """A deletion vector a REST client adds is a file the table takes as its own: a Puffin path outside the table,
     in another table, or the catalog's database is refused with 4xx, nothing is committed and nothing is read."""
-    from projections.manifests import read_manifest_list
+    from projections.manifest_reader import read_manifest_list
 
     with Catalog.open(site / "wh") as cat:
         t = cat.create_table("db.v3", pa.schema([("id", pa.int64())]), format_version=3,

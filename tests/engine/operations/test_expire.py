@@ -22,7 +22,7 @@ from engine.operations.expire import (
 )
 from engine.state.table_state import Snapshot, SnapshotRef, TableState
 from projections import layout
-from projections.manifests import read_manifest_list
+from projections.manifest_reader import read_manifest_list
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("category", pa.string())])
 DAY = 24 * 60 * 60 * 1000

@@ -537,7 +537,7 @@ def test_all_rows_deleted_leaves_no_data_files(cat):
 def test_rewrite_manifests_packs_the_manifests(cat):
     import json
 
-    from projections.manifests import read_manifest_list
+    from projections.manifest_reader import read_manifest_list
 
     def manifests(table):
         meta = json.load(open(table.metadata_location))

@@ -1,0 +1,93 @@
+"""The catalog's SQLite file itself: made atomically when missing, refused when empty or foreign, searched for the
+first damaged text when SQLite reports one.
+
+Layer: storage. May touch: the file at a path (``os``, ``sqlite3``) and ``storage.errors``; nothing of Iceberg.
+:class:`storage.log.Log` calls these before it opens its connection, and when a read reports a damaged file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+from storage.errors import LogDamaged
+
+#: the first 16 bytes of every SQLite database file
+SQLITE_HEADER = b"SQLite format 3\x00"
+#: the SQLite error codes that mean a damaged file or not a database at all
+DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def create_database_file(path: Path) -> None:
+    """Put a new, valid SQLite file at ``path`` when nothing is there, atomically: it is built under a temporary
+    name and linked into place, so no process ever sees a half-made (empty) catalog file of icelog's making, and
+    of several processes racing to create it one wins and the others open the winner's."""
+    if path.exists():
+        return
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        conn = sqlite3.connect(temp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA user_version = 0")
+            conn.execute("CREATE TABLE IF NOT EXISTS _icelog_created (x)")  # a first page: a real header
+            conn.execute("DROP TABLE _icelog_created")
+        finally:
+            conn.close()
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            pass
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+
+
+def check_database_file(path: Path, *, create: bool) -> None:
+    """Refuse an existing file that is empty (unless ``create``) or that is not an SQLite database at all."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except IsADirectoryError as e:
+        raise LogDamaged(f"Cannot open the log: {path} is a folder", path=str(path)) from e
+    if not header:
+        if create:
+            return
+        raise LogDamaged(f"Cannot open the log: {path} exists but is empty (0 bytes): a catalog that lost its "
+                         f"content; restore it, or pass create=True (CLI: --create) to start a new catalog there",
+                         path=str(path))
+    if header != SQLITE_HEADER:
+        raise LogDamaged(f"Cannot open the log: {path} is not an SQLite database (it is never overwritten)",
+                         path=str(path))
+
+
+def first_undecodable_position(path: Path) -> int | None:
+    """The first event position whose stored text is not valid UTF-8 (read on a side connection)."""
+    try:
+        conn = sqlite3.connect(path)
+    except sqlite3.Error:
+        return None
+    try:
+        conn.text_factory = bytes
+        rows = conn.execute("SELECT * FROM events ORDER BY position")
+        for row in rows:
+            for value in row:
+                if isinstance(value, bytes):
+                    try:
+                        value.decode("utf-8")
+                    except UnicodeDecodeError:
+                        return int(row[0])
+        for position, body in conn.execute("SELECT position, body FROM event_parts ORDER BY position"):
+            try:
+                body.decode("utf-8")
+            except (UnicodeDecodeError, AttributeError):
+                return int(position)
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return None

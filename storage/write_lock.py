@@ -1,0 +1,245 @@
+"""The writer lock and the write group (group commit) of an SQLite log file, one of each per file per process.
+
+Layer: storage. May touch: the companion lock file ``<database>-writer-lock`` (``flock`` and POSIX record locks)
+and thread locks; it imports nothing of ours outside ``storage`` and knows nothing of Iceberg.
+
+Writers of a log file queue here before SQLite's ``BEGIN IMMEDIATE``: threads of one process on a per-file Python
+lock, processes on a ``flock`` of the companion file, so the next writer starts as soon as the lock is free instead
+of sleeping in SQLite's busy handler. Writers of one file in one process that wait at the same time share one
+transaction (:meth:`WriteGroup.run`): one ``COMMIT`` and one fsync for all of them. :class:`storage.log.Log` takes
+its file's lock with :func:`writer_lock`; named locks (:meth:`WriterLock.named`) back ``Log.exclusive``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: SQLite's lock alone serializes writers
+    fcntl = None  # type: ignore[assignment]
+
+from storage.errors import TransactionFailed
+from storage.files import WRITER_LOCK_SUFFIX
+
+if TYPE_CHECKING:
+    from storage.log import Log
+
+T = TypeVar("T")
+
+
+class WriterLock:
+    """The lock this process's writers of one log file take before SQLite's: a thread lock, and, for the thread
+    holding it, an exclusive ``flock`` on the file's companion :data:`WRITER_LOCK_SUFFIX` shared by every process.
+
+    Waiting on SQLite's own lock means its busy handler, which sleeps 1, 2, 5, 10, ... 100 ms between tries: with a
+    few processes committing at once most of the time goes to sleeping. A waiter here polls the file lock every
+    50 µs to 1 ms instead, so the next writer starts as soon as the last one is done.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.thread_lock = threading.RLock()
+        self._path = str(path) + WRITER_LOCK_SUFFIX
+        self._fd: int | None = None
+        self._guard = threading.Lock()
+        self._named: dict[str, threading.Lock] = {}
+        self._depth = 0  # how many times the thread holding thread_lock holds this lock (the file lock once)
+        #: this process's writers of the file waiting to share a transaction (Log.run_in_transaction)
+        self.group = WriteGroup()
+
+    def acquire(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        if not self.thread_lock.acquire(timeout=timeout_s):
+            return False
+        if self._depth:
+            self._depth += 1
+            return True
+        try:
+            fd = self._file()
+            delay = 0.00005
+            while fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        self.thread_lock.release()
+                        return False
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.001)
+        except BaseException:
+            self.thread_lock.release()
+            raise
+        self._depth = 1
+        return True
+
+    def release(self) -> None:
+        try:
+            self._depth -= 1
+            if self._depth == 0 and self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self.thread_lock.release()
+
+    @contextlib.contextmanager
+    def named(self, key: str, timeout_s: float) -> Iterator[bool]:
+        """Hold the lock named ``key``: a thread lock of this process, and a POSIX record lock on one byte of the
+        lock file (chosen by the key's hash) shared by every process. Yields whether it was taken in time."""
+        with self._guard:
+            thread_lock = self._named.setdefault(key, threading.Lock())
+        deadline = time.monotonic() + timeout_s
+        if not thread_lock.acquire(timeout=timeout_s):
+            yield False
+            return
+        try:
+            fd = self._file()
+            offset = 1 + int.from_bytes(hashlib.sha256(key.encode()).digest()[:5], "big")
+            taken = fd is None
+            delay = 0.00005
+            while not taken:
+                try:
+                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+                    taken = True
+                except OSError:
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.001)
+            try:
+                yield taken
+            finally:
+                if taken and fd is not None:
+                    fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
+        finally:
+            thread_lock.release()
+
+    def _file(self) -> int | None:
+        """The lock file's descriptor, opened once per process and never closed (closing a descriptor of a file
+        drops every POSIX record lock the process holds on it); None where it cannot be made (a read-only folder:
+        then SQLite's lock alone serializes writers, and named locks are this process's only)."""
+        with self._guard:
+            return self._open()
+
+    def _open(self) -> int | None:
+        if self._fd is None and fcntl is not None:
+            try:
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            except OSError:
+                return None
+        return self._fd
+
+
+class GroupedWork:
+    """One writer's work waiting in a :class:`WriteGroup`, and, once done, its outcome."""
+
+    def __init__(self, log: Log, work: Callable[[], Any]) -> None:
+        self.log = log
+        self.work = work
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run_on(self, leader: Log) -> None:
+        """Run the work inside the leader's open transaction, in a savepoint of its own (rolled back alone when
+        the work fails); the writer's log answers on the leader's connection meanwhile."""
+        try:
+            with self.log._borrowing(leader), self.log.transaction():
+                self.result = self.work()
+        except Exception as e:
+            self.error = e
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class WriteGroup:
+    """The writers of one log file in this process waiting to write: one of them (the leader) takes the write lock
+    and runs every work queued by then in its own transaction; the others wait for their outcome."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition(threading.Lock())
+        self.waiting: list[GroupedWork] = []
+        self.leading = False
+        #: how many transactions leaders committed, and how many works they carried (for benchmarks and tests)
+        self.transactions = 0
+        self.works = 0
+
+    def run(self, log: Log, work: Callable[[], T]) -> T:
+        """Run ``work()`` for ``log`` (a writer of this group's file) in a write transaction that may be shared with
+        the other writers waiting now: the first to find no leader leads, runs every work queued by then in its own
+        transaction (each in a savepoint) and commits once; the others wait for their outcome. See
+        :meth:`storage.log.Log.run_in_transaction`."""
+        mine = GroupedWork(log, work)
+        with self.changed:
+            self.waiting.append(mine)
+            while self.leading and not mine.done:
+                self.changed.wait()
+            if mine.done:
+                return mine.outcome()  # type: ignore[no-any-return]
+            self.leading = True
+        batch: list[GroupedWork] = []
+        try:
+            with log.transaction():
+                with self.changed:
+                    batch, self.waiting = self.waiting, []
+                for queued in batch:
+                    queued.run_on(log)
+            self.transactions += 1
+            self.works += len(batch)
+        except BaseException as e:
+            for queued in batch:
+                if queued.error is None:
+                    queued.error = e if queued is mine else shared_failure(log.path, e)
+            if mine not in batch:  # the lock was not taken: the others queued stay for the next leader
+                mine.error = e
+                with self.changed:
+                    self.waiting.remove(mine)
+        finally:
+            with self.changed:
+                for queued in batch:
+                    queued.done = True
+                self.leading = False
+                self.changed.notify_all()
+        return mine.outcome()  # type: ignore[no-any-return]
+
+
+def shared_failure(path: Path, error: BaseException) -> TransactionFailed:
+    """What a writer whose work ran in another writer's transaction learns when that transaction failed."""
+    failure = TransactionFailed(f"Cannot commit the transaction shared with other writers of {path}: {error}")
+    failure.__cause__ = error
+    return failure
+
+
+_WRITE_LOCKS: dict[str, WriterLock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def _forget_parents_locks() -> None:
+    """In a forked child: start with no writer locks. The parent's would share its lock file's open description
+    (and so its ``flock``) and thread locks held by the parent's threads, which never release them here."""
+    global _WRITE_LOCKS_GUARD
+    _WRITE_LOCKS.clear()
+    _WRITE_LOCKS_GUARD = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parents_locks)
+
+
+def writer_lock(path: Path) -> WriterLock:
+    """The process-wide lock that this process's writers of the log file at ``path`` take before SQLite's."""
+    key = str(path.resolve())
+    with _WRITE_LOCKS_GUARD:
+        lock = _WRITE_LOCKS.get(key)
+        if lock is None:
+            lock = _WRITE_LOCKS[key] = WriterLock(Path(key))
+        return lock
