@@ -115,8 +115,8 @@ class Table(TableStateReads):
         return self.namespace + (self.name,)
 
     # ------------------------------------------------------------ state
-    @property
-    def state(self) -> TableState:
+    @property  # read fresh on every call (TableStateReads names it as the attribute a historical view holds)
+    def state(self) -> TableState:  # type: ignore[override]
         if self._staged is None:
             return self.catalog.store.table(self.uuid)
         state = self.catalog.store.table(self.uuid, self._staged_on_version)
