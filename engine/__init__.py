@@ -26,12 +26,17 @@ __all__ = ["Catalog", "Table", "IcelogError", "ValidationError", "CommitConflict
            "UnsupportedTypeError", "MissingFileError"]
 
 if TYPE_CHECKING:
-    from engine.catalog import Catalog, Table
+    from engine.catalog import Catalog
+    from engine.table import Table
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Catalog", "Table"):
-        from engine import catalog
+    if name == "Catalog":
+        from engine.catalog import Catalog
 
-        return getattr(catalog, name)
+        return Catalog
+    if name == "Table":
+        from engine.table import Table
+
+        return Table
     raise AttributeError(f"module 'engine' has no attribute {name!r}")

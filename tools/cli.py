@@ -132,7 +132,6 @@ def cmd_register(args: argparse.Namespace) -> None:
     import attrs
 
     from engine.errors import ValidationError
-    from engine.registration.register import register_table
     from tools.change_report import describe_change
     from tools.progress import phase_bars
 
@@ -143,8 +142,8 @@ def cmd_register(args: argparse.Namespace) -> None:
             raise ValidationError(f"Cannot parse --relocate {rule!r}: expected OLD=NEW")
         relocate[old] = new
     with _catalog(args) as cat, phase_bars(f"register {args.table}", unit="snapshot") as progress:
-        t = register_table(cat, args.table, args.metadata_location, relocate=relocate or None,
-                           location=args.location, progress=progress)
+        t = cat.register_table(args.table, args.metadata_location, relocate=relocate or None,
+                               location=args.location, progress=progress)
         report = describe_change(args.command, args.table, None, t.state, metadata_location=t.metadata_location,
                                  notes=list(t.import_notes))
         if not args.json:

@@ -45,7 +45,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.catalog import Catalog, Table
+from engine.catalog import Catalog
+from engine.table import Table
 from engine.errors import (
     AlreadyExists,
     CommitConflict,

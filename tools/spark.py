@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from engine.catalog import Table
+    from engine.table import Table
     from engine.state.table_state import Snapshot
 
 JAR_ENV = "ICEBERG_SPARK_JAR"
@@ -785,7 +785,7 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
     ``remove_orphan_files`` finds them; the files of a job whose commit is refused are removed.
 
     :param df: the rows; columns by name, a subset of the table's (missing optional columns are null)
-    :param table: the icelog table (``engine.catalog.Table``)
+    :param table: the icelog table (``engine.table.Table``)
     :param mode: ``append``, ``overwrite`` (the rows matching ``where``, or all rows) or ``dynamic_overwrite``
     :param where: the overwrite filter (icelog's filter syntax), only with ``mode="overwrite"``
     :param branch: the branch to commit to

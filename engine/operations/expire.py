@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 import attrs
 
@@ -35,12 +35,12 @@ from engine.operations.commit import CommitContext, now_ms
 from engine.ownership import Ownership
 from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState
 from projections import layout
-from projections.projector import ManifestListIndex
+from projections.projector import ManifestListIndex, Projector
+from storage import Log
 from storage.errors import FileNotFound
 from storage.files import FileIO, is_s3
 
 if TYPE_CHECKING:
-    from engine.catalog import Catalog, Table
     from engine.state.store import StateStore
 
 MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
@@ -53,6 +53,44 @@ GC_ENABLED = "gc.enabled"
 DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
 ORPHAN_AGE_MS_DEFAULT = 3 * 24 * 60 * 60 * 1000
 _METADATA_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
+
+
+class CollectingCatalog(Protocol):
+    """What garbage collection needs of a catalog (``engine.catalog.Catalog`` is one): its state store and log,
+    its projector, its FileIO, and which files a table owns."""
+
+    @property
+    def store(self) -> StateStore: ...
+
+    @property
+    def log(self) -> Log: ...
+
+    @property
+    def projector(self) -> Projector: ...
+
+    @property
+    def io(self) -> FileIO: ...
+
+    def ownership(self, table_uuid: str, *, name: str | None = None) -> Ownership: ...
+
+
+class CollectedTable(Protocol):
+    """What garbage collection needs of a table handle (``engine.table.Table`` is one)."""
+
+    @property
+    def uuid(self) -> str: ...
+
+    @property
+    def catalog(self) -> CollectingCatalog: ...
+
+    @property
+    def state(self) -> TableState: ...
+
+    def commit_events(self, build: Callable[[TableState, CommitContext], list[Event]]) -> TableState: ...
+
+    def publish(self) -> str | None: ...
+
+    def original_metadata(self) -> frozenset[str]: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -178,19 +216,21 @@ def reachable_files(store: StateStore, lineage: TableState, snapshot_ids: Iterab
     return files
 
 
-def projection_files(table: Table, state: TableState) -> set[str] | None:
+def projection_files(projector: Projector, state: TableState) -> set[str] | None:
     """The projection files the table's current metadata needs: the snapshots' manifest lists and manifests, the
     metadata files of the metadata log, the current and published ones, and the version hint (None when a
-    snapshot's manifest list was never projected, so its manifests are unknown)."""
-    catalog = table.catalog
+    snapshot's manifest list was never projected, so its manifests are unknown).
+
+    :param projector: the catalog's projector (what it published, and its manifest-list index)
+    """
     location = state.location
     paths = {layout.version_hint_file(location), layout.metadata_file_of(state)}
-    published = catalog.projector.published_version(state.table_uuid)
+    published = projector.published_version(state.table_uuid)
     if published:
         paths.add(layout.metadata_file_of(state, published))
     paths.update(layout.metadata_file_of(state, v) for _, v in state.metadata_log)
     paths.update(layout.manifest_list_file(location, s.snapshot_id, s.commit_id) for s in state.snapshots)
-    manifests, complete = _manifest_paths(catalog.projector.index, state.table_uuid,
+    manifests, complete = _manifest_paths(projector.index, state.table_uuid,
                                           [s.snapshot_id for s in state.snapshots])
     return paths | manifests if complete else None
 
@@ -198,7 +238,7 @@ def projection_files(table: Table, state: TableState) -> set[str] | None:
 # ---------------------------------------------------------------- expiry
 
 
-def expire_snapshots(table: Table, older_than_ms: int | None = None, retain_last: int | None = None, *,
+def expire_snapshots(table: CollectedTable, older_than_ms: int | None = None, retain_last: int | None = None, *,
                      delete_external_files: bool = False,
                      progress: Callable[[int, int], None] | None = None) -> ExpireResult:
     """Expire snapshots per the table's retention settings and delete the files only they reached.
@@ -207,7 +247,7 @@ def expire_snapshots(table: Table, older_than_ms: int | None = None, retain_last
     the projection is then published, and only then are files deleted, so readers of the new metadata never
     miss one.
 
-    :param table: the table (an ``engine.catalog.Table``)
+    :param table: the table (an ``engine.table.Table``)
     :param older_than_ms: snapshots committed before this time may expire (default: now minus
         ``history.expire.max-snapshot-age-ms``, 5 days); a ref's own ``max-snapshot-age-ms`` takes precedence
     :param retain_last: how many snapshots each branch keeps at least (default
@@ -315,7 +355,7 @@ def _delete(io: FileIO, path: str) -> bool:
     return True
 
 
-def _delete_old_metadata(table: Table, state: TableState, owned: Ownership) -> list[str]:
+def _delete_old_metadata(table: CollectedTable, state: TableState, owned: Ownership) -> list[str]:
     """With ``write.metadata.delete-after-commit.enabled``, the metadata files older than the current one that
     left the metadata log (``write.metadata.previous-versions-max`` bounds it)."""
     if not state.bool_property(DELETE_AFTER_COMMIT, False):
@@ -342,7 +382,7 @@ def _delete_old_metadata(table: Table, state: TableState, owned: Ownership) -> l
 # ---------------------------------------------------------------- orphans
 
 
-def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[str]:
+def remove_orphan_files(table: CollectedTable, older_than_ms: int | None = None) -> list[str]:
     """Delete files under the table location that no snapshot of the table and no current projection file
     references, last modified before ``older_than_ms`` (default: 3 days ago, as Iceberg Java); returns their
     paths, sorted.
@@ -361,7 +401,7 @@ def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[
 
     lineage = lineage_state(store, state)
     referenced = {io.canonical(p) for p in reachable_files(store, lineage, [s.snapshot_id for s in state.snapshots])}
-    projection = projection_files(table, state)
+    projection = projection_files(catalog.projector, state)
     metadata = io.canonical(layout.metadata_dir(state.location))
     owned = catalog.ownership(table.uuid)
     # a snapshot whose manifests are unknown (never projected): leave the metadata folder alone
@@ -401,7 +441,8 @@ def remove_orphan_files(table: Table, older_than_ms: int | None = None) -> list[
 # ---------------------------------------------------------------- purge
 
 
-def purge_files(catalog: Catalog, table_uuid: str, owned: Ownership, *, delete_external: bool = False) -> list[str]:
+def purge_files(catalog: CollectingCatalog, table_uuid: str, owned: Ownership, *,
+                delete_external: bool = False) -> list[str]:
     """Delete the files a (dropped) table owns; returns their paths, sorted.
 
     What the log says the table wrote or took over: the data and delete files of every snapshot it ever had,

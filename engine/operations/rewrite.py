@@ -455,7 +455,7 @@ def rewrite_data_files(table: Any, where: str | None = None, strategy: str = BIN
         table.rewrite_data_files(strategy="zorder", zorder_columns=["x", "y"], target_file_size_bytes=1 << 27)
         table.rewrite_data_files(options={"use-starting-sequence-number": "false"})
 
-    :param table: the table handle (engine.catalog.Table)
+    :param table: the table handle (engine.table.Table)
     :param where: a row filter; files that might hold matching rows are rewritten whole
     :param strategy: ``binpack``, ``sort`` or ``zorder``
     :param sort_order: for ``sort``: a SortOrder or terms such as ``["id", "ts DESC"]`` (default: the table's)

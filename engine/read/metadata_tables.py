@@ -22,7 +22,7 @@ and the ``partition`` column is left out when that type has no field.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable, Protocol
 
 import pyarrow as pa
 
@@ -37,12 +37,11 @@ from engine.model.data_file import (
 )
 from engine.model.types import IcebergType, NestedField, StructType, UUIDType
 from engine.model.values import from_bytes
+from engine.state.store import StateStore
 from engine.state.table_state import Snapshot, TableState
 from projections import layout
 from projections.manifest_reader import read_manifest, read_manifest_list
-
-if TYPE_CHECKING:
-    from engine.catalog import Table
+from storage.files import FileIO
 
 TIMESTAMPTZ = pa.timestamp("us", tz="UTC")
 
@@ -230,12 +229,15 @@ class InspectTable:
     ``snapshot_id`` arguments default to the current snapshot of ``main``; a table without one gives empty
     tables with the full schema.
 
-    :param table: an :class:`engine.catalog.Table` (or any object with ``state`` and ``catalog``)
+    :param state: the table's state
+    :param store: the catalog's state store (live files, and the log)
+    :param io: the catalog's FileIO (manifest lists and manifests are read through it)
     """
 
-    def __init__(self, table: Table) -> None:
-        self.table = table
-        self.state: TableState = table.state
+    def __init__(self, state: TableState, store: StateStore, io: FileIO) -> None:
+        self.state = state
+        self.store = store
+        self.io = io
 
     # ------------------------------------------------------------ helpers
     def _snapshot(self, snapshot_id: int | None) -> Snapshot | None:
@@ -252,10 +254,10 @@ class InspectTable:
 
     def _manifest_files(self, snap: Snapshot) -> list[ManifestFile]:
         path = self.manifest_list_path(snap)
-        return read_manifest_list(self.table.catalog.io.read_bytes(path), path)
+        return read_manifest_list(self.io.read_bytes(path), path)
 
     def _manifest_entries(self, m: ManifestFile) -> list[ManifestEntry]:
-        _, entries = read_manifest(self.table.catalog.io.read_bytes(m.manifest_path), m.manifest_path)
+        _, entries = read_manifest(self.io.read_bytes(m.manifest_path), m.manifest_path)
         return entries
 
     def _snapshot_ts(self, snapshot_id: int | None) -> int | None:
@@ -319,7 +321,7 @@ class InspectTable:
         wanted = set(contents)
         parts = _Partitions(self.state)
         snap = self._snapshot(snapshot_id)
-        live = self.table.catalog.store.live_entries(self.state, snap.snapshot_id) if snap else []
+        live = self.store.live_entries(self.state, snap.snapshot_id) if snap else []
         rows = [_data_file_row(e.file, parts) for e in live if e.file.content in wanted]
         return pa.Table.from_pylist(rows, schema=self._files_schema(parts))
 
@@ -340,7 +342,7 @@ class InspectTable:
         snapshot that added a live file to it (Java's ``PartitionsTable``)."""
         parts = _Partitions(self.state)
         snap = self._snapshot(snapshot_id)
-        live = self.table.catalog.store.live_entries(self.state, snap.snapshot_id) if snap else []
+        live = self.store.live_entries(self.state, snap.snapshot_id) if snap else []
         groups: dict[tuple[Any, ...], dict[str, Any]] = {}
         for e in live:
             f = e.file
@@ -476,7 +478,7 @@ class InspectTable:
     def log(self) -> pa.Table:
         """The table's stream in the event log, oldest first: position, version, type, time, actor, message
         (the commit's), commit id and the event's canonical JSON payload."""
-        log = self.table.catalog.log
+        log = self.store.log
         events = log.read_stream(self.state.table_uuid)
         messages = log.messages_of(e.commit_id for e in events)
         rows = [{"position": e.position, "version": e.version, "type": e.type, "time": e.time_ms, "actor": e.actor,
@@ -509,8 +511,16 @@ KINDS = ("snapshots", "history", "refs", "manifests", "all_manifests", "entries"
          "delete_files", "partitions", "metadata_log_entries", "log")
 
 
-def inspect_kind(table: Table, kind: str) -> pa.Table:
+class Inspectable(Protocol):
+    """A table whose metadata tables can be read (``engine.table.Table`` is one)."""
+
+    @property
+    def inspect(self) -> InspectTable: ...
+
+
+def inspect_kind(table: Inspectable, kind: str) -> pa.Table:
     """The metadata table ``kind`` (one of :data:`KINDS`) of ``table``."""
     if kind not in KINDS:
         raise ValidationError(f"Cannot inspect table: unknown metadata table {kind!r} (one of {', '.join(KINDS)})")
-    return getattr(InspectTable(table), kind)()
+    result: pa.Table = getattr(table.inspect, kind)()
+    return result

@@ -1,7 +1,7 @@
 """Registering an existing Iceberg table: its whole history becomes one log commit, then icelog publishes it.
 
-Layer: engine (glue: reads through engine.registration.metadata_import, commits through the operations' commit loop,
-publishes through Table). One commit holds the catalog stream's TableRegistered and every event of the
+Layer: engine (glue: reads through engine.registration.metadata_import, commits through the operations' commit loop;
+knows no Catalog or Table: ``Catalog.register_table`` publishes what landed). One commit holds the catalog stream's TableRegistered and every event of the
 new table stream, so a table is registered with its full history or not at all.
 
 Where icelog's projection goes: the table keeps its original location (after ``relocate``), so icelog's
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 
@@ -33,9 +33,11 @@ from engine.errors import AlreadyExists, NamespaceNotFound, ValidationError
 from engine.state.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.paths import normalize_path
-from engine.operations.commit import CommitContext, RetryPolicy, commit_streams
+from engine.model.identifiers import parse_identifier
+from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams
 from engine.ownership import check_identifier, refuse_catalog_database
 from engine.read.reader import read_position_delete_rows
+from engine.state.store import StateStore
 from projections import layout
 from engine.registration.metadata_import import (
     ImportedTable,
@@ -46,65 +48,60 @@ from engine.registration.metadata_import import (
 from storage.errors import LogError
 from storage.files import FileIO
 
-if TYPE_CHECKING:
-    from engine.catalog import Catalog, Table
+@attrs.frozen(kw_only=True)
+class Registration:
+    """A registration that landed in the log: the new table's stream, the commit, and what the events could not
+    carry (the importer's notes). Publishing it is the catalog's (see ``Catalog.register_table``)."""
+
+    namespace: tuple[str, ...]
+    name: str
+    table_uuid: str
+    landed: Landed | None
+    notes: tuple[str, ...]
 
 
-def register_table(catalog: Catalog, identifier: str | Sequence[str], metadata_location: str,
-                   relocate: Mapping[str, str] | None = None, *, location: str | None = None,
-                   progress: Callable[[str, int, int], None] | None = None) -> Table:
-    """Take over an existing Iceberg table under ``identifier``.
+def commit_registration(store: StateStore, io: FileIO, place_table: PlaceTable, identifier: str | Sequence[str],
+                        metadata_location: str, relocation: PositionDeleteRelocation,
+                        relocate: Mapping[str, str] | None = None, *, location: str | None = None,
+                        progress: Callable[[int, int], None] | None = None) -> Registration:
+    """Take over an existing Iceberg table under ``identifier``: read its history and commit it as one log commit.
 
-    :param catalog: the icelog catalog
+    :param store: the catalog's state store
+    :param io: the catalog's FileIO
+    :param place_table: the catalog's check of where a table may live (``Catalog.place_table``)
     :param identifier: ``"namespace.table"`` (the namespace must exist)
     :param metadata_location: a ``*.metadata.json`` file (gzip too) or the table's folder
+    :param relocation: rewrites relocated position delete files, and removes its copies when the registration
+        fails (the caller discards it on any failure, publishing included)
     :param relocate: old path prefix -> new path prefix, for tables copied from another machine or store
     :param location: where icelog publishes its projection (default: the original table location)
-    :param progress: called with ("read", snapshots read, snapshots) while the history is read, then with
-        ("publish", snapshots published, snapshots) while the projection is written
+    :param progress: called with (snapshots read, snapshots) while the history is read
     :raises AlreadyExists: the name is taken, or the table (its uuid) is already registered
     :raises ValidationError: the metadata holds what icelog cannot represent
     :raises CorruptFileError: a metadata file, manifest list or manifest cannot be read
     """
-    from engine.catalog import parse_identifier
-
     ns, name = parse_identifier(identifier)
     check_identifier(ns, name)
     refuse_catalog_database(metadata_location, "register table")
-    relocation = PositionDeleteRelocation(catalog.io)
-    try:
-        return _register(catalog, ns, name, metadata_location, relocate, location, relocation, progress)
-    except BaseException:
-        relocation.discard()  # nothing committed: remove the delete file copies this attempt created
-        raise
-
-
-def _register(catalog: Catalog, ns: tuple[str, ...], name: str, metadata_location: str,
-              relocate: Mapping[str, str] | None, location: str | None,
-              relocation: PositionDeleteRelocation,
-              progress: Callable[[str, int, int], None] | None = None) -> Table:
-    from engine.catalog import Table
-
-    imported = import_table(catalog.io, metadata_location, relocate=relocate, location=location,
-                            relocate_position_deletes=relocation,
-                            progress=None if progress is None else lambda done, total: progress("read", done, total))
-    check_position_deletes(catalog.io, imported)
+    imported = import_table(io, metadata_location, relocate=relocate, location=location,
+                            relocate_position_deletes=relocation, progress=progress)
+    check_position_deletes(io, imported)
     events = list(imported.events)
     created = events[0]
     assert isinstance(created, TableCreated)
-    originals = tuple(sorted(metadata_files_in(catalog.io, imported.location, every=True)))  # one listing
+    originals = tuple(sorted(metadata_files_in(io, imported.location, every=True)))  # one listing
     events[0] = attrs.evolve(created, metadata_base=metadata_base(imported, originals), original_metadata=originals)
     table_uuid = imported.table_uuid
 
     def build(ctx: CommitContext) -> list:
-        state = catalog.store.catalog()
+        state = store.catalog()
         full = ".".join(ns + (name,))
         if not state.has_namespace(ns):
             raise NamespaceNotFound(f"Cannot register table {full}: namespace {'.'.join(ns)} does not exist")
         if state.table(ns, name) is not None:
             raise AlreadyExists(f"Cannot register table {full}: it already exists")
-        catalog.place_table(ns, name, table_uuid, imported.location, must_be_empty=False, action="register table")
-        if catalog.log.head(table_uuid) != 0:
+        place_table(ns, name, table_uuid, imported.location, must_be_empty=False, action="register table")
+        if store.log.head(table_uuid) != 0:
             other = next((".".join(t.namespace + (t.name,)) for t in state.tables if t.table_uuid == table_uuid),
                          "another name")
             raise AlreadyExists(f"Cannot register table {full}: table uuid {table_uuid} is already registered "
@@ -112,13 +109,15 @@ def _register(catalog: Catalog, ns: tuple[str, ...], name: str, metadata_locatio
         return [(CATALOG_STREAM, state.version, [TableRegistered(namespace=ns, name=name, table_uuid=table_uuid)]),
                 (table_uuid, 0, events)]
 
-    landed = commit_streams(catalog.store, build, policy=RetryPolicy(),
-                            message=f"register {imported.metadata_location}")
-    table = Table(catalog, ns, name, table_uuid)
-    table._after_commit(landed, progress=None if progress is None else
-                        lambda done, total: progress("publish", done, total))
-    table.import_notes = imported.notes  # type: ignore[attr-defined]  # what the events could not carry
-    return table
+    landed = commit_streams(store, build, policy=RetryPolicy(), message=f"register {imported.metadata_location}")
+    return Registration(namespace=ns, name=name, table_uuid=table_uuid, landed=landed, notes=tuple(imported.notes))
+
+
+class PlaceTable(Protocol):
+    """Where a new table may live (``Catalog.place_table``): returns the location, or raises ValidationError."""
+
+    def __call__(self, namespace: tuple[str, ...], name: str, table_uuid: str, location: str | None, *,
+                 must_be_empty: bool = True, action: str = "create table") -> str: ...
 
 
 class PositionDeleteRelocation:

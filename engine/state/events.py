@@ -11,7 +11,7 @@ older type versions. Python class paths never reach the log.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Iterable, Mapping
 
 import attrs
 
@@ -29,6 +29,11 @@ CATALOG_STREAM = "catalog"
 def canonical_json(obj: Any) -> str:
     """The one JSON spelling of a value: sorted keys, no whitespace, UTF-8 kept as is."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    """A namespace (or a list of names) as a tuple: typed, so that type checkers see what the field takes."""
+    return tuple(value)
 
 
 def _frozen_pairs(value: Mapping[str, str] | tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
@@ -56,7 +61,7 @@ class Event:
 @attrs.frozen(kw_only=True)
 class NamespaceCreated(Event):
     TYPE: ClassVar[str] = "create-namespace"
-    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    namespace: tuple[str, ...] = attrs.field(converter=_names)
     properties: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_frozen_pairs)
 
     def payload(self) -> dict[str, Any]:
@@ -72,7 +77,7 @@ class NamespaceDropped(Event):
     """An empty namespace removed from the catalog."""
 
     TYPE: ClassVar[str] = "drop-namespace"
-    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    namespace: tuple[str, ...] = attrs.field(converter=_names)
 
     def payload(self) -> dict[str, Any]:
         return {"namespace": list(self.namespace)}
@@ -87,7 +92,7 @@ class NamespacePropertiesUpdated(Event):
     """A namespace's properties set (``updates``) and removed (``removals``)."""
 
     TYPE: ClassVar[str] = "update-namespace-properties"
-    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    namespace: tuple[str, ...] = attrs.field(converter=_names)
     updates: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_frozen_pairs)
     removals: tuple[str, ...] = attrs.field(default=(), converter=lambda v: tuple(sorted(v)))
 
@@ -104,7 +109,7 @@ class TableRegistered(Event):
     """A table name now points at a table stream (the catalog's half of creating a table)."""
 
     TYPE: ClassVar[str] = "register-table"
-    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    namespace: tuple[str, ...] = attrs.field(converter=_names)
     name: str
     table_uuid: str
 
@@ -121,9 +126,9 @@ class TableRenamed(Event):
     """A table name moved to another (the table stream, its location and its files stay)."""
 
     TYPE: ClassVar[str] = "rename-table"
-    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    namespace: tuple[str, ...] = attrs.field(converter=_names)
     name: str
-    new_namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    new_namespace: tuple[str, ...] = attrs.field(converter=_names)
     new_name: str
     table_uuid: str
 
@@ -142,7 +147,7 @@ class TableDropped(Event):
     """A table name no longer points at its stream (the log keeps the stream for time travel)."""
 
     TYPE: ClassVar[str] = "drop-table"
-    namespace: tuple[str, ...] = attrs.field(converter=tuple)
+    namespace: tuple[str, ...] = attrs.field(converter=_names)
     name: str
     table_uuid: str
     purge: bool = False

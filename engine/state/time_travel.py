@@ -32,6 +32,7 @@ import attrs
 from engine.errors import IntegrityError, NotFound, TableNotFound, ValidationError
 from engine.state.events import CATALOG_STREAM, decode
 from engine.model.data_file import DataFile, DataFileContent
+from engine.model.identifiers import parse_identifier, parse_namespace
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
 from engine.ownership import check_table_location
@@ -194,7 +195,7 @@ WRITE_METHODS = (
 class HistoricalTable(TableStateReads):
     """A read-only table exactly as it was right after stream version ``version``.
 
-    Reads answer as :class:`engine.catalog.Table` does (``schema()``, ``spec()``, ``properties``,
+    Reads answer as :class:`engine.table.Table` does (``schema()``, ``spec()``, ``properties``,
     ``snapshots()``, ``scan()``...); every write raises ValidationError.
 
     :param catalog: the owning catalog
@@ -335,7 +336,6 @@ class HistoricalCatalog:
         return [ns for ns, _ in self.state.namespaces]
 
     def namespace_properties(self, namespace: str | Sequence[str]) -> dict[str, str]:
-        from engine.catalog import parse_namespace
 
         ns = parse_namespace(namespace)
         for name, props in self.state.namespaces:
@@ -344,7 +344,6 @@ class HistoricalCatalog:
         raise NotFound(f"Cannot load namespace {'.'.join(ns)} at position {self.position}: it did not exist")
 
     def list_tables(self, namespace: str | Sequence[str]) -> list[tuple[str, ...]]:
-        from engine.catalog import parse_namespace
         from engine.errors import NamespaceNotFound
 
         ns = parse_namespace(namespace)
@@ -354,13 +353,11 @@ class HistoricalCatalog:
         return [t.namespace + (t.name,) for t in self.state.tables if t.namespace == ns]
 
     def table_exists(self, identifier: str | Sequence[str]) -> bool:
-        from engine.catalog import parse_identifier
 
         ns, name = parse_identifier(identifier)
         return self.state.table(ns, name) is not None
 
     def load_table(self, identifier: str | Sequence[str]) -> HistoricalTable:
-        from engine.catalog import parse_identifier
 
         ns, name = parse_identifier(identifier)
         entry = self.state.table(ns, name)

@@ -20,7 +20,7 @@ import pytest
 from engine import Catalog
 from engine.errors import AlreadyExists, CorruptFileError, NamespaceNotFound, NotFound, ValidationError
 from engine.state.events import RefSet, SnapshotAdded, TableCreated
-from engine.registration.register import PositionDeleteRelocation, register_table
+from engine.registration.register import PositionDeleteRelocation
 from engine.registration.metadata_import import Relocator, all_paths, import_table, resolve_metadata_location
 from storage.files import FileIO
 
@@ -60,7 +60,7 @@ def target(tmp_path: Path) -> Catalog:
 def test_registers_every_snapshot_ref_and_schema(tmp_path: Path) -> None:
     _, src = make_source(tmp_path)
     cat = target(tmp_path)
-    t = register_table(cat, "db.copy", src.metadata_location, location=str(tmp_path / "proj"))
+    t = cat.register_table("db.copy", src.metadata_location, location=str(tmp_path / "proj"))
     assert [s.snapshot_id for s in t.snapshots()] == [s.snapshot_id for s in src.snapshots()]
     assert [(s.parent_snapshot_id, s.sequence_number, s.timestamp_ms, s.operation) for s in t.snapshots()] == \
         [(s.parent_snapshot_id, s.sequence_number, s.timestamp_ms, s.operation) for s in src.snapshots()]
@@ -106,7 +106,7 @@ def test_folder_without_version_hint_and_gzip_metadata(tmp_path: Path) -> None:
     (meta / "version-hint.text").write_text("garbage")
     assert resolve_metadata_location(io, src.location).endswith(f"v{number}.gz.metadata.json")
     cat = target(tmp_path)
-    t = register_table(cat, "db.copy", src.location, location=str(tmp_path / "proj"))
+    t = cat.register_table("db.copy", src.location, location=str(tmp_path / "proj"))
     assert ids(t, t.current_snapshot().snapshot_id) == [1, 3, 4, 5, 6]
 
 
@@ -137,7 +137,7 @@ def test_v1_inline_manifests(tmp_path: Path) -> None:
     inline = tmp_path / "inline.metadata.json"
     inline.write_text(json.dumps(meta))
     cat = target(tmp_path)
-    t = register_table(cat, "db.copy", str(inline), location=str(tmp_path / "proj"))
+    t = cat.register_table("db.copy", str(inline), location=str(tmp_path / "proj"))
     assert t.state.format_version == 1
     for s in src.snapshots():
         assert ids(t, s.snapshot_id) == ids(src, s.snapshot_id)
@@ -152,10 +152,10 @@ def test_relocate_a_copied_table(tmp_path: Path) -> None:
     shutil.rmtree(old)
     cat = target(tmp_path)
     with pytest.raises(CorruptFileError) as info:  # without relocate the old paths are gone
-        register_table(cat, "db.copy", new, location=str(tmp_path / "proj"))
+        cat.register_table("db.copy", new, location=str(tmp_path / "proj"))
     assert old in info.value.path
     proj = str(tmp_path / "proj")  # in place would clash: the source's stream versions outnumber the import's events
-    t = register_table(cat, "db.copy", new, relocate={old: new}, location=proj)
+    t = cat.register_table("db.copy", new, relocate={old: new}, location=proj)
     assert t.location == proj
     for sid, want in expected.items():
         assert ids(t, sid) == want
@@ -181,7 +181,7 @@ def test_in_place_registration_publishes_after_the_original_versions(tmp_path: P
     originals = {p.name: p.read_bytes() for p in folder.iterdir()}
     highest = max(int(name[1:].split(".")[0]) for name in originals if name.endswith(".metadata.json"))
     assert highest >= n
-    t = register_table(cat, "db.copy", src.metadata_location)  # in place, no other argument
+    t = cat.register_table("db.copy", src.metadata_location)  # in place, no other argument
     assert t.metadata_location == str(folder / f"v{highest + 1}.metadata.json")
     assert (folder / "version-hint.text").read_text() == str(highest + 1)
     for name, data in originals.items():
@@ -209,11 +209,11 @@ def test_in_place_registration_publishes_after_the_original_versions(tmp_path: P
 def test_name_taken_and_uuid_registered_twice(tmp_path: Path) -> None:
     _, src = make_source(tmp_path)
     cat = target(tmp_path)
-    register_table(cat, "db.copy", src.metadata_location, location=str(tmp_path / "p1"))
+    cat.register_table("db.copy", src.metadata_location, location=str(tmp_path / "p1"))
     with pytest.raises(AlreadyExists, match="already exists"):
-        register_table(cat, "db.copy", src.metadata_location, location=str(tmp_path / "p2"))
+        cat.register_table("db.copy", src.metadata_location, location=str(tmp_path / "p2"))
     with pytest.raises(AlreadyExists, match="already registered as db.copy"):
-        register_table(cat, "db.other", src.metadata_location, location=str(tmp_path / "p3"))
+        cat.register_table("db.other", src.metadata_location, location=str(tmp_path / "p3"))
 
 
 @pytest.mark.parametrize("what", ["metadata", "manifest list", "manifest"])
@@ -322,7 +322,7 @@ def test_expired_parent_id_is_kept(tmp_path: Path) -> None:
     path = tmp_path / "expired.metadata.json"
     path.write_text(json.dumps(doc))
     cat = target(tmp_path)
-    t = register_table(cat, "db.copy", str(path), location=str(tmp_path / "proj"))
+    t = cat.register_table("db.copy", str(path), location=str(tmp_path / "proj"))
     assert t.import_notes == ()
     assert t.snapshots()[0].parent_snapshot_id == first  # as Java keeps it, though the parent is gone
     for s in src.snapshots()[1:]:
@@ -355,10 +355,10 @@ def test_relocating_position_deletes_rewrites_them(tmp_path: Path) -> None:
     cat = target(tmp_path)
     # a registration refused at its commit (no such namespace) removes the delete file copies it made
     with pytest.raises(NamespaceNotFound):
-        register_table(cat, "nope.copy", new, relocate={t.location: new})
+        cat.register_table("nope.copy", new, relocate={t.location: new})
     assert not list(Path(new).rglob("relocated-*"))
     proj = str(tmp_path / "proj")
-    r = register_table(cat, "db.copy", new, relocate={t.location: new}, location=proj)
+    r = cat.register_table("db.copy", new, relocate={t.location: new}, location=proj)
     for sid, want in expected.items():
         assert ids(r, sid) == want
     deletes = [f for f in cat.store.live_files(r.state, r.current_snapshot().snapshot_id)
@@ -375,6 +375,6 @@ def test_relocating_position_deletes_rewrites_them(tmp_path: Path) -> None:
                          relocate_position_deletes=PositionDeleteRelocation(FileIO()))
     assert sorted(p for p in all_paths(again.events) if "relocated-" in p) == sorted(f.file_path for f in deletes)
     with pytest.raises(AlreadyExists, match="already registered"):  # the same table, a second time
-        register_table(cat, "db.copy2", new, relocate={t.location: new}, location=proj)
+        cat.register_table("db.copy2", new, relocate={t.location: new}, location=proj)
     assert all(Path(f.file_path).exists() for f in deletes)
     assert ids(r, r.current_snapshot().snapshot_id) == [1, 4]
