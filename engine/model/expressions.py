@@ -1182,7 +1182,9 @@ def _project_one(part: PartitionField, pred: Predicate, strict: bool) -> Boolean
     assert isinstance(pred.term, BoundReference)
     transform = part.transform
     try:
-        projected = transform.project_strict(part.name, pred) if strict else transform.project(part.name, pred)
+        from engine.model.transform_projections import project_predicate, project_predicate_strict  # next commit: no cycle
+
+        projected = project_predicate_strict(transform, part.name, pred) if strict else project_predicate(transform, part.name, pred)
     except (ValidationError, ArithmeticError, ValueError):
         return None
     if projected is None:
@@ -1216,7 +1218,7 @@ def project_inclusive(expr: BooleanExpression, spec: PartitionSpec, schema: Sche
     The result is bound to the partition fields: each term is a :class:`BoundReference` whose field id and
     name are the partition field's and whose type is the transform's result type. Predicates on columns that
     no partition field is built from become AlwaysTrue; several fields on one column all apply (AND).
-    See :meth:`engine.model.transforms.Transform.project` for each transform's rules.
+    See engine.model.transform_projections for each transform's rules.
 
     :param expr: a row filter, bound or unbound (then bound to ``schema``)
     :param spec: the partition spec
