@@ -63,7 +63,7 @@ from engine.state.events import (
 from engine.write.file_columns import check_file_columns
 from engine.model.arrow_schema import schema_from_arrow
 from engine.model.data_file import DataFile, DataFileContent
-from engine.model.expressions import metrics_must_match
+from engine.model.metrics_evaluation import metrics_must_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec, build_spec
 from engine.model.schema import Schema, check_schema_for_format

@@ -34,7 +34,8 @@ from engine.model.arrow_schema import (
     schema_to_arrow,
 )
 from engine.model.data_file import DataFile, DataFileContent
-from engine.model.expressions import BooleanExpression, arrow_constant, evaluate_arrow, referenced_field_ids
+from engine.model.expressions import BooleanExpression, referenced_field_ids
+from engine.model.row_evaluation import arrow_constant, evaluate_arrow
 from engine.model.name_mapping import name_mapping
 from engine.model.paths import normalize_path
 from engine.model.schema import (

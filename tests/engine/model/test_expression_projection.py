@@ -1,5 +1,6 @@
-"""Tests for partition projections: Transform.project / project_strict per transform and predicate, projections
-over a spec, evaluation on partition tuples, residuals and manifest pruning by partition summaries.
+"""Tests for partition projections: project_predicate / project_predicate_strict per transform and predicate
+(transform_projections), projections over a spec, evaluation on partition tuples and residuals
+(partition_filters), and manifest pruning by partition summaries (manifest_evaluation).
 
 Hand-computed tables check Java's rules; brute-force tests generate rows, compute their partitions with the
 transforms and check that an inclusive projection never excludes a matching row and a strict projection never
@@ -17,6 +18,8 @@ import pytest
 from engine.errors import CorruptFileError, ValidationError
 from engine.model import values
 from engine.model.data_file import FieldSummary
+from engine.model.expression_binding import bind
+from engine.model.expression_parser import parse_expression
 from engine.model.expressions import (
     AlwaysFalse,
     AlwaysTrue,
@@ -40,18 +43,17 @@ from engine.model.expressions import (
     Or,
     Reference,
     StartsWith,
-    bind,
-    evaluate_arrow,
+)
+from engine.model.manifest_evaluation import manifest_might_match, summaries_might_match
+from engine.model.partition_filters import (
     evaluate_partition,
-    manifest_might_match,
-    parse_expression,
     partition_might_match,
     partition_must_match,
     project_inclusive,
     project_strict,
     residual,
-    summaries_might_match,
 )
+from engine.model.row_evaluation import evaluate_arrow
 from engine.model.partitioning import PartitionField, PartitionSpec, build_spec
 from engine.model.schema import Schema
 from engine.model.transform_projections import project_predicate, project_predicate_strict
