@@ -35,7 +35,7 @@ from engine.errors import (
 )
 from engine.formats.parquet_files import carries_field_ids, read_data_file
 from engine.model.data_file import DataFile, DataFileContent
-from engine.model.expressions import metrics_must_match
+from engine.model.metrics_evaluation import metrics_must_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
 from engine.model.values import value_from_python
 from engine.operations.append import append_events

@@ -23,7 +23,8 @@ from engine.errors import CorruptFileError, StorageError, ValidationError, stora
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.data_file import DataFile
-from engine.model.expressions import BooleanExpression, metrics_might_match
+from engine.model.expressions import BooleanExpression
+from engine.model.metrics_evaluation import metrics_might_match
 from engine.model.schema import Schema
 from engine.model.sort_order import SortOrder
 from storage.errors import FileError

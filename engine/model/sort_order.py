@@ -1,7 +1,7 @@
 """Sort orders: directions, null orders, sort fields and their JSON form.
 
 Layer: engine.model (pure values and functions; imports the standard library, attrs, engine.errors and
-engine.model.schema / transforms / types).
+engine.model.partitioning / schema / transforms / types).
 
 Usage::
 
@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import attrs
 
 from engine.errors import ValidationError
+from engine.model.partitioning import parse_partition_term
 from engine.model.schema import Schema
 from engine.model.transforms import (
     Identity,
@@ -163,10 +164,6 @@ def parse_sort_term(text: str) -> tuple[Transform, str, SortDirection, NullOrder
 
     :raises ValidationError: when the text cannot be parsed
     """
-    from engine.model.partitioning import (
-        parse_partition_term,  # same layer; avoids an import cycle
-    )
-
     m = _SORT_TERM.match(text) if isinstance(text, str) else None
     if not m:
         raise ValidationError(f"Cannot parse sort term: {text!r}")

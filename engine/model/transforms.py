@@ -1,18 +1,14 @@
 """Partition transforms: identity, bucket[N], truncate[W], year, month, day, hour, void, with Java's semantics.
 
-Layer: engine.model (pure values and functions; imports the standard library, attrs, mmh3, pyarrow,
-engine.errors and engine.model.types / values / expressions).
+Layer: engine.model (pure values and functions; imports the standard library, attrs, pyarrow, engine.errors
+and engine.model.types / values / bucket_hash / human_strings).
 
 Each transform prints its spec string (``str(t)``), parses back with :func:`parse_transform` (an unknown
 string becomes :class:`UnknownTransform`, so foreign metadata round-trips), binds once to a source type
 (:meth:`Transform.bind` for one canonical value, :meth:`Transform.bind_arrow` for an Arrow array) and renders
-partition values the way Java does in partition paths (:meth:`Transform.to_human_string`).
-
-Each transform also projects a bound row predicate onto its partition field (:meth:`Transform.project`,
-inclusive: true for the partition of every row the predicate may select; :meth:`Transform.project_strict`:
-true only for partitions all of whose rows the predicate selects), with Iceberg Java's rules
-(``Transform.project`` / ``projectStrict`` and ``ProjectionUtil``); see the notes on those methods for where
-icelog widens Java's result to stay sound.
+partition values the way Java does in partition paths (:meth:`Transform.to_human_string`, from
+engine.model.human_strings). Bucket hashes with engine.model.bucket_hash. How a row predicate reads through
+a transform (Java's ``Transform.project`` / ``projectStrict``) is engine.model.transform_projections.
 
 Results match Iceberg Java 1.10 value for value, including its corner cases: truncate wraps around on int and
 long overflow, and year/month/day/hour of a timestamp before 1970 floor toward negative infinity except at
@@ -24,62 +20,30 @@ with the partitions icelog writes.
 
 from __future__ import annotations
 
-import base64
-import decimal
 import re
-import struct
 import uuid
 from typing import Any, Callable
 
 import attrs
-import mmh3
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import ValidationError
-from engine.model.expressions import (
-    AlwaysFalse,
-    And,
-    BooleanExpression,
-    BoundReference,
-    EqualTo,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-    LiteralPredicate,
-    NotEqualTo,
-    NotIn,
-    NotNull,
-    NotStartsWith,
-    Or,
-    Predicate,
-    Reference,
-    SetPredicate,
-    StartsWith,
-    UnaryPredicate,
-)
+from engine.model.bucket_hash import LONG_HASHED_TYPES, arrow_hash_longs, hash_value
+from engine.model.human_strings import human_day, human_hour, human_month, human_string, human_year
 from engine.model.types import (
     BinaryType,
-    BooleanType,
     DateType,
     DecimalType,
-    DoubleType,
     FixedType,
-    FloatType,
     IcebergType,
     IntegerType,
     LongType,
     PrimitiveType,
     StringType,
     NANO_TIMESTAMPS,
-    TimestampNsType,
     TimestampType,
-    TimestamptzNsType,
     TimestamptzType,
-    TimeType,
     UnknownType,
     UUIDType,
     VariantType,
@@ -91,11 +55,7 @@ from engine.model.values import (
     civil_from_days,
     days_from_civil,
     decimal_from_unscaled,
-    decimal_min_bytes,
     decimal_unscaled,
-    float32_shortest,
-    format_timestamp,
-    format_timestamp_ns,
 )
 
 IDENTITY = "identity"
@@ -108,11 +68,8 @@ BUCKET = "bucket"
 TRUNCATE = "truncate"
 
 _EPOCH_YEAR = 1970
-_LONG = struct.Struct("<q")
-_DOUBLE = struct.Struct("<d")
 
-_LONG_HASHED = (IntegerType, LongType, DateType, TimeType, TimestampType, TimestamptzType) + NANO_TIMESTAMPS
-_BUCKET_SOURCES = _LONG_HASHED + (DecimalType, StringType, UUIDType, FixedType, BinaryType)
+_BUCKET_SOURCES = LONG_HASHED_TYPES + (DecimalType, StringType, UUIDType, FixedType, BinaryType)
 _TRUNCATE_SOURCES = (IntegerType, LongType, DecimalType, StringType, BinaryType)
 _TIMESTAMP_SOURCES = (TimestampType, TimestamptzType) + NANO_TIMESTAMPS
 _DATE_SOURCES = (DateType,) + _TIMESTAMP_SOURCES
@@ -121,73 +78,6 @@ _DATE_SOURCES = (DateType,) + _TIMESTAMP_SOURCES
 def _ticks_per_second(t: IcebergType) -> int:
     """The unit of a timestamp type's values: micro- or nanoseconds per second."""
     return NANOS_PER_SECOND if isinstance(t, NANO_TIMESTAMPS) else MICROS_PER_SECOND
-
-# -- hashing (Appendix B) ----------------------------------------------------------------------------------------
-
-
-def hash_value(t: IcebergType, v: Any) -> int:
-    """The spec's 32-bit Murmur3 hash (x86, seed 0) of a canonical value, as a signed int (Appendix B).
-
-    int, long, date, time and timestamps hash their value as an 8-byte little-endian long; decimals their
-    unscaled value's minimal big-endian two's complement; strings their UTF-8; uuids their 16 big-endian
-    bytes; fixed and binary their bytes; booleans 0/1 as a long (the spec's test value); floats and doubles
-    the double's bits.
-
-    :raises ValidationError: for a null or a type without a hash
-    """
-    if v is None:
-        raise ValidationError(f"Cannot hash value: null ({t})")
-    if isinstance(t, NANO_TIMESTAMPS):
-        return mmh3.hash(_LONG.pack(v // NANOS_PER_MICRO))  # the spec hashes microseconds (Java's floorDiv)
-    if isinstance(t, _LONG_HASHED):
-        return mmh3.hash(_LONG.pack(v))
-    if isinstance(t, StringType):
-        # Java (Guava) encodes lone surrogates as '?'.
-        return mmh3.hash(v.encode("utf-8", "replace"))
-    if isinstance(t, (FixedType, BinaryType)):
-        return mmh3.hash(bytes(v))
-    if isinstance(t, UUIDType):
-        return mmh3.hash(v.bytes if isinstance(v, uuid.UUID) else bytes(v))
-    if isinstance(t, DecimalType):
-        return mmh3.hash(decimal_min_bytes(decimal_unscaled(v, t.scale)))
-    if isinstance(t, BooleanType):
-        return mmh3.hash(_LONG.pack(1 if v else 0))  # the spec's test value is hashLong(1)
-    if isinstance(t, (FloatType, DoubleType)):
-        f = float(v)
-        if f != f:
-            return mmh3.hash(_LONG.pack(0x7FF8000000000000))  # Java's doubleToLongBits canonical NaN
-        return mmh3.hash(_DOUBLE.pack(f))
-    raise ValidationError(f"Cannot hash value: type {t} has no hash")
-
-
-_C1 = 0xCC9E2D51
-_C2 = 0x1B873593
-
-
-def _arrow_hash_longs(longs: pa.Array) -> pa.Array:
-    """Murmur3 x86_32 of each int64 as 8 little-endian bytes, vectorized in uint32 arithmetic (wrapping)."""
-    u32 = pa.uint32()
-
-    def c(x: int) -> pa.Scalar:
-        return pa.scalar(x, u32)
-
-    def rotl(x: pa.Array, r: int) -> pa.Array:
-        return pc.bit_wise_or(pc.shift_left(x, c(r)), pc.shift_right(x, c(32 - r)))
-
-    mask = pa.scalar(0xFFFFFFFF, pa.int64())
-    low = pc.cast(pc.bit_wise_and(longs, mask), u32)
-    high = pc.cast(pc.bit_wise_and(pc.shift_right(longs, pa.scalar(32, pa.int64())), mask), u32)
-    h = None
-    for k in (low, high):
-        k = pc.multiply(rotl(pc.multiply(k, c(_C1)), 15), c(_C2))
-        h = k if h is None else pc.bit_wise_xor(h, k)
-        h = pc.add(pc.multiply(rotl(h, 13), c(5)), c(0xE6546B64))
-    h = pc.bit_wise_xor(h, c(8))
-    h = pc.bit_wise_xor(h, pc.shift_right(h, c(16)))
-    h = pc.multiply(h, c(0x85EBCA6B))
-    h = pc.bit_wise_xor(h, pc.shift_right(h, c(13)))
-    h = pc.multiply(h, c(0xC2B2AE35))
-    return pc.bit_wise_xor(h, pc.shift_right(h, c(16)))
 
 
 # -- Java arithmetic helpers -------------------------------------------------------------------------------------
@@ -242,94 +132,6 @@ def _days_to_months(days: int) -> int:
 
 def _days_to_years(days: int) -> int:
     return civil_from_days(days)[0] - _EPOCH_YEAR
-
-
-# -- human strings (partition paths) -----------------------------------------------------------------------------
-
-
-def _java_local_time(micros: int) -> str:
-    # java.time.LocalTime.toString: HH:mm, then :ss when seconds or fraction, then .SSS or .SSSSSS
-    seconds, frac = divmod(micros, MICROS_PER_SECOND)
-    h, rem = divmod(seconds, 3600)
-    mi, s = divmod(rem, 60)
-    out = f"{h:02d}:{mi:02d}"
-    if s or frac:
-        out += f":{s:02d}"
-        if frac:
-            out += f".{frac // 1000:03d}" if frac % 1000 == 0 else f".{frac:06d}"
-    return out
-
-
-def _java_float_string(x: float, *, single: bool) -> str:
-    # Java's Float/Double.toString with the shortest round-tripping digits.
-    if x != x:
-        return "NaN"
-    if x in (float("inf"), float("-inf")):
-        return "Infinity" if x > 0 else "-Infinity"
-    if x == 0:
-        return "-0.0" if str(x).startswith("-") else "0.0"
-    text = float32_shortest(x) if single else repr(x)
-    sign, digits, exponent = decimal.Decimal(text).as_tuple()
-    ds = "".join(map(str, digits)).rstrip("0") or "0"
-    sci = len(digits) + exponent - 1  # exponent of the leading digit
-    prefix = "-" if sign else ""
-    if -3 <= sci < 7:
-        if sci >= 0:
-            int_part = ds[: sci + 1].ljust(sci + 1, "0")
-            frac = ds[sci + 1:] or "0"
-        else:
-            int_part = "0"
-            frac = "0" * (-sci - 1) + ds
-        return f"{prefix}{int_part}.{frac}"
-    return f"{prefix}{ds[0]}.{ds[1:] or '0'}E{sci}"
-
-
-def human_string(t: IcebergType, v: Any) -> str:
-    """A value as Java's identity transform renders it in partition paths (``Identity.toHumanString``)."""
-    if v is None:
-        return "null"
-    if isinstance(t, DateType):
-        return _human_day(v)
-    if isinstance(t, TimeType):
-        return _java_local_time(v)
-    if isinstance(t, TimestampType):
-        return format_timestamp(v)
-    if isinstance(t, TimestamptzType):
-        return format_timestamp(v) + "+00:00"
-    if isinstance(t, TimestampNsType):
-        return format_timestamp_ns(v)
-    if isinstance(t, TimestamptzNsType):
-        return format_timestamp_ns(v) + "+00:00"
-    if isinstance(t, (FixedType, BinaryType)):
-        return base64.b64encode(bytes(v)).decode("ascii")
-    if isinstance(t, BooleanType):
-        return "true" if v else "false"
-    if isinstance(t, FloatType):
-        return _java_float_string(v, single=True)
-    if isinstance(t, DoubleType):
-        return _java_float_string(v, single=False)
-    if isinstance(t, DecimalType):
-        return str(decimal_from_unscaled(decimal_unscaled(v, t.scale), t.scale))
-    return str(v)
-
-
-def _human_year(ordinal: int) -> str:
-    return f"{_EPOCH_YEAR + ordinal:04d}"
-
-
-def _human_month(ordinal: int) -> str:
-    years, month = divmod(ordinal, 12)
-    return f"{_EPOCH_YEAR + years:04d}-{month + 1:02d}"
-
-
-def _human_day(ordinal: int) -> str:
-    y, m, d = civil_from_days(ordinal)
-    return f"{y:04d}-{m:02d}-{d:02d}"
-
-
-def _human_hour(ordinal: int) -> str:
-    days, hour = divmod(ordinal, 24)
-    return f"{_human_day(days)}-{hour:02d}"
 
 
 # -- Arrow helpers -----------------------------------------------------------------------------------------------
@@ -401,173 +203,6 @@ def _canonical_from_arrow(t: IcebergType) -> Callable[[Any], Any]:
     return lambda v: v
 
 
-# -- projections (Java's Transform.project / projectStrict and ProjectionUtil) ------------------------------------
-
-_Step = Callable[[Any, int], Any]
-"""The source value one step above (+1) or below (-1) a value, or None outside the source type's range."""
-
-
-def _source_type(pred: Predicate, transform: Transform) -> IcebergType:
-    if not isinstance(pred, Predicate) or not isinstance(pred.term, BoundReference):
-        raise ValidationError(f"Cannot project {pred} by {transform}: the predicate is not bound")
-    return pred.term.field_type
-
-
-def _retarget(pred: Predicate, name: str) -> Predicate:
-    """The same predicate on the partition field ``name``."""
-    ref = Reference(name)
-    if isinstance(pred, SetPredicate):
-        return type(pred)(ref, pred.literals)
-    if isinstance(pred, LiteralPredicate):
-        return type(pred)(ref, pred.literal)
-    return type(pred)(ref)
-
-
-def _null_test(pred: Predicate, name: str) -> BooleanExpression | None:
-    """IS [NOT] NULL carries over: every transform but void maps null, and only null, to null."""
-    if isinstance(pred, (IsNull, NotNull)):
-        return type(pred)(Reference(name))
-    return None
-
-
-def _set(name: str, values: Any, positive: bool) -> BooleanExpression:
-    """``name IN (...)`` (or NOT IN) over the distinct values; one value gives ``=`` (or ``!=``)."""
-    ref = Reference(name)
-    kept = sorted(set(values))
-    if len(kept) == 1:
-        return EqualTo(ref, kept[0]) if positive else NotEqualTo(ref, kept[0])
-    return In(ref, tuple(kept)) if positive else NotIn(ref, tuple(kept))
-
-
-def _int_step(bits: int) -> _Step:
-    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-
-    def step(v: int, d: int) -> int | None:
-        w = v + d
-        return w if low <= w <= high else None
-    return step
-
-
-def _decimal_step(scale: int) -> _Step:
-    def step(v: Any, d: int) -> Any:
-        return decimal_from_unscaled(decimal_unscaled(v, scale) + d, scale)
-    return step
-
-
-def _ordered_inclusive(name: str, pred: Predicate, fn: Callable[[Any], Any], step: _Step) -> BooleanExpression | None:
-    """Java's truncateInteger / truncateLong / truncateDecimal plus IN, for an order-preserving ``fn`` over a
-    discrete source: ``x < v`` becomes ``p <= fn(v - 1)``, ``x > v`` becomes ``p >= fn(v + 1)``, ``=`` and
-    ``IN`` map their values. A bound beyond the type's range makes the predicate false for every row."""
-    ref = Reference(name)
-    if isinstance(pred, In):
-        return _set(name, (fn(v) for v in pred.literals), True)
-    if not isinstance(pred, LiteralPredicate):
-        return None
-    v = pred.literal
-    if isinstance(pred, LessThan):
-        below = step(v, -1)
-        return AlwaysFalse() if below is None else LessThanOrEqual(ref, fn(below))
-    if isinstance(pred, LessThanOrEqual):
-        return LessThanOrEqual(ref, fn(v))
-    if isinstance(pred, GreaterThan):
-        above = step(v, 1)
-        return AlwaysFalse() if above is None else GreaterThanOrEqual(ref, fn(above))
-    if isinstance(pred, GreaterThanOrEqual):
-        return GreaterThanOrEqual(ref, fn(v))
-    if isinstance(pred, EqualTo):
-        return EqualTo(ref, fn(v))
-    return None
-
-
-def _ordered_strict(name: str, pred: Predicate, fn: Callable[[Any], Any], step: _Step) -> BooleanExpression | None:
-    """Java's truncateIntegerStrict / truncateLongStrict / truncateDecimalStrict plus NOT IN: ``x < v`` becomes
-    ``p < fn(v)``, ``x <= v`` becomes ``p < fn(v + 1)``, ``x > v`` becomes ``p > fn(v)``, ``x >= v`` becomes
-    ``p > fn(v - 1)``, ``!=`` and ``NOT IN`` map their values; ``=`` has no strict projection."""
-    ref = Reference(name)
-    if isinstance(pred, NotIn):
-        return _set(name, (fn(v) for v in pred.literals), False)
-    if not isinstance(pred, LiteralPredicate):
-        return None
-    v = pred.literal
-    if isinstance(pred, LessThan):
-        return LessThan(ref, fn(v))
-    if isinstance(pred, LessThanOrEqual):
-        above = step(v, 1)
-        return NotNull(ref) if above is None else LessThan(ref, fn(above))
-    if isinstance(pred, GreaterThan):
-        return GreaterThan(ref, fn(v))
-    if isinstance(pred, GreaterThanOrEqual):
-        below = step(v, -1)
-        return NotNull(ref) if below is None else GreaterThan(ref, fn(below))
-    if isinstance(pred, NotEqualTo):
-        return NotEqualTo(ref, fn(v))
-    return None
-
-
-def _array_inclusive(name: str, pred: Predicate, fn: Callable[[Any], Any]) -> BooleanExpression | None:
-    """Java's truncateArray plus IN, for string and binary truncation (a prefix keeps the order)."""
-    ref = Reference(name)
-    if isinstance(pred, In):
-        return _set(name, (fn(v) for v in pred.literals), True)
-    if not isinstance(pred, LiteralPredicate):
-        return None
-    v = pred.literal
-    if isinstance(pred, (LessThan, LessThanOrEqual)):
-        return LessThanOrEqual(ref, fn(v))
-    if isinstance(pred, (GreaterThan, GreaterThanOrEqual)):
-        return GreaterThanOrEqual(ref, fn(v))
-    if isinstance(pred, EqualTo):
-        return EqualTo(ref, fn(v))
-    if isinstance(pred, StartsWith):
-        return StartsWith(ref, fn(v))
-    return None
-
-
-def _array_strict(name: str, pred: Predicate, fn: Callable[[Any], Any]) -> BooleanExpression | None:
-    """Java's truncateArrayStrict plus NOT IN."""
-    ref = Reference(name)
-    if isinstance(pred, NotIn):
-        return _set(name, (fn(v) for v in pred.literals), False)
-    if not isinstance(pred, LiteralPredicate):
-        return None
-    v = pred.literal
-    if isinstance(pred, (LessThan, LessThanOrEqual)):
-        return LessThan(ref, fn(v))
-    if isinstance(pred, (GreaterThan, GreaterThanOrEqual)):
-        return GreaterThan(ref, fn(v))
-    if isinstance(pred, NotEqualTo):
-        return NotEqualTo(ref, fn(v))
-    return None
-
-
-def _with_successors(values: tuple[int, ...]) -> tuple[int, ...]:
-    """The values plus ``v + 1`` for each negative ``v``, sorted (Java's fix for pre-0.10.1 writers)."""
-    return tuple(sorted(set(values) | {v + 1 for v in values if v < 0}))
-
-
-def _fix_inclusive_time(projected: BooleanExpression | None) -> BooleanExpression | None:
-    """Java's fixInclusiveTimeProjection: Iceberg 0.10.0 and earlier wrote ``unit(x) + 1`` for values before
-    1970, so ``<=`` and ``=`` on a negative partition value also accept the next one."""
-    if isinstance(projected, LessThanOrEqual) and projected.literal < 0:
-        return LessThanOrEqual(projected.term, projected.literal + 1)
-    if isinstance(projected, EqualTo) and projected.literal < 0:
-        return In(projected.term, (projected.literal, projected.literal + 1))
-    if isinstance(projected, In) and any(v < 0 for v in projected.literals):
-        return In(projected.term, _with_successors(projected.literals))
-    return projected
-
-
-def _fix_strict_time(projected: BooleanExpression | None) -> BooleanExpression | None:
-    """Java's fixStrictTimeProjection, the strict side of :func:`_fix_inclusive_time`."""
-    if isinstance(projected, GreaterThan) and projected.literal <= 0:
-        return GreaterThan(projected.term, projected.literal + 1)
-    if isinstance(projected, NotEqualTo) and projected.literal < 0:
-        return NotIn(projected.term, (projected.literal, projected.literal + 1))
-    if isinstance(projected, NotIn) and any(v < 0 for v in projected.literals):
-        return NotIn(projected.term, _with_successors(projected.literals))
-    return projected
-
-
 # -- transforms --------------------------------------------------------------------------------------------------
 
 
@@ -627,28 +262,6 @@ class Transform:
         """The partition value as Java renders it in partition paths (``"null"`` for null)."""
         return human_string(result_type, value)
 
-    def project(self, name: str, pred: Predicate) -> BooleanExpression | None:
-        """Inclusive projection of a bound predicate on this transform's source column onto the partition field
-        ``name``: an expression over ``Reference(name)`` (or AlwaysFalse when no row can match) that is true for
-        the partition value of every row the predicate selects. None when no partition value can be ruled out
-        (Java's null: always true). Literals are canonical values of the transform's result type.
-
-        :raises ValidationError: when the predicate is not bound
-        """
-        _source_type(pred, self)
-        return None
-
-    def project_strict(self, name: str, pred: Predicate) -> BooleanExpression | None:
-        """Strict projection of a bound predicate onto the partition field ``name``: an expression over
-        ``Reference(name)`` that is true only for partition values all of whose rows the predicate selects
-        (null partition values never satisfy it unless it tests for null). None when no partition value
-        guarantees that (Java's null: always false).
-
-        :raises ValidationError: when the predicate is not bound
-        """
-        _source_type(pred, self)
-        return None
-
 
 @attrs.frozen
 class Identity(Transform):
@@ -677,16 +290,6 @@ class Identity(Transform):
     def bind_arrow(self, source_type: IcebergType) -> Callable[[Any], pa.Array]:
         self._check(source_type)
         return _as_array
-
-    def project(self, name: str, pred: Predicate) -> BooleanExpression | None:
-        """The same predicate on the partition field."""
-        _source_type(pred, self)
-        return _retarget(pred, name)
-
-    def project_strict(self, name: str, pred: Predicate) -> BooleanExpression | None:
-        """The same predicate on the partition field."""
-        _source_type(pred, self)
-        return _retarget(pred, name)
 
 
 @attrs.frozen
@@ -747,41 +350,17 @@ class Bucket(Transform):
 
     def bind_arrow(self, source_type: IcebergType) -> Callable[[Any], pa.Array]:
         self._check(source_type)
-        if not isinstance(source_type, _LONG_HASHED):
+        if not isinstance(source_type, LONG_HASHED_TYPES):
             return super().bind_arrow(source_type)
         n = pa.scalar(self.num_buckets, pa.uint32())
 
         def apply(arr: Any) -> pa.Array:
-            h = _arrow_hash_longs(_to_int64(_as_array(arr)))
+            h = arrow_hash_longs(_to_int64(_as_array(arr)))
             return pc.cast(pc.modulo(pc.bit_wise_and(h, pa.scalar(0x7FFFFFFF, pa.uint32())), n), pa.int32())
         return apply
 
     def to_human_string(self, result_type: IcebergType, value: Any) -> str:
         return "null" if value is None else str(value)
-
-    def project(self, name: str, pred: Predicate) -> BooleanExpression | None:
-        """``IS [NOT] NULL``, ``=`` and ``IN`` (hash the values); nothing else projects."""
-        source_type = _source_type(pred, self)
-        if isinstance(pred, UnaryPredicate):
-            return _null_test(pred, name)
-        fn = self.bind(source_type)
-        if isinstance(pred, EqualTo):
-            return EqualTo(Reference(name), fn(pred.literal))
-        if isinstance(pred, In):
-            return _set(name, (fn(v) for v in pred.literals), True)
-        return None
-
-    def project_strict(self, name: str, pred: Predicate) -> BooleanExpression | None:
-        """``IS [NOT] NULL``, ``!=`` and ``NOT IN`` (a row in another bucket cannot hold the value)."""
-        source_type = _source_type(pred, self)
-        if isinstance(pred, UnaryPredicate):
-            return _null_test(pred, name)
-        fn = self.bind(source_type)
-        if isinstance(pred, NotEqualTo):
-            return NotEqualTo(Reference(name), fn(pred.literal))
-        if isinstance(pred, NotIn):
-            return _set(name, (fn(v) for v in pred.literals), False)
-        return None
 
 
 @attrs.frozen
@@ -837,105 +416,6 @@ class Truncate(Transform):
             return lambda arr: pc.binary_slice(_as_array(arr), 0, w)
         return super().bind_arrow(source_type)
 
-    def project(self, name: str, pred: Predicate) -> BooleanExpression | None:
-        """Java's rules per source type: ranges and ``=`` / ``IN`` for numbers (``x < v`` gives
-        ``p <= truncate(v - 1)``), and for strings and binary also ``LIKE 'prefix%'`` (kept when the prefix is
-        shorter than the width, ``p = prefix`` at the width, ``p`` starts with the truncated prefix beyond) and
-        ``NOT LIKE`` (kept below the width, ``p != prefix`` at it).
-
-        For int and long, a width that does not divide 2^31 (2^63) makes Java's truncation wrap the lowest
-        values of the type (within ``width`` of the minimum) around to one large partition value W; unlike
-        Java, the projections here account for W so that no row is ever misjudged.
-        """
-        source_type = _source_type(pred, self)
-        if isinstance(pred, UnaryPredicate):
-            return _null_test(pred, name)
-        fn = self.bind(source_type)
-        if isinstance(source_type, (IntegerType, LongType)):
-            return self._project_integral(name, pred, 32 if isinstance(source_type, IntegerType) else 64, False)
-        if isinstance(source_type, DecimalType):
-            return _ordered_inclusive(name, pred, fn, _decimal_step(source_type.scale))
-        if isinstance(pred, (StartsWith, NotStartsWith)):
-            prefix = pred.literal
-            if len(prefix) < self.width:
-                return type(pred)(Reference(name), prefix)
-            if len(prefix) == self.width:
-                cls = EqualTo if isinstance(pred, StartsWith) else NotEqualTo
-                return cls(Reference(name), prefix)
-            return StartsWith(Reference(name), fn(prefix)) if isinstance(pred, StartsWith) else None
-        return _array_inclusive(name, pred, fn)
-
-    def project_strict(self, name: str, pred: Predicate) -> BooleanExpression | None:
-        """Java's strict rules: ``x < v`` gives ``p < truncate(v)`` (numbers: ``x <= v`` gives
-        ``p < truncate(v + 1)``), ``!=`` and ``NOT IN`` map their values, ``=`` and ``IN`` have no strict
-        projection; for strings ``LIKE 'prefix%'`` is kept below the width and becomes ``p = prefix`` at it,
-        and ``NOT LIKE`` is kept below the width, becomes ``p != prefix`` at it and ``p NOT LIKE
-        'truncated%'`` beyond."""
-        source_type = _source_type(pred, self)
-        if isinstance(pred, UnaryPredicate):
-            return _null_test(pred, name)
-        fn = self.bind(source_type)
-        if isinstance(source_type, (IntegerType, LongType)):
-            return self._project_integral(name, pred, 32 if isinstance(source_type, IntegerType) else 64, True)
-        if isinstance(source_type, DecimalType):
-            return _ordered_strict(name, pred, fn, _decimal_step(source_type.scale))
-        if isinstance(pred, (StartsWith, NotStartsWith)):
-            prefix = pred.literal
-            if len(prefix) < self.width:
-                return type(pred)(Reference(name), prefix)
-            if len(prefix) == self.width:
-                cls = EqualTo if isinstance(pred, StartsWith) else NotEqualTo
-                return cls(Reference(name), prefix)
-            return NotStartsWith(Reference(name), fn(prefix)) if isinstance(pred, NotStartsWith) else None
-        return _array_strict(name, pred, fn)
-
-    def _project_integral(self, name: str, pred: Predicate, bits: int, strict: bool) -> BooleanExpression | None:
-        w = self.width
-        step = _int_step(bits)
-
-        def fn(v: int) -> int:
-            return _truncate_integral(v, w, bits)
-
-        low = -(1 << (bits - 1))
-        wrapped = fn(low)
-        if wrapped == low or isinstance(pred, (EqualTo, In, NotEqualTo, NotIn)):
-            # nothing wraps, or the values map exactly
-            return (_ordered_strict if strict else _ordered_inclusive)(name, pred, fn, step)
-        ref = Reference(name)
-
-        def in_wrap(v: int) -> bool:
-            return fn(v) == wrapped  # the values near the minimum that Java truncates to ``wrapped``
-
-        v = getattr(pred, "literal", None)
-        if not strict:
-            if isinstance(pred, (LessThan, LessThanOrEqual)):
-                bound = step(v, -1) if isinstance(pred, LessThan) else v
-                if bound is None:
-                    return AlwaysFalse()
-                if in_wrap(bound):
-                    return EqualTo(ref, wrapped)  # only wrapped values lie at or below the bound
-                return Or(LessThanOrEqual(ref, fn(bound)), EqualTo(ref, wrapped))
-            if isinstance(pred, (GreaterThan, GreaterThanOrEqual)):
-                bound = step(v, 1) if isinstance(pred, GreaterThan) else v
-                if bound is None:
-                    return AlwaysFalse()
-                return None if in_wrap(bound) else GreaterThanOrEqual(ref, fn(bound))
-            return None
-        if isinstance(pred, (LessThan, LessThanOrEqual)):
-            bound = v if isinstance(pred, LessThan) else step(v, 1)
-            if bound is None:
-                return NotNull(ref)
-            return None if in_wrap(bound) else LessThan(ref, fn(bound))
-        if isinstance(pred, (GreaterThan, GreaterThanOrEqual)):
-            bound = v if isinstance(pred, GreaterThan) else step(v, -1)
-            if bound is None:
-                return NotNull(ref)
-            projected = fn(bound)
-            if projected >= wrapped:
-                return GreaterThan(ref, projected)
-            return And(GreaterThan(ref, projected), NotEqualTo(ref, wrapped))
-        return None
-
 
 @attrs.frozen
 class _TimeTransform(Transform):
@@ -982,61 +462,22 @@ class _TimeTransform(Transform):
     def _arrow(self, values: pa.Array, from_date: bool, per_second: int) -> pa.Array:
         raise NotImplementedError
 
-    def project(self, name: str, pred: Predicate) -> BooleanExpression | None:
-        """Java's rules: ``x < v`` gives ``p <= unit(v - 1)``, ``x > v`` gives ``p >= unit(v + 1)``, ``=`` and
-        ``IN`` map their values, then Java's fix for old writers (a negative ``<=`` bound or ``=`` value also
-        accepts the next unit). For timestamps icelog also lowers a ``>=`` bound P by one when the predicate
-        selects the row Java's transform puts in unit P - 1 though it lies in unit P (``.999999`` in the first
-        second of a unit before 1970); Java's own projection misses that row."""
-        source_type = _source_type(pred, self)
-        if isinstance(pred, UnaryPredicate):
-            return _null_test(pred, name)
-        fn = self.bind(source_type)
-        is_timestamp = isinstance(source_type, _TIMESTAMP_SOURCES)
-        projected = _fix_inclusive_time(_ordered_inclusive(name, pred, fn, _int_step(64 if is_timestamp else 32)))
-        if is_timestamp and isinstance(projected, GreaterThanOrEqual) and \
-                self._quirk_selected(projected, pred, _ticks_per_second(source_type)):
-            projected = GreaterThanOrEqual(projected.term, projected.literal - 1)
-        return projected
-
-    def project_strict(self, name: str, pred: Predicate) -> BooleanExpression | None:
-        """Java's rules: ``x < v`` gives ``p < unit(v)``, ``x <= v`` gives ``p < unit(v + 1)``, ``x > v`` gives
-        ``p > unit(v)``, ``x >= v`` gives ``p > unit(v - 1)``, ``!=`` and ``NOT IN`` map their values, then Java's
-        fix for old writers (a ``>`` bound at or below 0 rises by one; a negative ``!=`` value also excludes the
-        next unit). For timestamps icelog also lowers a ``<`` bound P by one when the predicate does not select
-        the row of unit P that Java's transform puts in unit P - 1 (see :meth:`project`)."""
-        source_type = _source_type(pred, self)
-        if isinstance(pred, UnaryPredicate):
-            return _null_test(pred, name)
-        fn = self.bind(source_type)
-        is_timestamp = isinstance(source_type, _TIMESTAMP_SOURCES)
-        projected = _fix_strict_time(_ordered_strict(name, pred, fn, _int_step(64 if is_timestamp else 32)))
-        if is_timestamp and isinstance(projected, LessThan) and \
-                self._quirk_selected(projected, pred, _ticks_per_second(source_type)) is False:
-            projected = LessThan(projected.term, projected.literal - 1)
-        return projected
-
     def _start_seconds(self, ordinal: int) -> int:
         """The first second of the unit ``ordinal``, in seconds since epoch."""
         raise NotImplementedError
 
-    def _quirk_selected(self, projected: LiteralPredicate, pred: Predicate, per_second: int) -> bool | None:
-        """Whether ``pred`` selects the value that Java's transform puts one unit below the projected unit
-        (``hh:00:00.999999`` of the unit's first second, before 1970); None when that unit has no such value."""
-        ordinal = projected.literal
+    def quirk_tick(self, ordinal: int, source_type: IcebergType) -> int | None:
+        """The one timestamp of unit ``ordinal`` that Java's transform puts in unit ``ordinal - 1``: the last
+        tick of the unit's first second (``hh:00:00.999999``), before 1970 (see the module docstring). None when
+        the unit has no such value (from 1970 on).
+
+        :param source_type: the timestamp type, whose unit (micro- or nanoseconds) the tick is in
+        """
+        per_second = _ticks_per_second(source_type)
         q = (self._start_seconds(ordinal) + 1) * per_second - 1
         if q >= 0 or self._from_ticks(per_second)(q) != ordinal - 1:
             return None
-        v = pred.literal  # type: ignore[attr-defined]
-        if isinstance(pred, LessThan):
-            return q < v
-        if isinstance(pred, LessThanOrEqual):
-            return q <= v
-        if isinstance(pred, GreaterThan):
-            return q > v
-        if isinstance(pred, GreaterThanOrEqual):
-            return q >= v
-        return None
+        return q
 
 
 def _arrow_months(values: pa.Array, from_date: bool, per_second: int, *, years: bool) -> pa.Array:
@@ -1074,7 +515,7 @@ class Year(_TimeTransform):
         return days_from_civil(_EPOCH_YEAR + ordinal, 1, 1) * 86_400
 
     def to_human_string(self, result_type: IcebergType, value: Any) -> str:
-        return "null" if value is None else _human_year(value)
+        return "null" if value is None else human_year(value)
 
 
 @attrs.frozen
@@ -1096,7 +537,7 @@ class Month(_TimeTransform):
         return days_from_civil(_EPOCH_YEAR + years, month + 1, 1) * 86_400
 
     def to_human_string(self, result_type: IcebergType, value: Any) -> str:
-        return "null" if value is None else _human_month(value)
+        return "null" if value is None else human_month(value)
 
 
 @attrs.frozen
@@ -1123,7 +564,7 @@ class Day(_TimeTransform):
         return ordinal * 86_400
 
     def to_human_string(self, result_type: IcebergType, value: Any) -> str:
-        return "null" if value is None else _human_day(value)
+        return "null" if value is None else human_day(value)
 
 
 @attrs.frozen
@@ -1146,7 +587,7 @@ class Hour(_TimeTransform):
         return ordinal * 3_600
 
     def to_human_string(self, result_type: IcebergType, value: Any) -> str:
-        return "null" if value is None else _human_hour(value)
+        return "null" if value is None else human_hour(value)
 
 
 @attrs.frozen

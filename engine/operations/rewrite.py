@@ -57,7 +57,8 @@ from engine.errors import CorruptFileError, ValidationConflict, ValidationError
 from engine.state.events import Event, SnapshotAdded
 from engine.model import types as T
 from engine.model.data_file import DataFile, DataFileContent
-from engine.model.expressions import metrics_might_match, partition_might_match
+from engine.model.metrics_evaluation import metrics_might_match
+from engine.model.partition_filters import partition_might_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.partitioning import PartitionSpec
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder, build_sort_order

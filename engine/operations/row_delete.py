@@ -23,14 +23,11 @@ from engine.write.data_writer import (
     write_partition_files,
 )
 from engine.errors import ValidationError
-from engine.model import expressions
 from engine.model.data_file import DataFile, DataFileContent
-from engine.model.expressions import (
-    bind,
-    evaluate_arrow,
-    metrics_might_match,
-    parse_expression,
-)
+from engine.model.expression_binding import bind
+from engine.model.expression_parser import parse_expression
+from engine.model.metrics_evaluation import metrics_might_match, metrics_must_match
+from engine.model.row_evaluation import evaluate_arrow
 from engine.operations.commit import CommitContext
 from engine.operations.snapshot import snapshot_events
 from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
@@ -118,7 +115,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
     previous: dict[str, Sequence[DataFile]] = {}
     for task in tasks:
         f = task.file
-        if expressions.metrics_must_match(bound, f, schema):
+        if metrics_must_match(bound, f, schema):
             removed.append(f)
             touched.append(f)
             continue

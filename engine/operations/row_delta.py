@@ -61,6 +61,8 @@ from engine.errors import CommitStateUnknown, PublishFailed, ValidationConflict,
 from engine.model import types as T
 from engine.model.arrow_schema import schema_to_arrow
 from engine.model.data_file import DataFile, DataFileContent
+from engine.model.expression_binding import bind
+from engine.model.expression_parser import parse_expression
 from engine.model.expressions import (
     AlwaysFalse,
     BooleanExpression,
@@ -69,11 +71,9 @@ from engine.model.expressions import (
     IsNull,
     LessThanOrEqual,
     and_,
-    bind,
-    metrics_might_match,
     or_,
-    parse_expression,
 )
+from engine.model.metrics_evaluation import metrics_might_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import LAST_UPDATED_SEQUENCE_NUMBER_COLUMN, ROW_ID_COLUMN, Schema

@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 from engine.errors import ValidationConflict
 from engine.model.data_file import DataFile, DataFileContent, LiveEntry
-from engine.model.expressions import metrics_might_match
+from engine.model.metrics_evaluation import metrics_might_match
 from engine.read.scan import DeleteIndex
 from engine.state.table_state import Snapshot, TableState
 from engine.state.store import StateStore

@@ -27,7 +27,8 @@ from engine.formats.parquet_files import matching_row_groups
 from engine.model import types as T
 from engine.model.arrow_schema import arrow_children, arrow_field_id, schema_to_arrow
 from engine.model.data_file import DataFile, DataFileContent
-from engine.model.expressions import BooleanExpression, arrow_constant, evaluate_arrow, referenced_field_ids
+from engine.model.expressions import BooleanExpression, referenced_field_ids
+from engine.model.row_evaluation import arrow_constant, evaluate_arrow
 from engine.model.name_mapping import name_mapping
 from engine.model.paths import normalize_path
 from engine.model.schema import (

@@ -48,20 +48,12 @@ from engine.model import types as T
 from engine.model.arrow_schema import empty_arrow_table
 from engine.model.data_file import DataFile, DataFileContent, FieldSummary, LiveEntry
 from engine.model.delete_overlap import FileMetrics
-from engine.model.expressions import (
-    AlwaysFalse,
-    AlwaysTrue,
-    BooleanExpression,
-    bind,
-    evaluate_partition,
-    metrics_might_match,
-    metrics_must_match,
-    parse_expression,
-    project_inclusive,
-    referenced_field_ids,
-    residual,
-    summaries_might_match,
-)
+from engine.model.expression_binding import bind
+from engine.model.expression_parser import parse_expression
+from engine.model.expressions import AlwaysFalse, AlwaysTrue, BooleanExpression, referenced_field_ids
+from engine.model.manifest_evaluation import summaries_might_match
+from engine.model.metrics_evaluation import metrics_might_match, metrics_must_match
+from engine.model.partition_filters import evaluate_partition, project_inclusive, residual
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.schema import LINEAGE_COLUMNS, Schema
 from engine.model.values import from_bytes

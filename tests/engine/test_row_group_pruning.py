@@ -7,7 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine import Catalog
-from engine.model.expressions import bind, parse_expression
+from engine.model.expression_binding import bind
+from engine.model.expression_parser import parse_expression
 from engine.formats.parquet_files import matching_row_groups
 
 

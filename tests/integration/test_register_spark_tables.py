@@ -18,7 +18,6 @@ import pyarrow as pa
 from engine import Catalog
 from engine.errors import ValidationError
 from engine.model.data_file import DataFileContent
-from engine.registration.register import register_table
 
 
 def _value(v: Any) -> tuple:
@@ -165,7 +164,7 @@ def _register_relocated(cat: Catalog, src: Path, copy: Path, projection: Path, n
         return cat.register_table(name, str(copy), relocate={str(src): str(copy)})
     except ValidationError as e:
         assert "location=" in str(e)
-        return register_table(cat, name, str(copy), relocate={str(src): str(copy)}, location=str(projection))
+        return cat.register_table(name, str(copy), relocate={str(src): str(copy)}, location=str(projection))
 
 
 def test_pyiceberg_table_registers(tmp_path: Path, spark) -> None:

@@ -13,26 +13,18 @@ import pytest
 from engine.errors import ValidationError
 from engine.model import values
 from engine.model.data_file import DataFile
-from engine.model.expressions import (
-    MAX_DEPTH,
-    And,
-    EqualTo,
-    Not,
-    Or,
-    and_,
-    bind,
-    depth,
-    evaluate_arrow,
+from engine.model.expression_binding import bind
+from engine.model.expression_parser import parse_expression
+from engine.model.expressions import MAX_DEPTH, And, EqualTo, Not, Or, and_, depth, or_
+from engine.model.metrics_evaluation import metrics_might_match, metrics_must_match
+from engine.model.partition_filters import (
     file_might_match,
     file_must_match,
-    metrics_might_match,
-    metrics_must_match,
-    or_,
-    parse_expression,
     project_inclusive,
     project_strict,
     residual,
 )
+from engine.model.row_evaluation import evaluate_arrow
 from engine.model.partitioning import build_spec
 from engine.model.schema import Schema
 from engine.model.types import LongType, NestedField, StringType

@@ -1,5 +1,6 @@
-"""Tests for partition projections: Transform.project / project_strict per transform and predicate, projections
-over a spec, evaluation on partition tuples, residuals and manifest pruning by partition summaries.
+"""Tests for partition projections: project_predicate / project_predicate_strict per transform and predicate
+(transform_projections), projections over a spec, evaluation on partition tuples and residuals
+(partition_filters), and manifest pruning by partition summaries (manifest_evaluation).
 
 Hand-computed tables check Java's rules; brute-force tests generate rows, compute their partitions with the
 transforms and check that an inclusive projection never excludes a matching row and a strict projection never
@@ -17,6 +18,8 @@ import pytest
 from engine.errors import CorruptFileError, ValidationError
 from engine.model import values
 from engine.model.data_file import FieldSummary
+from engine.model.expression_binding import bind
+from engine.model.expression_parser import parse_expression
 from engine.model.expressions import (
     AlwaysFalse,
     AlwaysTrue,
@@ -40,20 +43,20 @@ from engine.model.expressions import (
     Or,
     Reference,
     StartsWith,
-    bind,
-    evaluate_arrow,
+)
+from engine.model.manifest_evaluation import manifest_might_match, summaries_might_match
+from engine.model.partition_filters import (
     evaluate_partition,
-    manifest_might_match,
-    parse_expression,
     partition_might_match,
     partition_must_match,
     project_inclusive,
     project_strict,
     residual,
-    summaries_might_match,
 )
+from engine.model.row_evaluation import evaluate_arrow
 from engine.model.partitioning import PartitionField, PartitionSpec, build_spec
 from engine.model.schema import Schema
+from engine.model.transform_projections import project_predicate, project_predicate_strict
 from engine.model.transforms import (
     Bucket,
     Day,
@@ -235,21 +238,21 @@ CASES = [
 
 @pytest.mark.parametrize("transform, pred, inclusive, strict", CASES, ids=lambda v: str(v))
 def test_transform_projection_table(transform: Transform, pred, inclusive, strict):
-    assert text(transform.project("p", pred)) == inclusive
-    assert text(transform.project_strict("p", pred)) == strict
+    assert text(project_predicate(transform, "p", pred)) == inclusive
+    assert text(project_predicate_strict(transform, "p", pred)) == strict
 
 
 def test_projection_terms_are_references_to_the_partition_field():
-    projected = Truncate(16).project("id_trunc", LessThan(I, 35))
+    projected = project_predicate(Truncate(16), "id_trunc", LessThan(I, 35))
     assert projected == LessThanOrEqual(Reference("id_trunc"), 32)
-    assert Bucket(4).project_strict("b", NotIn(S, ("a", "b", "c"))).term == Reference("b")
+    assert project_predicate_strict(Bucket(4), "b", NotIn(S, ("a", "b", "c"))).term == Reference("b")
 
 
 def test_projection_refuses_unbound_predicates():
     with pytest.raises(ValidationError, match="not bound"):
-        Identity().project("p", EqualTo("x", 1))
+        project_predicate(Identity(), "p", EqualTo("x", 1))
     with pytest.raises(ValidationError, match="not bound"):
-        Void().project_strict("p", EqualTo("x", 1))
+        project_predicate_strict(Void(), "p", EqualTo("x", 1))
 
 
 # -- brute force per transform -----------------------------------------------------------------------------------
@@ -285,8 +288,8 @@ def check_sound(transform: Transform, t: IcebergType, rows: list, literals: list
     for x in rows:
         groups.setdefault(fn(x), []).append(x)
     for pred in predicates(ref(t), literals, rng):
-        inclusive = transform.project("p", pred)
-        strict = transform.project_strict("p", pred)
+        inclusive = project_predicate(transform, "p", pred)
+        strict = project_predicate_strict(transform, "p", pred)
         for p, xs in groups.items():
             matches = [holds(pred, row_struct, x, default=False) for x in xs]
             if any(matches):
@@ -376,7 +379,7 @@ def test_java_quirk_rows_are_where_the_widening_needs_them():
     # Java's inclusive projection of ts >= 1969-12-31T00:00:00 (p >= -1) would miss that row
     days = one_field("p", DateType())
     assert not holds(GreaterThanOrEqual(Reference("p"), -1), days, -2, default=True)
-    assert holds(Day().project("p", GreaterThanOrEqual(TS, -DAY)), days, -2, default=True)
+    assert holds(project_predicate(Day(), "p", GreaterThanOrEqual(TS, -DAY)), days, -2, default=True)
 
 
 # -- the scalar evaluator agrees with Arrow ----------------------------------------------------------------------

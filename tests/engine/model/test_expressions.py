@@ -1,4 +1,5 @@
-"""Tests for engine.model.expressions: parsing, printing, binding, Arrow evaluation and metrics pruning."""
+"""Tests for the expression tree and its text form, parsing (expression_parser), binding (expression_binding),
+Arrow evaluation (row_evaluation) and metrics pruning (metrics_evaluation)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pytest
 from engine.errors import CorruptFileError, ValidationError
 from engine.model import values
 from engine.model.data_file import DataFile
+from engine.model.expression_binding import bind, negate, rewrite_not
+from engine.model.expression_parser import parse_expression
 from engine.model.expressions import (
     AlwaysFalse,
     AlwaysTrue,
@@ -38,17 +41,13 @@ from engine.model.expressions import (
     Reference,
     StartsWith,
     and_,
-    bind,
-    evaluate_arrow,
     is_bound,
-    metrics_might_match,
-    negate,
     or_,
-    parse_expression,
     referenced_field_ids,
     referenced_names,
-    rewrite_not,
 )
+from engine.model.metrics_evaluation import metrics_might_match
+from engine.model.row_evaluation import evaluate_arrow
 from engine.model.schema import Schema
 from engine.model.types import (
     BinaryType,

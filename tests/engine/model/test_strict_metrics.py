@@ -12,6 +12,8 @@ import pytest
 from engine.errors import CorruptFileError, ValidationError
 from engine.model import values
 from engine.model.data_file import DataFile
+from engine.model.expression_binding import bind
+from engine.model.expression_parser import parse_expression
 from engine.model.expressions import (
     AlwaysTrue,
     And,
@@ -32,14 +34,10 @@ from engine.model.expressions import (
     NotStartsWith,
     Or,
     StartsWith,
-    bind,
-    evaluate_arrow,
-    file_might_match,
-    file_must_match,
-    metrics_might_match,
-    metrics_must_match,
-    parse_expression,
 )
+from engine.model.metrics_evaluation import metrics_might_match, metrics_must_match
+from engine.model.partition_filters import file_might_match, file_must_match
+from engine.model.row_evaluation import evaluate_arrow
 from engine.model.partitioning import build_spec
 from engine.model.schema import Schema
 from engine.model.types import (

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from engine.errors import ValidationError
+from engine.model.bucket_hash import hash_value
 from engine.model.transforms import (
     Bucket,
     Day,
@@ -26,7 +27,6 @@ from engine.model.transforms import (
     UnknownTransform,
     Void,
     Year,
-    hash_value,
     parse_transform,
 )
 from engine.model.types import (

@@ -13,7 +13,7 @@ import pytest
 from engine import Catalog
 from engine.errors import ValidationConflict, ValidationError
 from engine.model.data_file import DataFileContent
-from engine.model.expressions import metrics_might_match
+from engine.model.metrics_evaluation import metrics_might_match
 from engine.operations import row_delta as rd
 from engine.operations.row_delta import (
     RowDelta,
