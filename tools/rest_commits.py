@@ -24,15 +24,9 @@ from engine.model.partitioning import PartitionField, PartitionSpec
 from engine.model.schema import Schema, assign_fresh_ids
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams, now_ms
-from engine.operations.table_updates import (
-    ClientSnapshot,
-    TableCommit,
-    commit_events,
-    file_paths,
-    load_client_snapshots,
-    named_files,
-    parse_table_commit,
-)
+from engine.operations.client_files import ClientSnapshot, file_paths, load_client_snapshots, named_files
+from engine.operations.table_commit import TableCommit, parse_table_commit
+from engine.operations.table_updates import commit_events
 from engine.ownership import Ownership, catalog_files, check_identifier, is_local, is_within, normalize_location
 from engine.state.table_state import LogPosition, apply
 from projections import layout
