@@ -56,9 +56,9 @@ from engine.model.schema import Schema, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.client_files import ClientSnapshot, client_file_changes, rebase_append
 from engine.operations.commit import CommitContext, apply_in_commit
+from engine.operations.schema_changes import is_promotion
 from engine.operations.snapshot import row_id_backfill_events
 from engine.operations.table_commit import TableCommit, check_requirements, need_field
-from engine.operations.update_schema import is_promotion
 from engine.state.table_state import SnapshotRef, TableState
 
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
