@@ -13,18 +13,13 @@ from pathlib import Path
 import pytest
 
 from tools import spark as tools_spark
-from tools.spark import (
-    JAR_NAME,
-    JAR_SHA256,
-    SparkSetupError,
-    hadoop_catalog,
-    iceberg_runtime_jar,
-    local_session,
-)
+from tools import spark_jars
+from tools.spark import hadoop_catalog, local_session
+from tools.spark_jars import JAR_NAME, JAR_SHA256, SparkSetupError, iceberg_runtime_jar
 
 
 def test_runtime_jar_is_the_pinned_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(tools_spark.JAR_ENV, raising=False)
+    monkeypatch.delenv(spark_jars.JAR_ENV, raising=False)
     jar = Path(iceberg_runtime_jar())
     assert jar.name == JAR_NAME == "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
     assert jar.parent.parent.name == "snowpark_connect_deps_iceberg"
@@ -33,7 +28,7 @@ def test_runtime_jar_is_the_pinned_one(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_runtime_jar_override_must_exist(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     missing = tmp_path / "nope.jar"
-    monkeypatch.setenv(tools_spark.JAR_ENV, str(missing))
+    monkeypatch.setenv(spark_jars.JAR_ENV, str(missing))
     with pytest.raises(SparkSetupError, match="Cannot find the Iceberg Spark runtime jar: ICEBERG_SPARK_JAR="):
         iceberg_runtime_jar()
 

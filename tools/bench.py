@@ -19,7 +19,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -29,16 +28,9 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tools.bench_stats import percentiles
+
 BUILD_COMMIT_FILES = 100
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-
-    def pick(q: float) -> float:
-        return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-    return {"p50": round(statistics.median(ordered), 3), "p95": round(pick(0.95), 3), "n": len(ordered)}
 
 
 def timed(fn: Callable[[], Any], samples: int) -> list[float]:

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from tools.bench import percentiles
+from tools.bench_stats import percentiles
 
 WINDOW = 100
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tools.bench import percentiles
+from tools.bench_stats import percentiles
 
 
 def _client(uri: str, token: str, table_name: str, commits: int, seed: int, out: Any) -> None:

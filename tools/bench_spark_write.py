@@ -1,4 +1,4 @@
-"""Bench: rows per second ingested by ``tools.spark.write`` against Spark's own Iceberg writer, on the same
+"""Bench: rows per second ingested by ``tools.spark_write.write`` against Spark's own Iceberg writer, on the same
 DataFrame of N rows (10M by default) and the same partition spec.
 
 Layer: tools (uses engine's public API and tools.spark; starts a local Spark session and, when icelog's REST
@@ -52,7 +52,7 @@ def _arrow_schema() -> Any:
 
 
 def bench_spark_write(root: str, rows: int = DEFAULT_ROWS, *, driver_memory: str = "2g") -> dict[str, Any]:
-    """Time ``tools.spark.write`` and Spark's own Iceberg writer on the same ``rows``-row DataFrame.
+    """Time ``tools.spark_write.write`` and Spark's own Iceberg writer on the same ``rows``-row DataFrame.
 
     :param root: a folder for the warehouses (created when absent)
     :param rows: the DataFrame's rows
@@ -62,7 +62,8 @@ def bench_spark_write(root: str, rows: int = DEFAULT_ROWS, *, driver_memory: str
         ``icelog_vs_spark_rows_per_second``
     """
     from engine import Catalog
-    from tools.spark import hadoop_catalog, local_session, rest_catalog, write
+    from tools.spark import hadoop_catalog, local_session, rest_catalog
+    from tools.spark_write import write
 
     warehouse = os.path.join(root, "spark-write")
     os.makedirs(warehouse, exist_ok=True)

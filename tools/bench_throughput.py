@@ -186,7 +186,6 @@ def bench_rest(root: str, writer_counts: list[int], commits: int,
 
 
 def run(root: str, writer_counts: list[int], api_commits: int, rest_commits: int) -> dict[str, Any]:
-    import engine  # noqa: F401  (projections import engine's model first)
     from projections.metadata_json import MAX_SNAPSHOTS
 
     return {"python_api": bench_api(root, writer_counts, api_commits),

@@ -2,25 +2,69 @@
 
 Layer: tools (top; nothing imports it). Every library error becomes one line on stderr and
 exit code 1.
+
+The commands live in tools/cli_change.py (those that change a catalog or a table) and tools/cli_read.py (those
+that read it); what they share is in tools/cli_context.py. This module holds the parser, the entry point
+(``icelog = tools.cli:main``) and the commands that start other tools (demo, bench, serve).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import sys
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from storage.postgres_url import is_postgres_url, redacted
+from tools.cli_change import (
+    cmd_add_column,
+    cmd_add_partition_field,
+    cmd_append,
+    cmd_cherrypick,
+    cmd_compact,
+    cmd_create_branch,
+    cmd_create_namespace,
+    cmd_create_table,
+    cmd_create_tag,
+    cmd_delete,
+    cmd_delete_by_key,
+    cmd_drop_column,
+    cmd_drop_table,
+    cmd_dynamic_overwrite,
+    cmd_expire_snapshots,
+    cmd_fast_forward,
+    cmd_overwrite,
+    cmd_register,
+    cmd_remove_branch,
+    cmd_remove_orphan_files,
+    cmd_remove_partition_field,
+    cmd_remove_properties,
+    cmd_remove_tag,
+    cmd_rename_column,
+    cmd_rename_partition_field,
+    cmd_rename_table,
+    cmd_rewrite_manifests,
+    cmd_rollback,
+    cmd_set_current_snapshot,
+    cmd_set_properties,
+    cmd_set_sort_order,
+    cmd_update_column,
+    cmd_upgrade_format_version,
+    cmd_upsert,
+)
+from tools.cli_context import catalog_properties
+from tools.cli_read import (
+    cmd_inspect,
+    cmd_log,
+    cmd_publish,
+    cmd_rebuild,
+    cmd_scan,
+    cmd_snapshots,
+    cmd_tables,
+    cmd_verify,
+)
 
 DEFAULT_WAREHOUSE = "warehouse"
-
-
-#: commands that may start a new catalog where none is (the others refuse a warehouse that holds no catalog)
-CREATING_COMMANDS = ("create-namespace", "create-table", "register", "serve", "demo")
-
 
 #: commands that change a catalog or a table: each prints one line saying what changed, or with --json one JSON
 #: object holding the same facts
@@ -33,34 +77,6 @@ CHANGING_COMMANDS = (
     "fast-forward", "expire-snapshots", "remove-orphan-files")
 
 
-def _catalog(args: argparse.Namespace) -> Any:
-    from engine import Catalog
-    from engine.errors import ValidationError
-
-    catalog_dir = getattr(args, "catalog_dir", None)
-    location = catalog_dir or args.warehouse
-    if (args.command not in CREATING_COMMANDS and not getattr(args, "create", False)
-            and "://" not in location and not os.path.exists(os.path.join(location, "catalog.db"))):
-        raise ValidationError(f"Cannot open catalog: there is none at {location} (no catalog.db); check --warehouse "
-                              f"and --catalog-dir, or start one with create-namespace, create-table, register or "
-                              f"--create")
-    return Catalog.open(catalog_dir or args.warehouse, warehouse=args.warehouse if catalog_dir else None,
-                        create=getattr(args, "create", False), properties=_properties(args))
-
-
-def _properties(args: argparse.Namespace) -> dict[str, str]:
-    """The ``--property KEY=VALUE`` settings (FileIO properties such as ``s3.endpoint``)."""
-    from engine.errors import ValidationError
-
-    out = {}
-    for item in getattr(args, "catalog_property", None) or ():
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValidationError(f"Cannot read --property {item.split('=', 1)[0]!r}: expected KEY=VALUE")
-        out[key.strip()] = value
-    return out
-
-
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -71,482 +87,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _time(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _tell(args: argparse.Namespace, report: Any) -> None:
-    """Print a command's report: its line, or with ``--json`` its facts as one JSON object."""
-    print(json.dumps(report.facts) if getattr(args, "json", False) else report.line)
-
-
-def _change(args: argparse.Namespace, cat: Any, change: Callable[[Any], Any]) -> Any:
-    """Run ``change(table)`` on the table the command names and tell what it changed; returns what it returned."""
-    from tools.change_report import describe_change
-
-    table = _table(args, cat)
-    before = table.state
-    result = change(table)
-    _tell(args, describe_change(args.command, args.table, before, table.state))
-    return result
-
-
-def cmd_create_namespace(args: argparse.Namespace) -> None:
-    from tools.change_report import ChangeReport
-
-    with _catalog(args) as cat:
-        cat.create_namespace(args.namespace)
-        _tell(args, ChangeReport(line=f"created namespace {args.namespace}",
-                                 facts={"command": args.command, "namespace": args.namespace}))
-
-
-def cmd_create_table(args: argparse.Namespace) -> None:
-    from engine.errors import ValidationError
-    from engine.model.schema import Schema
-    from engine.formats.parquet_files import read_parquet_schema
-    from tools.change_report import describe_change
-
-    schema: Any = None
-    if args.schema and not args.schema_from:
-        try:
-            schema = Schema.from_json(json.loads(args.schema))
-        except json.JSONDecodeError as e:
-            raise ValidationError(f"Cannot parse --schema: {e}") from e
-    elif not args.schema_from:
-        raise ValidationError("Cannot create table: give --schema JSON or --schema-from FILE.parquet")
-    props = dict(p.split("=", 1) for p in args.property or [])
-    with _catalog(args) as cat:
-        if args.schema_from:
-            schema = read_parquet_schema(args.schema_from, io=cat.io)
-        t = cat.create_table(args.table, schema=schema, partition_by=args.partition_by or None, properties=props,
-                             format_version=args.format_version, location=args.location)
-        _tell(args, describe_change(args.command, args.table, None, t.state))
-
-
-def cmd_append(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.append_files(args.files))
-
-
-def cmd_register(args: argparse.Namespace) -> None:
-    import attrs
-
-    from engine.errors import ValidationError
-    from tools.change_report import describe_change
-    from tools.progress import phase_bars
-
-    relocate = {}
-    for rule in args.relocate or []:
-        old, sep, new = rule.partition("=")
-        if not sep or not old:
-            raise ValidationError(f"Cannot parse --relocate {rule!r}: expected OLD=NEW")
-        relocate[old] = new
-    with _catalog(args) as cat, phase_bars(f"register {args.table}", unit="snapshot") as progress:
-        t = cat.register_table(args.table, args.metadata_location, relocate=relocate or None,
-                               location=args.location, progress=progress)
-        report = describe_change(args.command, args.table, None, t.state, metadata_location=t.metadata_location,
-                                 notes=list(t.import_notes))
-        if not args.json:
-            report = attrs.evolve(report, line="\n".join([
-                f"registered {args.table}: {len(t.snapshots())} snapshot(s), metadata at {t.metadata_location}",
-                *(f"note: {note}" for note in t.import_notes)]))
-        _tell(args, report)
-
-
-def cmd_rename_table(args: argparse.Namespace) -> None:
-    from tools.change_report import ChangeReport
-
-    with _catalog(args) as cat:
-        cat.rename_table(args.table, args.new_name)
-        _tell(args, ChangeReport(line=f"rename-table {args.table}: renamed to {args.new_name}",
-                                 facts={"command": args.command, "table": args.table, "new_name": args.new_name}))
-
-
-def cmd_drop_table(args: argparse.Namespace) -> None:
-    import attrs
-
-    from tools.change_report import describe_change
-
-    with _catalog(args) as cat:
-        before = _table(args, cat).state
-        deleted = cat.drop_table(args.table, purge=args.purge or args.delete_external_files,
-                                 delete_external_files=args.delete_external_files)
-        report = describe_change(args.command, args.table, before, None, files_deleted=len(deleted or ()))
-        if deleted:
-            report = attrs.evolve(report, line=f"{report.line}; deleted {len(deleted)} file(s)")
-        _tell(args, report)
-
-
-def cmd_tables(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        namespaces = [args.namespace] if args.namespace else [".".join(ns) for ns in cat.list_namespaces()]
-        for ns in namespaces:
-            for ident in cat.list_tables(ns):
-                print(".".join(ident))
-
-
-def cmd_log(args: argparse.Namespace) -> None:
-    if args.table == "copy":
-        return cmd_log_copy(args)
-    if args.targets:
-        from engine.errors import ValidationError
-        raise ValidationError(f"Cannot show the log: unexpected arguments {' '.join(args.targets)} (did you mean "
-                              f"'icelog log copy SRC DST'?)")
-    with _catalog(args) as cat:
-        t = cat.load_table(args.table)
-        print("position\tversion\ttype\toperation\tactor\ttime\tcommit_id\tsummary")
-        for e in cat.log.read_stream(t.uuid):
-            operation, summary = _event_summary(e.type, e.payload)
-            print(f"{e.position}\t{e.version}\t{e.type}\t{operation}\t{e.actor or ''}\t{_time(e.time_ms)}\t"
-                  f"{e.commit_id}\t{summary}")
-
-
-def _event_summary(event_type: str, payload: str) -> tuple[str, str]:
-    """An event's operation (for a snapshot) and a one-line summary of what it changed."""
-    try:
-        body = json.loads(payload)
-    except ValueError:
-        return "", ""
-    if event_type == "add-snapshot":
-        from tools.change_report import summary_counts
-
-        shown = summary_counts(body.get("summary") or [])[1]
-        branch = body.get("branch", "main")
-        return str(body.get("operation", "")), shown + ("" if branch == "main" else f" on {branch}")
-    keys = [k for k in ("updates", "removals", "name", "schema-id", "spec-id") if k in body]
-    return "", "; ".join(f"{k}={json.dumps(body[k], sort_keys=True)[:60]}" for k in keys)
-
-
-def cmd_log_copy(args: argparse.Namespace) -> None:
-    """``icelog log copy SRC DST``: the whole log, event for event, into an empty log on the other backend."""
-    from engine.errors import ValidationError
-
-    if len(args.targets) != 2:
-        raise ValidationError("Cannot copy the log: give SRC and DST (a catalog.db, its folder, or a "
-                              "postgresql:// URL), e.g. icelog log copy warehouse postgresql://icelog@db/lake")
-    try:
-        from storage.log_copy import copy_log, head_hash, open_log
-        with open_log(args.targets[0]) as source, open_log(args.targets[1]) as target:
-            copied = copy_log(source, target)
-            problems = target.verify()
-            if problems or head_hash(target) != head_hash(source):
-                raise ValidationError(f"Cannot trust the copy: {'; '.join(problems[:3]) or 'hash chain heads differ'}")
-    except ModuleNotFoundError as e:
-        if e.name != "psycopg":
-            raise
-        raise ValidationError("Cannot open a PostgreSQL log: psycopg is not installed "
-                              "(pip install 'icelog[postgresql]')") from e
-    print(f"copied {copied.events} events in {copied.commits} commits and {copied.staged_files} staged file "
-          f"records; both logs end at hash {copied.head_hash}; the copy verifies")
-
-
-def cmd_snapshots(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        print("snapshot_id\tparent_id\tsequence\ttime\toperation\ttotal_records\ttotal_data_files")
-        for s in cat.load_table(args.table).snapshots():
-            print(f"{s.snapshot_id}\t{s.parent_snapshot_id}\t{s.sequence_number}\t{_time(s.timestamp_ms)}\t"
-                  f"{s.operation}\t{s.summary_value('total-records')}\t{s.summary_value('total-data-files')}")
-
-
-def cmd_inspect(args: argparse.Namespace) -> None:
-    from engine.read.metadata_tables import inspect_kind, to_json_lines
-
-    with _catalog(args) as cat:
-        for line in to_json_lines(inspect_kind(cat.load_table(args.table), args.kind)):
-            print(line)
-
-
-def cmd_scan(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        columns = args.columns.split(",") if args.columns else None
-        table = cat.load_table(args.table).scan(where=args.where, columns=columns,
-                                                snapshot_id=args.snapshot_id).to_arrow()
-        rows = table.slice(0, args.limit).to_pylist() if args.limit else table.to_pylist()
-        for row in rows:
-            print(json.dumps(row, default=str, ensure_ascii=False))
-        print(f"({table.num_rows} row(s))", file=sys.stderr)
-
-
-def cmd_rebuild(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        paths = cat.load_table(args.table).rebuild(args.into)
-        print(f"rebuilt {len(paths)} file(s) into {args.into}")
-
-
-def cmd_verify(args: argparse.Namespace) -> int:
-    with _catalog(args) as cat:
-        problems = cat.verify(args.table)
-    if problems:
-        for p in problems:
-            print(p)
-        return 1
-    print(f"ok: the log's hash chain holds and the published files of {args.table} match the log")
-    return 0
-
-
-def cmd_publish(args: argparse.Namespace) -> None:
-    from tools.progress import progress_bar
-
-    with _catalog(args) as cat:
-        tables = [cat.load_table(args.table)] if args.table else [
-            cat.load_table(e.namespace + (e.name,)) for e in cat.store.catalog().tables]
-        told = []
-        for table in tables:
-            name = ".".join(table.identifier)
-            before = cat.projector.published_version(table.uuid)
-            with progress_bar(f"publish {name}", unit="snapshot") as progress:
-                published = table.publish(progress=progress)
-            told.append({"table": name, "published_from": None if published is None else before + 1,
-                         "published_to": None if published is None else table.state.version,
-                         "metadata_location": published})
-            if args.json:
-                continue
-            if published is None:
-                print(f"{name}: up to date at version {before}")
-            else:
-                print(f"{name}: published versions {before + 1}..{table.state.version} ({published})")
-        if args.json:
-            print(json.dumps({"command": args.command, "tables": told}))
-
-
-def _read_parquet(cat: Any, paths: Sequence[str]) -> Any:
-    """The rows of the Parquet files a command was given, as one Arrow table."""
-    import pyarrow as pa
-
-    from engine.formats.parquet_files import read_parquet_rows
-
-    return pa.concat_tables([read_parquet_rows(p, io=cat.io) for p in paths], promote_options="default")
-
-
-def _table(args: argparse.Namespace, cat: Any) -> Any:
-    return cat.load_table(args.table)
-
-
-def cmd_delete(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.delete(args.where, branch=args.branch))
-
-
-def cmd_overwrite(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        rows = _read_parquet(cat, args.files)
-        _change(args, cat, lambda t: t.overwrite(rows, where=args.where, branch=args.branch))
-
-
-def cmd_dynamic_overwrite(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        rows = _read_parquet(cat, args.files)
-        _change(args, cat, lambda t: t.dynamic_overwrite(rows, branch=args.branch))
-
-
-def cmd_upsert(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        rows = _read_parquet(cat, args.files)
-        _change(args, cat, lambda t: t.upsert(rows, args.key, branch=args.branch))
-
-
-def cmd_delete_by_key(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        keys = _read_parquet(cat, args.files)
-        _change(args, cat, lambda t: t.delete_by_key(keys, args.key, branch=args.branch))
-
-
-def cmd_compact(args: argparse.Namespace) -> None:
-    from tools.progress import progress_bar
-
-    with _catalog(args) as cat:
-        with progress_bar(f"compact {args.table}") as progress:
-            _change(args, cat, lambda t: t.rewrite_data_files(
-                where=args.where, strategy=args.strategy, sort_order=args.sort_by or None,
-                zorder_columns=args.zorder_by or None, target_file_size_bytes=args.target_file_size,
-                progress=progress))
-
-
-def cmd_rewrite_manifests(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.rewrite_manifests())
-
-
-def cmd_add_column(args: argparse.Namespace) -> None:
-    from engine.errors import ValidationError
-
-    with _catalog(args) as cat:
-        path = tuple(args.name.split("."))
-        default = None
-        if args.default is not None:
-            try:
-                default = json.loads(args.default)
-            except ValueError as e:
-                raise ValidationError(f"Cannot add column {args.name}: --default must be a JSON value such as 0, "
-                                      f"1.5, true or '\"text\"', not {args.default!r}") from e
-        _change(args, cat, lambda t: t.update_schema(
-            allow_incompatible_changes=args.allow_incompatible_changes).add_column(
-            path, args.type, doc=args.doc, required=args.required, default=default).commit())
-
-
-def cmd_drop_column(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.update_schema().delete_column(args.name).commit())
-
-
-def cmd_rename_column(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.update_schema().rename_column(args.name, args.new_name).commit())
-
-
-def cmd_update_column(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.update_schema().update_column(
-            args.name, field_type=args.type, required=False if args.optional else None, doc=args.doc).commit())
-
-
-def cmd_add_partition_field(args: argparse.Namespace) -> None:
-    from engine.model.partitioning import parse_partition_term
-
-    with _catalog(args) as cat:
-        transform, column = parse_partition_term(args.term)
-        _change(args, cat, lambda t: t.update_spec().add_field(column, transform, args.name).commit())
-
-
-def cmd_remove_partition_field(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.update_spec().remove_field(args.name).commit())
-
-
-def cmd_rename_partition_field(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.update_spec().rename_field(args.name, args.new_name).commit())
-
-
-def cmd_set_sort_order(args: argparse.Namespace) -> None:
-    from engine.model.sort_order import SortDirection, parse_sort_term
-
-    def replace(table: Any) -> None:
-        update = table.replace_sort_order()
-        for term in args.terms:
-            transform, column, direction, null_order = parse_sort_term(term)
-            add = update.asc if direction == SortDirection.ASC else update.desc
-            add(column, transform, null_order) if null_order is not None else add(column, transform)
-        update.commit()
-
-    with _catalog(args) as cat:
-        _change(args, cat, replace)
-
-
-def cmd_set_properties(args: argparse.Namespace) -> None:
-    from engine.errors import ValidationError
-
-    pairs = [p.split("=", 1) for p in args.pairs]
-    if any(len(p) != 2 for p in pairs):
-        raise ValidationError("Cannot set properties: give them as key=value")
-    with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.set_properties(dict(pairs)))  # type: ignore[arg-type]
-
-
-def cmd_remove_properties(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.remove_properties(*args.keys))
-
-
-def cmd_upgrade_format_version(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        _change(args, cat, lambda t: t.upgrade_format_version(args.version))
-
-
-def _snapshots(args: argparse.Namespace, action: Callable[[Any], Any]) -> None:
-    def manage(table: Any) -> None:
-        builder = table.manage_snapshots()
-        action(builder)
-        builder.commit()
-
-    with _catalog(args) as cat:
-        _change(args, cat, manage)
-
-
-def cmd_create_branch(args: argparse.Namespace) -> None:
-    def act(b: Any) -> None:
-        b.create_branch(args.snapshot_id or _current_id(b), args.name)
-    _snapshots(args, act)
-
-
-def cmd_create_tag(args: argparse.Namespace) -> None:
-    def act(b: Any) -> None:
-        b.create_tag(args.snapshot_id or _current_id(b), args.name)
-    _snapshots(args, act)
-
-
-def _current_id(builder: Any) -> int:
-    from engine.errors import ValidationError
-
-    current = builder._table.current_snapshot()
-    if current is None:
-        raise ValidationError("Cannot create a ref: the table has no snapshot yet; give --snapshot-id")
-    return current.snapshot_id
-
-
-def cmd_remove_branch(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.remove_branch(args.name))
-
-
-def cmd_remove_tag(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.remove_tag(args.name))
-
-
-def cmd_rollback(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.rollback_to_snapshot(args.snapshot_id))
-
-
-def cmd_set_current_snapshot(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.set_current_snapshot(args.snapshot_id))
-
-
-def cmd_cherrypick(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.cherrypick_snapshot(args.snapshot_id))
-
-
-def cmd_fast_forward(args: argparse.Namespace) -> None:
-    _snapshots(args, lambda b: b.fast_forward(args.branch_name, args.to))
-
-
-def cmd_expire_snapshots(args: argparse.Namespace) -> None:
-    from tools.progress import progress_bar
-
-    with _catalog(args) as cat:
-        with progress_bar(f"expire {args.table}") as progress:
-            result = _table(args, cat).expire_snapshots(older_than_ms=args.older_than_ms,
-                                                        retain_last=args.retain_last,
-                                                        delete_external_files=args.delete_external_files,
-                                                        progress=progress)
-        if args.json:
-            print(json.dumps({"expired_snapshot_ids": list(result.expired_snapshot_ids),
-                              "removed_refs": list(result.removed_refs),
-                              "deleted_files": {kind: len(getattr(result, f"deleted_{kind}")) for kind in
-                                                ("data_files", "delete_files", "manifests", "manifest_lists",
-                                                 "metadata_files")}}))
-        elif not result.expired_snapshot_ids and not result.removed_refs:
-            rule = ("older than --older-than-ms" if args.older_than_ms is not None
-                    else "older than history.expire.max-snapshot-age-ms (default 5 days)")
-            print(f"expire snapshots: nothing expired (no snapshot {rule} beyond the ones each branch keeps; "
-                  f"see --older-than-ms and --retain-last)")
-        else:
-            deleted = ", ".join(f"{len(getattr(result, f'deleted_{kind}'))} {kind.replace('_', ' ')}" for kind in
-                                ("data_files", "delete_files", "manifests", "manifest_lists", "metadata_files"))
-            refs = f", {len(result.removed_refs)} ref(s) removed" if result.removed_refs else ""
-            print(f"expire snapshots: {len(result.expired_snapshot_ids)} snapshot(s) expired{refs}; deleted {deleted}")
-
-
-def cmd_remove_orphan_files(args: argparse.Namespace) -> None:
-    with _catalog(args) as cat:
-        removed = _table(args, cat).remove_orphan_files(older_than_ms=args.older_than_ms)
-        if args.json:
-            print(json.dumps({"command": args.command, "table": args.table, "files_deleted": len(removed),
-                              "deleted_files": removed}))
-            return
-        for path in removed:
-            print(path)
-        print(f"remove-orphan-files {args.table}: deleted {len(removed)} orphan file(s)", file=sys.stderr)
-
-
 def cmd_demo(args: argparse.Namespace) -> None:
     from engine.errors import ValidationError
     from tools.demo import run_demo
@@ -555,7 +95,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
     if "://" in folder:
         raise ValidationError(f"Cannot run the demo in {folder}: --warehouse must be a local folder (the demo "
                               f"keeps its log there); run it on S3 with --s3 s3://BUCKET/PREFIX")
-    run_demo(folder, rows=args.rows, s3=args.s3, properties=_properties(args) or None)
+    run_demo(folder, rows=args.rows, s3=args.s3, properties=catalog_properties(args) or None)
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -585,7 +125,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         sys.stdout.flush()
 
     serve(args.warehouse, args.host, args.port, token, max_body_bytes=args.max_body_bytes,
-          catalog_dir=args.catalog_dir, properties=_properties(args), ready=banner)
+          catalog_dir=args.catalog_dir, properties=catalog_properties(args), ready=banner)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,7 +4,7 @@ Layer: tools. On a fresh local warehouse (``./warehouse`` by default, recreated 
 
 1. creates ``db.events`` through the Python API (partitioned by day and by a user bucket, merge-on-read);
 2. starts Spark with the Iceberg runtime and the ``icelog`` REST catalog (``tools.spark.session``), and
-   ingests one day of synthetic events in four six-hour batches through ``tools.spark.write``;
+   ingests one day of synthetic events in four six-hour batches through ``tools.spark_write.write``;
 3. runs Spark SQL DML through the REST catalog: a ``MERGE INTO`` of late corrections and new events, a
    ``DELETE FROM`` of bot traffic, then ``ALTER TABLE ... ADD COLUMN``;
 4. compacts (``CALL icelog.system.rewrite_data_files``) and expires old snapshots (``CALL ... expire_snapshots``);
@@ -125,13 +125,13 @@ def _run(folder: str, rows: int, spark: Any, s3: str | None, properties: dict[st
 
 def _pipeline(spark: Any, name: str, cat: Any, table: Any, rows: int, day_start_s: int) -> dict[str, Any]:
     """The steps after the table exists; ``name`` is the Spark catalog served by icelog's REST server."""
-    from tools import spark as icelog_spark
+    from tools import spark_write
 
     # -- ingest: one day in four six-hour batches, partition values computed by Spark with Iceberg's transforms
     per_batch = rows // BATCHES
     for b in range(BATCHES):
         df = events_frame(spark, b * per_batch, per_batch, day_start_s + b * 6 * 3600, 6 * 3600)
-        snap = icelog_spark.write(df, table, mode="append")
+        snap = spark_write.write(df, table, mode="append")
         print(f"ingest batch {b + 1}: snapshot {snap.snapshot_id}, {snap.summary_value('added-data-files')} files, "
               f"{snap.summary_value('total-records')} rows in the table")
     after_ingest = table.state.version

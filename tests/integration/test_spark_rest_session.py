@@ -17,7 +17,8 @@ import time
 import pyarrow as pa
 
 from engine import Catalog
-from tools.spark import SOURCE_ROOT, rest_catalog, rest_config_status, write
+from tools.spark import SOURCE_ROOT, rest_catalog, rest_config_status
+from tools.spark_write import write
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("category", pa.string())])
 
@@ -61,7 +62,7 @@ def test_reads_time_travel_branches_and_metadata_tables_through_the_rest_catalog
         assert sorted((r[0], r[1]) for r in history) == sorted([(first.snapshot_id, True),
                                                                  (second.snapshot_id, True)])
 
-        # a DataFrame written by tools.spark.write is seen through the REST catalog at once, and a Spark append
+        # a DataFrame written by tools.spark_write.write is seen through the REST catalog at once, and a Spark append
         # through it lands in the log
         df = spark.createDataFrame([(100 + i, dt.datetime(2026, 2, 1), "c") for i in range(7)],
                                    "id long, ts timestamp, category string")
@@ -81,7 +82,8 @@ SESSION_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {root!r})   # the driver finds icelog this way; the workers only through the session
     import pyarrow as pa
     from engine import Catalog
-    from tools.spark import rest_server, rest_config_status, session, write
+    from tools.spark import rest_server, rest_config_status, session
+    from tools.spark_write import write
 
     warehouse = {warehouse!r}
     with Catalog.open(warehouse) as cat:

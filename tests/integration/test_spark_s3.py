@@ -1,7 +1,7 @@
 """Spark 3.5.6 with the Iceberg 1.10.2 runtime and Hadoop's S3A connector on S3 warehouses (moto's server on the
 loopback interface): a Hadoop catalog on ``s3a://`` writing and reading, Spark reading icelog's S3 tables through
 a Hadoop catalog and through ``icelog serve`` at the current and earlier snapshots, Spark writing through the
-REST catalog, and ``tools.spark.write`` jobs whose executors write Parquet straight to S3.
+REST catalog, and ``tools.spark_write.write`` jobs whose executors write Parquet straight to S3.
 
 Layer: tests. One Spark session for the run (the ``spark`` fixture); each test registers catalogs under fresh
 names and sets S3A per bucket, so the endpoint of the loopback server reaches only its own buckets.
@@ -19,7 +19,9 @@ import pytest
 from engine import Catalog
 from engine.errors import ValidationError
 from storage.files import FileIO, S3Settings
-from tools.spark import SparkSetupError, configure_s3a, hadoop_catalog, rest_catalog, s3a_jars, write
+from tools.spark import configure_s3a, hadoop_catalog, rest_catalog
+from tools.spark_jars import SparkSetupError, s3a_jars
+from tools.spark_write import write
 
 SCHEMA = pa.schema([("id", pa.int64()), ("cat", pa.string())])
 

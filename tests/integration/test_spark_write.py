@@ -1,4 +1,4 @@
-"""tools.spark.write: a DataFrame into an icelog table from Spark's executors, one snapshot per write.
+"""tools.spark_write.write: a DataFrame into an icelog table from Spark's executors, one snapshot per write.
 
 Layer: tests (icelog's public API, tools.spark, Spark with the Iceberg runtime and PyIceberg on real files).
 
@@ -20,7 +20,8 @@ import pytest
 
 from engine import Catalog
 from engine.errors import ValidationError
-from tools.spark import hadoop_catalog, write
+from tools.spark import hadoop_catalog
+from tools.spark_write import write
 
 UTC = dt.timezone.utc
 SPARK_SCHEMA = "id long, ts timestamp, d date, name string, category string, amount decimal(10,2)"
@@ -256,7 +257,7 @@ def test_nested_columns_carry_field_ids_at_every_level_and_sort_order_holds(spar
 def test_workers_of_any_session_get_icelog_shipped(spark):
     import zipfile
 
-    from tools.spark import ship_sources
+    from tools.spark_write import ship_sources
 
     archive = ship_sources(spark)
     assert ship_sources(spark) == archive  # once per context

@@ -20,7 +20,8 @@ import pytest
 import requests
 
 from engine import Catalog
-from tools.rest_server import DEFAULT_MAX_BODY_BYTES, MAX_JSON_DEPTH, running_server
+from tools.rest_requests import DEFAULT_MAX_BODY_BYTES, MAX_JSON_DEPTH
+from tools.rest_server import running_server
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -14,15 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.spark import (
-    JAR_ENV,
-    JAR_NAME,
-    RestServer,
-    SparkSetupError,
-    free_port,
-    iceberg_runtime_jar,
-    rest_config_status,
-)
+from tools.spark import RestServer, free_port, rest_config_status
+from tools.spark_jars import JAR_ENV, JAR_NAME, SparkSetupError, iceberg_runtime_jar
 
 
 def test_the_runtime_jar_comes_from_the_wheel_or_the_environment(monkeypatch, tmp_path):

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.spark import SOURCE_ROOT, jar_cache
+from tools.spark import SOURCE_ROOT
+from tools.spark_jars import jar_cache
 
 # Two sessions, one after the other: the first is stopped (its folders must be gone right after), the second is
 # left running when the script ends (its folders must be gone once the process has exited).
@@ -22,7 +23,8 @@ SCRIPT = """
 import json, os, sys
 import pyarrow as pa
 from engine import Catalog
-from tools.spark import local_session, partition_expressions, ship_sources
+from tools.spark import local_session
+from tools.spark_write import partition_expressions, ship_sources
 
 def ours():
     return sorted(n for n in os.listdir(os.environ["TMPDIR"]) if n.startswith("icelog-"))

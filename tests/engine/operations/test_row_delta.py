@@ -15,13 +15,8 @@ from engine.errors import ValidationConflict, ValidationError
 from engine.model.data_file import DataFileContent
 from engine.model.metrics_evaluation import metrics_might_match
 from engine.operations import row_delta as rd
-from engine.operations.row_delta import (
-    RowDelta,
-    conform_keys,
-    distinct_keys,
-    key_fields,
-    key_filter,
-)
+from engine.operations.key_deletes import conform_keys, distinct_keys, key_fields, key_filter
+from engine.operations.row_delta import RowDelta
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("v", pa.string())])
 

@@ -27,7 +27,8 @@ from engine.state.events import (
     SpecAdded,
 )
 from engine.operations.commit import CommitContext
-from engine.operations.table_updates import commit_events, parse_table_commit
+from engine.operations.table_commit import parse_table_commit
+from engine.operations.table_updates import commit_events
 
 CTX = CommitContext(commit_id="c", time_ms=1)
 

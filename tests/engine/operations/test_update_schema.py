@@ -28,7 +28,8 @@ from engine.model.types import (
     StructType,
 )
 from engine.operations.commit import CommitContext
-from engine.operations.update_schema import UpdateSchema, is_promotion, to_iceberg_type
+from engine.operations.schema_changes import is_promotion, to_iceberg_type
+from engine.operations.update_schema import UpdateSchema
 
 CTX = CommitContext(commit_id="c-test", time_ms=1_700_000_000_000)
 

@@ -1,0 +1,290 @@
+"""The files a REST client wrote for a commit, read before it: :func:`load_client_snapshots` reads each
+``add-snapshot``'s manifest list and the manifests that are not icelog's own (icelog's are in the parent's published
+list), so a commit reads only the manifests that changed; :func:`rebase_append` moves a pure append whose branch
+head moved on onto the new head; and a snapshot's file changes come from comparing the client's snapshot with its
+parent as the log has it (files of the client's new manifests that the parent does not have are added, ADDED
+entries keeping an explicit data sequence number when it differs from the snapshot's, as ``rewrite_data_files``
+writes; files of the parent that the client's snapshot no longer has, DELETED entries or gone with a manifest
+icelog published, are removed).
+
+Layer: engine.operations (reads the client's manifest lists and manifests through projections.manifests and
+storage.files before the commit; comparing and rebasing are pure and run inside the log's write transaction).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Mapping, Sequence
+
+import attrs
+
+from engine.errors import CorruptFileError, RequirementFailed, ValidationError
+from engine.state.events import FileChange
+from engine.model.data_file import (
+    DataFile,
+    DataFileContent,
+    EntryStatus,
+    ManifestEntry,
+    ManifestFile,
+    deletion_vector_problem,
+)
+from engine.operations.table_commit import TableCommit, check_requirements
+from engine.state.table_state import TableState
+from projections import layout
+from engine.registration.metadata_import import read_file_bytes
+from projections.manifest_reader import inherit_first_row_ids, read_manifest, read_manifest_list
+from storage.errors import LogError
+from storage.files import FileIO
+
+
+@attrs.frozen(kw_only=True)
+class ClientSnapshot:
+    """What the client wrote for one new snapshot, read before the commit.
+
+    :param snapshot_id: the client's snapshot id
+    :param manifest_list: the client's manifest list path
+    :param manifests: the manifests the list names
+    :param entries: entries of the manifests read (those not in ``parent_manifests``), by manifest path, spec ids
+        taken from the list
+    :param parent_manifests: the manifest paths of the parent's published manifest list, or None when that list
+        could not be read (then every manifest was read, and the client's live set is complete)
+    :param gone_entries: entries of the parent's manifests the client's list dropped
+    """
+
+    snapshot_id: int
+    manifest_list: str
+    manifests: tuple[ManifestFile, ...]
+    entries: Mapping[str, tuple[ManifestEntry, ...]]
+    parent_manifests: frozenset[str] | None
+    gone_entries: tuple[ManifestEntry, ...] = ()
+
+    def written_files(self) -> list[str]:
+        """The client's files icelog records as staged: the manifest list and the manifests it wrote for this
+        snapshot (a list also names older manifests, icelog's own among them)."""
+        return [self.manifest_list] + [m.manifest_path for m in self.manifests
+                                       if m.added_snapshot_id == self.snapshot_id]
+
+
+def _entries(io: FileIO, m: ManifestFile, what: str) -> tuple[ManifestEntry, ...]:
+    _, entries = read_manifest(read_file_bytes(io, m.manifest_path, what), m.manifest_path)
+    return tuple(e if e.data_file.spec_id == m.partition_spec_id else
+                 attrs.evolve(e, data_file=attrs.evolve(e.data_file, spec_id=m.partition_spec_id)) for e in entries)
+
+
+def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | None,
+                          check_path: Callable[[str], None] | None = None) -> dict[int, ClientSnapshot]:
+    """Read the manifest list of each snapshot the commit adds and the manifests in it that are not the parent's.
+
+    :param check_path: called with each manifest list and manifest path before it is read; raises to refuse it
+        (a file the table does not own)
+    :raises CorruptFileError: a manifest list or manifest that is missing or unreadable
+    """
+    check = check_path or (lambda path: None)
+    out: dict[int, ClientSnapshot] = {}
+    for snap in commit.snapshots():
+        list_path = snap["manifest-list"]
+        check(list_path)
+        manifests = tuple(read_manifest_list(read_file_bytes(io, list_path, "the client's manifest list"), list_path))
+        for m in manifests:
+            check(m.manifest_path)
+        parent_id = snap.get("parent-snapshot-id")
+        parent_manifests: dict[str, ManifestFile] | None = None
+        if base is not None and parent_id is not None:
+            parent = base.snapshot_by_id(parent_id)
+            if parent is not None:
+                published = layout.manifest_list_file(base.location, parent.snapshot_id, parent.commit_id)
+                try:
+                    parent_manifests = {m.manifest_path: m for m in read_manifest_list(io.read_bytes(published),
+                                                                                       published)}
+                except (LogError, CorruptFileError):
+                    parent_manifests = None  # not published: read every manifest of the client's list
+        listed = {m.manifest_path for m in manifests}
+        entries = {m.manifest_path: _entries(io, m, "the client's manifest") for m in manifests
+                   if parent_manifests is None or m.manifest_path not in parent_manifests}
+        gone: list[ManifestEntry] = []
+        if parent_manifests is not None:
+            for path, m in parent_manifests.items():
+                if path not in listed:
+                    gone.extend(_entries(io, m, "parent manifest"))
+        out[snap["snapshot-id"]] = ClientSnapshot(
+            snapshot_id=snap["snapshot-id"], manifest_list=list_path, manifests=manifests, entries=entries,
+            parent_manifests=None if parent_manifests is None else frozenset(parent_manifests),
+            gone_entries=tuple(gone))
+    return out
+
+
+@attrs.frozen
+class RebasedSnapshot:
+    """A client's append moved onto the branch head: its id and the files it adds (found against the snapshot the
+    client built on; they inherit the new sequence number)."""
+
+    snapshot_id: int
+    changes: tuple[FileChange, ...]
+
+
+def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots: Mapping[int, ClientSnapshot],
+                  live_entries: Callable[[TableState, int | None], Sequence[Any]], stream: str
+                  ) -> tuple[TableCommit, RebasedSnapshot] | None:
+    """A commit whose only failed requirement is its branch's ``assert-ref-snapshot-id``, and which only appends
+    data files on that branch, rebased onto the branch's head, as Iceberg Java's own append retries on a refreshed
+    base (an append reads nothing, so what landed meanwhile cannot conflict with it). Returns the rebased commit
+    and its moved snapshot; None when the commit is not such an append (the requirement's failure stands: 409).
+
+    The rebased snapshot keeps the client's id, files and summary of what it added; it gets the head as parent, the
+    next sequence number (its files inherit it) and totals recounted from the head's. Format v1 and v2 tables.
+    """
+    if base is None or commit.creates or base.format_version >= 3:
+        return None  # v3: not yet (the rebased files' row ids would move with it; untested against a v3 client)
+    snapshots = [u for u in commit.updates if u["action"] == "add-snapshot"]
+    refs = [u for u in commit.updates if u["action"] == "set-snapshot-ref"]
+    if len(snapshots) != 1 or len(refs) != 1 or len(commit.updates) != 2:
+        return None
+    snap, ref = dict(snapshots[0]["snapshot"]), refs[0]
+    sid, branch = snap.get("snapshot-id"), ref.get("ref-name")
+    if ref.get("snapshot-id") != sid or ref.get("type") != "branch" or not isinstance(branch, str):
+        return None
+    summary = {str(k): str(v) for k, v in (snap.get("summary") or {}).items()}
+    if summary.get("operation", "append") != "append" or sid not in client_snapshots:
+        return None
+    asserted = [r for r in commit.requirements if r["type"] == "assert-ref-snapshot-id" and r.get("ref") == branch]
+    if len(asserted) != 1 or asserted[0].get("snapshot-id") != snap.get("parent-snapshot-id"):
+        return None
+    built_on = snap.get("parent-snapshot-id")
+    head_ref = base.ref(branch)
+    if head_ref is None or (built_on is not None and not any(
+            s.snapshot_id == built_on for s in base.ancestors(head_ref.snapshot_id))):
+        return None  # the branch is gone, or no longer descends from what the client read
+    rest = TableCommit(requirements=tuple(r for r in commit.requirements if r is not asserted[0]),
+                       updates=commit.updates)
+    try:
+        check_requirements(base, rest, stream)
+    except RequirementFailed:
+        return None
+    client = client_snapshots[sid]
+    # an added entry may spell out the client's own sequence number (DuckDB does), which is inheriting it; any other
+    # sequence number of its own cannot move with the snapshot
+    client_seq = snap.get("sequence-number")
+    moved_entries: dict[str, tuple[ManifestEntry, ...]] = {}
+    for path, entries in client.entries.items():
+        moved = []
+        for e in entries:
+            if e.status == EntryStatus.ADDED and (e.data_sequence_number is not None
+                                                  or e.file_sequence_number is not None):
+                if {e.data_sequence_number, e.file_sequence_number} - {None, client_seq}:
+                    return None
+                e = attrs.evolve(e, data_sequence_number=None, file_sequence_number=None)
+            moved.append(e)
+        moved_entries[path] = tuple(moved)
+    head = base.snapshot_by_id(head_ref.snapshot_id)
+    sequence_number = base.last_sequence_number + 1
+    # the client's new manifests move with the snapshot: their entries inherit the new sequence number
+    client = attrs.evolve(client, entries=moved_entries, manifests=tuple(
+        attrs.evolve(m, sequence_number=sequence_number, min_sequence_number=sequence_number)
+        if m.added_snapshot_id == sid else m for m in client.manifests))
+    before = {} if built_on is None else {e.file.key: e.file for e in live_entries(base, built_on)}
+    try:
+        changes = client_file_changes(base, client, before, sequence_number)
+    except ValidationError:
+        return None
+    if not changes or any(not c.added or c.file.content != DataFileContent.DATA for c in changes):
+        return None
+    snap["parent-snapshot-id"] = head.snapshot_id
+    snap["sequence-number"] = sequence_number
+    snap["summary"] = _totals_from(head, summary)
+    requirement = {"type": "assert-ref-snapshot-id", "ref": branch, "snapshot-id": head.snapshot_id}
+    updates = tuple({"action": "add-snapshot", "snapshot": snap} if u is snapshots[0] else u for u in commit.updates)
+    return (TableCommit(requirements=rest.requirements + (requirement,), updates=updates),
+            RebasedSnapshot(snapshot_id=sid, changes=changes))
+
+
+_TOTALS = {"total-records": "added-records", "total-files-size": "added-files-size",
+           "total-data-files": "added-data-files"}
+
+
+def _totals_from(head: Any, summary: Mapping[str, str]) -> dict[str, str]:
+    """An append's summary with its totals recounted on a new parent: the parent's totals plus what it adds; totals
+    the parent does not have are left out."""
+    parent = dict(head.summary) if head is not None else {}
+    out = {k: v for k, v in summary.items() if not k.startswith("total-")}
+    for total, added in _TOTALS.items():
+        try:
+            out[total] = str(int(parent[total]) + int(summary.get(added, "0")))
+        except (KeyError, ValueError):
+            continue
+    for total in ("total-delete-files", "total-position-deletes", "total-equality-deletes"):
+        if total in parent:
+            out[total] = parent[total]
+    return out
+
+
+def client_file_changes(state: TableState, client: ClientSnapshot, before: Mapping[str, DataFile],
+                  seq: int) -> tuple[FileChange, ...]:
+    """Files the client's snapshot adds and removes relative to its parent's live files ``before`` (both keyed by
+    ``DataFile.key``); in v3, data files take their first row id by the spec's inheritance."""
+    new_live: dict[str, tuple[ManifestEntry, int]] = {}
+    deleted: set[str] = set()
+    by_path = {m.manifest_path: m for m in client.manifests}
+    v3 = state.format_version >= 3
+    for path, entries in client.entries.items():
+        manifest_seq = by_path[path].sequence_number
+        for e in inherit_first_row_ids(entries, by_path[path].first_row_id) if v3 else entries:
+            f = e.data_file
+            if e.status == EntryStatus.DELETED:
+                deleted.add(f.key)
+                continue
+            data_seq = e.data_sequence_number
+            if data_seq is None:
+                data_seq = manifest_seq if e.status == EntryStatus.ADDED else seq
+            problem = "a Puffin file before format version 3" if not v3 and f.file_format.upper() == "PUFFIN" \
+                else deletion_vector_problem(f)
+            if problem is not None:
+                raise ValidationError(f"Cannot add {f.file_path}: it is {problem}")
+            new_live[f.key] = (e, data_seq)
+    if client.parent_manifests is None:
+        removed = [f for p, f in before.items() if p not in new_live]
+    else:
+        gone = {e.data_file.key for e in client.gone_entries if e.status != EntryStatus.DELETED}
+        removed = [f for p, f in before.items() if (p in gone or p in deleted) and p not in new_live]
+    changes: list[FileChange] = []
+    for p, (e, data_seq) in sorted(new_live.items()):
+        if p in before:
+            if not (v3 and before[p].first_row_id is None and e.data_file.first_row_id is not None):
+                continue
+            # a file that first gets a row id after an upgrade to v3 is replaced by itself with the id
+            changes.append(FileChange(added=False, file=before[p]))
+        if v3 and e.data_file.content == DataFileContent.POSITION_DELETES and not e.data_file.is_deletion_vector:
+            raise ValidationError(f"Cannot add position delete file {e.data_file.file_path} to a format version 3 "
+                                  f"table: v3 tables take deletion vectors instead")
+        if v3 and e.data_file.content == DataFileContent.DATA and e.data_file.first_row_id is None:
+            raise ValidationError(f"Cannot add {e.data_file.file_path} to a format version 3 table: neither the file "
+                                  f"nor its manifest has a first_row_id")
+        if state.format_version >= 2 and data_seq not in (None, 0, seq):
+            changes.append(FileChange(added=True, file=e.data_file, data_sequence_number=data_seq))
+        else:
+            changes.append(FileChange(added=True, file=e.data_file))
+    changes += [FileChange(added=False, file=f) for f in removed]
+    return tuple(changes)
+
+
+def named_files(io: FileIO, commit: TableCommit) -> list[str]:
+    """The files a commit names, as far as they can be read: each added snapshot's manifest list and the manifests
+    it lists (for a refused commit, whose files become orphans to record)."""
+    out: list[str] = []
+    for snap in commit.snapshots():
+        list_path = snap.get("manifest-list")
+        if not isinstance(list_path, str):
+            continue
+        out.append(list_path)
+        try:
+            out += [m.manifest_path for m in read_manifest_list(io.read_bytes(list_path), list_path)]
+        except (LogError, CorruptFileError, ValueError):
+            continue
+    return out
+
+
+def file_paths(commit: TableCommit, client_snapshots: Mapping[int, ClientSnapshot]) -> list[str]:
+    """Every file the client wrote for the commit (manifest lists, manifests), to record as staged."""
+    out: list[str] = []
+    for c in client_snapshots.values():
+        out += c.written_files()
+    return [os.fspath(p) for p in out]
