@@ -45,7 +45,7 @@ from engine.model.schema import Schema, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams
 from engine.operations.expire import purge_files
-from engine.operations.table_updates import FORMAT_VERSION_PROPERTY, SUPPORTED_FORMAT_VERSIONS
+from engine.operations.table_updates import FORMAT_VERSION_PROPERTY, SUPPORTED_FORMAT_VERSIONS, format_version_of
 from engine.ownership import (
     Ownership,
     catalog_files,
@@ -70,7 +70,7 @@ from engine.state.events import (
 from engine.state.store import StateStore
 from engine.state.table_state import TableEntry
 from engine.state.time_travel import HistoricalCatalog, LogEntry, catalog_as_of, entries_since
-from engine.table import Table, format_version_of
+from engine.table import Table
 from projections.projector import DEFAULT_CATALOG_NAME, Projector
 from storage import FileError, Log, LogError
 from storage.errors import LogDamaged

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-import attrs
 import pyarrow as pa
 
 from engine.errors import (
@@ -37,7 +35,6 @@ from engine.formats.parquet_files import carries_field_ids, read_data_file
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.metrics_evaluation import metrics_must_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
-from engine.model.values import value_from_python
 from engine.operations.append import append_events
 from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams, now_ms
 from engine.operations.expire import ExpireResult, expire_snapshots, remove_orphan_files
@@ -54,7 +51,7 @@ from engine.operations.row_delete import (
 )
 from engine.operations.row_delta import RowDelta, delete_by_key, upsert
 from engine.operations.snapshot import new_snapshot_id, snapshot_events
-from engine.operations.table_updates import FORMAT_VERSION_PROPERTY, upgrade_events
+from engine.operations.table_updates import FORMAT_VERSION_PROPERTY, format_version_of, upgrade_events
 from engine.operations.transaction import run_staged
 from engine.operations.update_schema import UpdateSchema
 from engine.operations.update_sort_order import ReplaceSortOrder
@@ -66,23 +63,15 @@ from engine.read.scan import Scan
 from engine.state.events import Event, PropertiesRemoved, PropertiesSet
 from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState, TableStateReads
 from engine.state.time_travel import Changes, HistoricalTable, LogEntry, table_as_of, table_changes, table_log
+from engine import written_files
 from engine.write.data_writer import partition_of_file, write_data_files
-from engine.write.file_columns import check_file_columns
+from engine.write.file_columns import check_data_files, check_file_columns
 from projections import layout
-from storage import FileError, FileNotFound, LogError
+from storage import FileError, LogError
 from storage.files import is_s3
 
 if TYPE_CHECKING:  # the catalog hands out tables: it imports this module
     from engine.catalog import Catalog
-
-#: per thread, the operations collecting the files they write: (table uuid, paths), innermost last
-_WRITING = threading.local()
-
-
-def format_version_of(text: str) -> int | str:
-    """The format version a ``format-version`` property names (the text itself when it is not a number, for the
-    refusal to name)."""
-    return int(text) if text.strip().isdigit() else text
 
 
 class Table(TableStateReads):
@@ -141,12 +130,8 @@ class Table(TableStateReads):
     @contextlib.contextmanager
     def tracking_written(self, written: list[str]) -> Iterator[list[str]]:
         """Add to ``written`` every file this thread stages for the table (:meth:`stage_file`) inside the block."""
-        stack = _WRITING.__dict__.setdefault("stack", [])
-        stack.append((self.uuid, written))
-        try:
+        with written_files.collecting(self.uuid, written):
             yield written
-        finally:
-            stack.pop()
 
     @contextlib.contextmanager
     def removing_written_on_failure(self) -> Iterator[list[str]]:
@@ -175,19 +160,7 @@ class Table(TableStateReads):
         """Delete files an operation wrote for this table whose commit did not land, and forget their staging
         records; a file that cannot be deleted now stays staged, for remove_orphan_files. Only files the table
         owns are ever deleted: any other path is left alone."""
-        io = self.catalog.io
-        owned = self.catalog.ownership(self.uuid)
-        gone = []
-        for path in paths:
-            if not owned.owns(path):
-                continue
-            try:
-                io.delete(path)
-                gone.append(path)
-            except FileNotFound:
-                gone.append(path)
-            except (FileError, StorageError, OSError):
-                continue
+        gone = written_files.remove_unlanded(self.catalog.io, self.catalog.ownership(self.uuid), paths)
         if gone:
             with contextlib.suppress(LogError):
                 self.catalog.log.forget_staged(self.uuid, gone)
@@ -312,9 +285,7 @@ class Table(TableStateReads):
         self.catalog.log.record_staged(self.uuid, path, now_ms())
         if self._staged is not None:
             self._written_in_transaction.append(path)
-        for table_uuid, written in getattr(_WRITING, "stack", ()):
-            if table_uuid == self.uuid:
-                written.append(path)
+        written_files.note(self.uuid, path)
 
     def stage_folder(self, folder: str) -> None:
         """Record a folder whose files a job is about to write for this table (every file under it counts as
@@ -336,7 +307,7 @@ class Table(TableStateReads):
         :raises ValidationError: a file outside the table location, of another spec, with a partition tuple or
             metrics that do not fit the table's spec and schema, or listed twice; nothing is committed
         """
-        files = self._check_written_files(files, "append")
+        files = check_data_files(self.state, files, self.catalog.ownership(self.uuid), "append")
         return self._commit_append(files, branch=branch)
 
     def overwrite_data_files(self, files: Sequence[DataFile], where: str | None = None, *,
@@ -347,7 +318,7 @@ class Table(TableStateReads):
         :raises ValidationError: bad files (see :meth:`append_data_files`), or a file whose rows are not all
             matched by ``where`` by its metrics (it would escape the overwrite)
         """
-        files = self._check_written_files(files, "overwrite")
+        files = check_data_files(self.state, files, self.catalog.ownership(self.uuid), "overwrite")
         state = self.state
         start = self._head(state, branch)
         if where is None:
@@ -374,7 +345,7 @@ class Table(TableStateReads):
 
         :raises ValidationError: bad files (see :meth:`append_data_files`)
         """
-        files = self._check_written_files(files, "replace partitions")
+        files = check_data_files(self.state, files, self.catalog.ownership(self.uuid), "replace partitions")
         if not files:
             return None  # no partition is written, so none is replaced (Java's ReplacePartitions agrees)
         state = self.state
@@ -388,42 +359,6 @@ class Table(TableStateReads):
         changes = RowChanges(start_snapshot_id=start, removed=tuple(removed), touched=tuple(removed),
                              partitions=frozenset((spec.spec_id, p) for p in partitions))
         return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files)
-
-    def _check_written_files(self, files: Sequence[DataFile], action: str) -> list[DataFile]:
-        """Data files written outside icelog, checked against the table: location, current spec, schema."""
-        state = self.state
-        spec, schema = state.spec, state.schema
-        owned = self.catalog.ownership(self.uuid)
-        ids = set(schema.index_by_id())
-        ptype = spec.partition_type(schema)
-        seen: set[str] = set()
-        out = []
-        for f in files:
-            if not isinstance(f, DataFile) or f.content != DataFileContent.DATA:
-                raise ValidationError(f"Cannot {action}: expected data files (DataFile), got {f!r:.80}")
-            if f.file_path in seen:
-                raise ValidationError(f"Cannot {action}: {f.file_path} is listed twice")
-            seen.add(f.file_path)
-            owned.check_new_file(f.file_path, action)
-            if f.spec_id != spec.spec_id:
-                raise ValidationError(f"Cannot {action}: {f.file_path} is written for spec {f.spec_id}, the "
-                                      f"table's spec is {spec.spec_id}")
-            if len(f.partition) != len(ptype.fields):
-                raise ValidationError(f"Cannot {action}: {f.file_path} has {len(f.partition)} partition value(s), "
-                                      f"spec {spec.spec_id} has {len(ptype.fields)} field(s)")
-            try:
-                partition = tuple(value_from_python(pf.field_type, v) for pf, v in zip(ptype.fields, f.partition))
-            except ValidationError as e:
-                raise ValidationError(f"Cannot {action}: {f.file_path} has a bad partition value ({e})") from e
-            unknown = sorted({k for pairs in (f.column_sizes, f.value_counts, f.null_value_counts,
-                                              f.lower_bounds, f.upper_bounds) for k, _ in (pairs or ())} - ids)
-            if unknown:
-                raise ValidationError(f"Cannot {action}: {f.file_path} has metrics for field id(s) "
-                                      f"{unknown[:5]} not in schema {schema.schema_id}")
-            if f.record_count < 0 or f.file_size_in_bytes < 0:
-                raise ValidationError(f"Cannot {action}: {f.file_path} has a negative record count or size")
-            out.append(attrs.evolve(f, partition=partition) if partition != f.partition else f)
-        return out
 
     @staticmethod
     def _head(state: TableState, branch: str) -> int | None:

@@ -47,35 +47,11 @@ RULES: list[tuple[str, Callable[[str], bool], str]] = [
 ]
 
 #: imports that break a rule today, each with its reason; (file, imported module). Shrink, never grow.
-KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    ("engine/read/metadata_tables.py", "engine.catalog"):
-        "type-only (TYPE_CHECKING) import of Table for its annotations; goes with the catalog/table split (wt-api)",
-}
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
 
-#: import cycles on this branch that other work in flight removes; each entry is the modules of one strongly
-#: connected component (a cycle found inside one of these is tolerated, and its own test is xfail(strict=False)).
-CYCLES_BEING_REMOVED: dict[str, frozenset[str]] = {
-    # register and time_travel import parse_identifier / parse_namespace / Table from engine.catalog inside
-    # functions, and the catalog imports both at module level (issue 16: the catalog split, wt-api)
-    "engine.catalog <-> registration.register, state.time_travel": frozenset({
-        "engine.catalog", "engine.registration.register", "engine.state.time_travel"}),
-    # the benchmarks import each other's helpers (issue 16: the tools split, wt-tools16)
-    "tools.bench <-> bench_commits, bench_rest": frozenset({"tools.bench", "tools.bench_commits",
-                                                           "tools.bench_rest"}),
-}
 
 #: modules over MAX_LINES on main today, each with its reason. Shrink, never grow.
-BIG_MODULES: dict[str, str] = {
-    "engine/catalog.py": "being split into catalog and table (issue 16, wt-api)",
-    "engine/model/expressions.py": "being split (issue 16, wt-model)",
-    "engine/model/transforms.py": "being split (issue 16, wt-model)",
-    "engine/operations/table_updates.py": "being split with engine/operations (issue 16, wt-tools16)",
-    "engine/operations/row_delta.py": "being split with engine/operations (issue 16, wt-tools16)",
-    "engine/operations/update_schema.py": "being split with engine/operations (issue 16, wt-tools16)",
-    "tools/spark.py": "being split (issue 16, wt-tools16)",
-    "tools/rest_server.py": "being split (issue 16, wt-tools16)",
-    "tools/cli.py": "being split (issue 16, wt-tools16)",
-}
+BIG_MODULES: dict[str, str] = {}
 
 
 def modules() -> list[pathlib.Path]:
@@ -178,18 +154,9 @@ def _described(components: list[frozenset[str]]) -> str:
     return "; ".join(" <-> ".join(sorted(c)) for c in components)
 
 
-def test_the_import_graph_has_no_cycle_but_those_being_removed():
+def test_the_import_graph_has_no_cycle():
     cycles = strongly_connected(import_graph())
-    unexpected = [c for c in cycles if not any(c <= known for known in CYCLES_BEING_REMOVED.values())]
-    assert unexpected == [], f"import cycles (strongly connected components): {_described(unexpected)}"
-
-
-@pytest.mark.xfail(strict=False, reason="removed by work not merged yet (issue 16)")
-@pytest.mark.parametrize("name", sorted(CYCLES_BEING_REMOVED))
-def test_a_cycle_being_removed_is_gone(name):
-    modules_in_it = CYCLES_BEING_REMOVED[name]
-    remaining = [c for c in strongly_connected(import_graph()) if c & modules_in_it]
-    assert remaining == [], f"{name} still cycles: {_described(remaining)}"
+    assert cycles == [], f"import cycles (strongly connected components): {_described(cycles)}"
 
 
 def test_the_cycle_finder_finds_cycles():

@@ -92,6 +92,12 @@ class _Running:
         self.events.append(event)
 
 
+def format_version_of(text: str) -> int | str:
+    """The format version a ``format-version`` property names (the text itself when it is not a number, for the
+    refusal to name)."""
+    return int(text) if text.strip().isdigit() else text
+
+
 def _schema_of(update: Mapping[str, Any], format_version: int) -> Schema:
     try:
         schema = Schema.from_json(need_field(update, "schema", dict, "add-schema"))

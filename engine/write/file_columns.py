@@ -1,4 +1,5 @@
-"""Whether a Parquet file written elsewhere reads as a table's schema, checked before the file is registered.
+"""Files written elsewhere, checked before they are registered: whether a Parquet file reads as a table's schema
+(:func:`check_file_columns`), and whether data file descriptions fit the table (:func:`check_data_files`).
 
 Layer: engine (I/O at the edge: reads a Parquet footer through pyarrow). Imports engine.errors, engine.model and
 engine.read.raw_file (its name-mapping helpers, so columns are matched exactly as a scan will match them).
@@ -19,17 +20,22 @@ Usage::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
+
+import attrs
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.errors import CorruptFileError, ValidationError, storage_error
-from engine.ownership import refuse_catalog_database
+from engine.ownership import Ownership, refuse_catalog_database
 from engine.model import types as T
 from engine.model.arrow_schema import arrow_carries_field_ids, arrow_children, arrow_field_id
 from engine.model.name_mapping import name_mapping
+from engine.model.data_file import DataFile, DataFileContent
 from engine.model.schema import Schema
+from engine.model.values import value_from_python
+from engine.state.table_state import TableState
 from engine.read.raw_file import apply_name_mapping, parse_name_mapping
 from storage.errors import FileError
 from storage.files import LOCAL_FILES, FileIO
@@ -190,3 +196,40 @@ def _check_nulls(path: str, metadata: Any, required_leaves: dict[str, str]) -> N
             if stats is not None and stats.has_null_count and stats.null_count > 0:
                 raise ValidationError(f"Cannot append file {path}: column {name!r} is required, but the file holds "
                                       f"{stats.null_count} null(s) in it (row group {rg_index})")
+
+
+def check_data_files(state: TableState, files: Sequence[DataFile], owned: Ownership, action: str) -> list[DataFile]:
+    """Data files written outside icelog (``append_data_files`` and the like), checked against the table before
+    anything is committed: owned location, the current spec, partition values, metrics of the schema's fields;
+    returns them with their partition values in the spec's types."""
+    spec, schema = state.spec, state.schema
+    ids = set(schema.index_by_id())
+    ptype = spec.partition_type(schema)
+    seen: set[str] = set()
+    out = []
+    for f in files:
+        if not isinstance(f, DataFile) or f.content != DataFileContent.DATA:
+            raise ValidationError(f"Cannot {action}: expected data files (DataFile), got {f!r:.80}")
+        if f.file_path in seen:
+            raise ValidationError(f"Cannot {action}: {f.file_path} is listed twice")
+        seen.add(f.file_path)
+        owned.check_new_file(f.file_path, action)
+        if f.spec_id != spec.spec_id:
+            raise ValidationError(f"Cannot {action}: {f.file_path} is written for spec {f.spec_id}, the "
+                                  f"table's spec is {spec.spec_id}")
+        if len(f.partition) != len(ptype.fields):
+            raise ValidationError(f"Cannot {action}: {f.file_path} has {len(f.partition)} partition value(s), "
+                                  f"spec {spec.spec_id} has {len(ptype.fields)} field(s)")
+        try:
+            partition = tuple(value_from_python(pf.field_type, v) for pf, v in zip(ptype.fields, f.partition))
+        except ValidationError as e:
+            raise ValidationError(f"Cannot {action}: {f.file_path} has a bad partition value ({e})") from e
+        unknown = sorted({k for pairs in (f.column_sizes, f.value_counts, f.null_value_counts,
+                                          f.lower_bounds, f.upper_bounds) for k, _ in (pairs or ())} - ids)
+        if unknown:
+            raise ValidationError(f"Cannot {action}: {f.file_path} has metrics for field id(s) "
+                                  f"{unknown[:5]} not in schema {schema.schema_id}")
+        if f.record_count < 0 or f.file_size_in_bytes < 0:
+            raise ValidationError(f"Cannot {action}: {f.file_path} has a negative record count or size")
+        out.append(attrs.evolve(f, partition=partition) if partition != f.partition else f)
+    return out
