@@ -181,8 +181,16 @@ class WriteGroup:
         mine = GroupedWork(log, work)
         with self.changed:
             self.waiting.append(mine)
-            while self.leading and not mine.done:
-                self.changed.wait()
+            try:
+                while self.leading and not mine.done:
+                    self.changed.wait()
+            except BaseException:  # interrupted while waiting (KeyboardInterrupt in the main thread)
+                if mine in self.waiting:  # not taken by a leader: it never runs
+                    self.waiting.remove(mine)
+                    raise
+                while not mine.done:  # a leader is running it on this log's behalf: its outcome decides
+                    self.changed.wait()
+                raise
             if mine.done:
                 return mine.outcome()  # type: ignore[no-any-return]
             self.leading = True

@@ -97,3 +97,41 @@ def test_a_writer_alone_leads_its_own_transaction(tmp_path: Path) -> None:
         with pytest.raises(ValueError):
             log.run_in_transaction(lambda: (_ for _ in ()).throw(ValueError("no")))
         assert log.head("s") == 3 and log.group_commit_counts()[0] - before[0] == 4  # one that committed nothing
+
+
+def test_a_writer_interrupted_while_queued_never_runs(tmp_path: Path) -> None:
+    """A queued writer whose thread is interrupted before a leader takes its work leaves the queue: its work never
+    runs later on a log its thread has moved on from."""
+    path = tmp_path / "catalog.db"
+    holder = Log.open(path)
+    group = holder._write_lock.group
+    ran: list[str] = []
+    interrupted: list[BaseException] = []
+
+    class Interrupt(BaseException):
+        pass
+
+    def waiter() -> None:
+        with Log.open(path) as log:
+            original = group.changed.wait
+
+            def interrupted_wait(timeout: float | None = None) -> bool:
+                group.changed.wait = original  # type: ignore[method-assign]
+                raise Interrupt
+
+            try:
+                group.leading = True  # as if another writer were leading: this one queues and waits
+                group.changed.wait = interrupted_wait  # type: ignore[method-assign]
+                log.run_in_transaction(lambda: ran.append("ran"))
+            except Interrupt as e:
+                interrupted.append(e)
+            finally:
+                group.leading = False
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    t.join(30)
+    assert interrupted and ran == [] and group.waiting == []
+    holder.run_in_transaction(lambda: append_at_head("after")(holder))  # the group still works
+    assert holder.head("s") == 1
+    holder.close()
