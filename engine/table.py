@@ -301,7 +301,7 @@ class Table(TableStateReads):
 
     def append_data_files(self, files: Sequence[DataFile], *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Commit data files written elsewhere (described with their partition and metrics, e.g. by
-        ``tools.spark.write``) as one append.
+        ``tools.spark_write.write``) as one append.
 
         :param files: DataFile values of the table's current spec, under the table location
         :raises ValidationError: a file outside the table location, of another spec, with a partition tuple or

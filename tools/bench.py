@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--writer-commits", type=int, default=100, help="appends per Python API writer")
     parser.add_argument("--writer-rest-commits", type=int, default=20, help="appends per PyIceberg REST writer")
     parser.add_argument("--spark-write-rows", type=int, default=0,
-                        help="rows of the tools.spark.write vs Spark's Iceberg writer figure (needs Java; the "
+                        help="rows of the tools.spark_write.write vs Spark's Iceberg writer figure (needs Java; the "
                              "issue's figure is 10000000; 0 skips it)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
