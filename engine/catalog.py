@@ -71,6 +71,7 @@ from engine.state.store import StateStore
 from engine.state.table_state import TableEntry
 from engine.state.time_travel import HistoricalCatalog, LogEntry, catalog_as_of, entries_since
 from engine.table import Table
+from engine.written_files import may_have_landed
 from projections.projector import DEFAULT_CATALOG_NAME, Projector
 from storage import FileError, Log, LogError
 from storage.errors import LogDamaged
@@ -519,14 +520,16 @@ class Catalog:
                 self.store, self.io, self.place_table, identifier, metadata_location, relocation, relocate,
                 location=location, progress=None if progress is None else lambda done, total: progress("read", done,
                                                                                                         total))
-            table = Table(self, registered.namespace, registered.name, registered.table_uuid)
-            table._after_commit(registered.landed, progress=None if progress is None else
-                                lambda done, total: progress("publish", done, total))
-            table.import_notes = registered.notes  # type: ignore[attr-defined]  # what the events could not carry
-            return table
-        except BaseException:
-            relocation.discard()  # nothing committed, or not published: remove the delete file copies it created
+        except BaseException as e:
+            if not may_have_landed(e):  # nothing committed: remove the delete file copies it created
+                relocation.discard()
             raise
+        # landed: the log names the copies, whatever publishing does now
+        table = Table(self, registered.namespace, registered.name, registered.table_uuid)
+        table._after_commit(registered.landed, progress=None if progress is None else
+                            lambda done, total: progress("publish", done, total))
+        table.import_notes = registered.notes  # type: ignore[attr-defined]  # what the events could not carry
+        return table
 
     def publish(self) -> None:
         """Bring every table's projection up to its log head."""

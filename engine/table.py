@@ -22,15 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 
 import pyarrow as pa
 
-from engine.errors import (
-    CommitStateUnknown,
-    ForeignWriterError,
-    MissingFileError,
-    PublishFailed,
-    StorageError,
-    ValidationError,
-    storage_error,
-)
+from engine.errors import MissingFileError, PublishFailed, ValidationError, storage_error
 from engine.formats.parquet_files import carries_field_ids, read_data_file
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.metrics_evaluation import metrics_must_match
@@ -147,11 +139,11 @@ class Table(TableStateReads):
             raise
 
     def _after_failure(self, paths: Sequence[str], error: BaseException) -> None:
-        """The files an operation wrote, when it failed: kept and recorded as staged when its commit landed
-        (``PublishFailed``) or may have (``CommitStateUnknown``), removed otherwise."""
+        """The files an operation wrote, when it failed: kept and recorded as staged when its commit landed or may
+        have (see ``written_files.may_have_landed``), removed otherwise."""
         if not paths:
             return
-        if isinstance(error, (PublishFailed, CommitStateUnknown)):
+        if written_files.may_have_landed(error):
             self.catalog.log.record_staged_many(self.uuid, paths, now_ms())
         else:
             self.remove_written(paths)
@@ -532,7 +524,7 @@ class Table(TableStateReads):
                 # no file is (a foreign one that slipped in since is refused, never replaced)
                 self._publish(check_foreign=False, version=dict(landed.result.heads).get(self.uuid, state.version),
                               progress=progress)
-            except (StorageError, ForeignWriterError, LogError) as e:
+            except Exception as e:  # landed: whatever went wrong is the publish's, and the log names the files
                 raise PublishFailed(f"Committed {'.'.join(self.identifier)} at version {state.version}, but could "
                                     f"not publish it ({e}); readers see the previous version until publish() "
                                     f"succeeds", path=getattr(e, "path", None) or "", table=".".join(self.identifier),

@@ -11,10 +11,10 @@ import contextlib
 import threading
 from typing import Iterator, Sequence
 
+from engine.errors import CommitStateUnknown, PublishFailed, StorageError
 from engine.ownership import Ownership
 from storage import FileError, FileNotFound
 from storage.files import FileIO
-from engine.errors import StorageError
 
 #: per thread, the operations collecting the files they write: (table uuid, paths), innermost last
 _COLLECTING = threading.local()
@@ -36,6 +36,13 @@ def note(table_uuid: str, path: str) -> None:
     for collecting_uuid, written in getattr(_COLLECTING, "stack", ()):
         if collecting_uuid == table_uuid:
             written.append(path)
+
+
+def may_have_landed(error: BaseException) -> bool:
+    """Whether the commit that ``error`` interrupted may be in the log, so that the files it wrote must stay: it
+    landed and only its publish failed (``PublishFailed``), its outcome is unknown (``CommitStateUnknown``), or an
+    interrupt (``KeyboardInterrupt``, ``SystemExit``) came at a moment no one can tell."""
+    return isinstance(error, (PublishFailed, CommitStateUnknown)) or not isinstance(error, Exception)
 
 
 def remove_unlanded(io: FileIO, owned: Ownership, paths: Sequence[str]) -> list[str]:

@@ -40,9 +40,10 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.written_files import may_have_landed
 from engine.write.data_writer import conform, write_data_files
 from engine.write.delete_files import paths_in_position_deletes, write_row_deletes
-from engine.errors import CommitStateUnknown, PublishFailed, ValidationConflict, ValidationError
+from engine.errors import ValidationConflict, ValidationError
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import BooleanExpression
 from engine.model.expression_binding import bind
@@ -367,7 +368,7 @@ class RowDelta(PendingUpdate):
         try:
             state = super().commit()
         except BaseException as e:
-            if not isinstance(e, (PublishFailed, CommitStateUnknown)):  # it did not land: nothing may stay
+            if not may_have_landed(e):  # it did not land: nothing may stay
                 self.discard()
             raise
         self._committed = True
@@ -428,7 +429,7 @@ def _discarding_on_failure(delta: RowDelta) -> Iterator[None]:
     try:
         yield
     except BaseException as e:
-        if not isinstance(e, (PublishFailed, CommitStateUnknown)):
+        if not may_have_landed(e):
             delta.discard()
         raise
 

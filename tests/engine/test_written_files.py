@@ -283,3 +283,37 @@ def test_removing_written_files_never_touches_a_file_the_table_does_not_own(tmp_
         t.remove_written([others_file, str(outside), str(database), str(tmp_path / "wh" / "db" / "t" / ".." / "other")])
         assert os.path.exists(others_file) and outside.read_bytes() == b"the user's" and database.stat().st_size > 0
         assert other.scan().count() == 3 and cat.log.head(t.uuid) == head and cat.verify("db.other") == []
+
+
+@pytest.mark.parametrize("operation", ["overwrite", "row_delta", "compaction"])
+def test_files_of_a_landed_commit_stay_whatever_error_its_publish_raises(tmp_path, operation):
+    """Once the log holds the commit, its files are the table's: a publish failing with any error (here one no
+    storage layer raises) is reported as PublishFailed, and none of the operation's files is removed."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=SCHEMA)
+        t.append(rows(range(5), "a"))
+        t.append(rows(range(5, 10), "a"))
+
+        def broken_publish(*args, **kwargs):
+            raise ValueError("a renderer bug")
+
+        real_publish = cat.projector.publish
+        cat.projector.publish = broken_publish
+        try:
+            with pytest.raises(PublishFailed):
+                if operation == "overwrite":
+                    t.overwrite(rows(range(100, 103), "b"), "id = 1")
+                elif operation == "row_delta":
+                    with t.row_delta() as delta:
+                        delta.add_rows(rows(range(200, 202), "c"))
+                else:
+                    t.rewrite_data_files()
+        finally:
+            cat.projector.publish = real_publish
+        t.publish()
+        live = [p.removeprefix("file://") for p in t.inspect.files().column("file_path").to_pylist()]
+        assert live and all(os.path.exists(p) for p in live)
+        assert cat.verify("db.t") == []
+        expected = {"overwrite": 12, "row_delta": 12, "compaction": 10}[operation]
+        assert t.scan().count() == expected
