@@ -159,12 +159,15 @@ class Log:
         check_database_file(self.path, create=create)
         self._write_lock = writer_lock(self.path)
         self._busy_timeout_s = busy_timeout_ms / 1000
+        #: PRAGMA synchronous of this connection (writers share a transaction only with those of the same mode)
+        self.synchronous = mode
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
         try:
             conn.execute(f"PRAGMA synchronous = {mode}")
             conn.execute("PRAGMA foreign_keys = ON")
             self._db = sqlite_utils.Database(conn, execute_plugins=False)
             self._borrowed: tuple[sqlite3.Connection, sqlite_utils.Database] | None = None
+            self._sharing = False  # this log's work runs inside a transaction shared by a write group
             #: tables other layers keep beside the log (storage.contract.DerivedTables)
             self.derived = SqliteDerived(self)
             self._conn = conn
@@ -265,17 +268,18 @@ class Log:
         return self._borrowed[0] if self._borrowed is not None else self._conn
 
     @contextlib.contextmanager
-    def _borrowing(self, leader: Log) -> Iterator[None]:
-        """Answer on ``leader``'s connection (inside its open transaction) for the duration of the block, while this
-        log's own thread waits for the leader to run its work."""
-        if leader is self:
-            yield
-            return
-        self._borrowed = (leader._conn, leader._db)
+    def _sharing_with(self, leader: Log) -> Iterator[None]:
+        """Run this log's work inside ``leader``'s open transaction for the duration of the block: on the leader's
+        connection (while this log's own thread waits for the leader to run its work), and never in a transaction
+        of its own should the shared one be rolled back under it."""
+        if leader is not self:
+            self._borrowed = (leader._conn, leader._db)
+        self._sharing = True
         try:
             yield
         finally:
             self._borrowed = None
+            self._sharing = False
 
     def exclusive(self, key: str, timeout_s: float | None = None) -> contextlib.AbstractContextManager[bool]:
         """Hold the lock named ``key`` among every user of this log file, in this process and in others, around
@@ -305,6 +309,9 @@ class Log:
         :raises LogBusy: the write lock was not free within the busy timeout
         """
         conn = self._live()
+        if self._sharing and not conn.in_transaction:  # SQLite rolled the shared transaction back (disk full, I/O)
+            raise TransactionFailed(f"Cannot write to {self.path}: the transaction shared with other writers was "
+                                    f"rolled back")
         if conn.in_transaction:
             conn.execute(f"SAVEPOINT {_SAVEPOINT}")
             try:

@@ -26,7 +26,7 @@ try:
 except ImportError:  # not a POSIX system: SQLite's lock alone serializes writers
     fcntl = None  # type: ignore[assignment]
 
-from storage.errors import TransactionFailed
+from storage.errors import LogBusy, TransactionFailed
 from storage.files import WRITER_LOCK_SUFFIX
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ class GroupedWork:
         """Run the work inside the leader's open transaction, in a savepoint of its own (rolled back alone when
         the work fails); the writer's log answers on the leader's connection meanwhile."""
         try:
-            with self.log._borrowing(leader), self.log.transaction():
+            with self.log._sharing_with(leader), self.log.transaction():
                 self.result = self.work()
         except Exception as e:
             self.error = e
@@ -175,22 +175,14 @@ class WriteGroup:
 
     def run(self, log: Log, work: Callable[[], T]) -> T:
         """Run ``work()`` for ``log`` (a writer of this group's file) in a write transaction that may be shared with
-        the other writers waiting now: the first to find no leader leads, runs every work queued by then in its own
-        transaction (each in a savepoint) and commits once; the others wait for their outcome. See
-        :meth:`storage.log.Log.run_in_transaction`."""
+        the other writers waiting now: the first to find no leader leads, runs every work queued by then (of logs
+        with its ``synchronous`` mode, so none is acknowledged with less durability than it asked for) in its own
+        transaction, each in a savepoint, and commits once; the others wait for their outcome, up to their busy
+        timeout. See :meth:`storage.log.Log.run_in_transaction`."""
         mine = GroupedWork(log, work)
         with self.changed:
             self.waiting.append(mine)
-            try:
-                while self.leading and not mine.done:
-                    self.changed.wait()
-            except BaseException:  # interrupted while waiting (KeyboardInterrupt in the main thread)
-                if mine in self.waiting:  # not taken by a leader: it never runs
-                    self.waiting.remove(mine)
-                    raise
-                while not mine.done:  # a leader is running it on this log's behalf: its outcome decides
-                    self.changed.wait()
-                raise
+            self._wait_turn(mine, log)
             if mine.done:
                 return mine.outcome()  # type: ignore[no-any-return]
             self.leading = True
@@ -198,16 +190,26 @@ class WriteGroup:
         try:
             with log.transaction():
                 with self.changed:
-                    batch, self.waiting = self.waiting, []
+                    batch = [q for q in self.waiting if q.log.synchronous == log.synchronous]
+                    self.waiting = [q for q in self.waiting if q.log.synchronous != log.synchronous]
                 for queued in batch:
+                    if not log._conn.in_transaction:  # SQLite rolled it back under an earlier work (disk full)
+                        raise TransactionFailed(f"Cannot write to {log.path}: the shared transaction was rolled back")
                     queued.run_on(log)
             self.transactions += 1
             self.works += len(batch)
         except BaseException as e:
+            # nothing of the batch landed: every writer learns it (its own error, if any, kept as the context), so
+            # that states read inside the transaction are dropped
             for queued in batch:
-                if queued.error is None:
-                    queued.error = e if queued is mine else shared_failure(log.path, e)
-            if mine not in batch:  # the lock was not taken: the others queued stay for the next leader
+                if queued is mine and (isinstance(e, TransactionFailed) or not isinstance(e, Exception)):
+                    failure: BaseException = e
+                else:
+                    failure = shared_failure(log.path, e)
+                if queued.error is not None and queued.error is not failure:
+                    failure.__context__ = queued.error
+                queued.error = failure
+            if not batch:  # the lock was not taken: the others queued stay for the next leader
                 mine.error = e
                 with self.changed:
                     self.waiting.remove(mine)
@@ -218,6 +220,26 @@ class WriteGroup:
                 self.leading = False
                 self.changed.notify_all()
         return mine.outcome()  # type: ignore[no-any-return]
+
+    def _wait_turn(self, mine: GroupedWork, log: Log) -> None:
+        """Wait (holding ``changed``) until ``mine`` is done by a leader or no one leads. Leaves the queue and
+        raises LogBusy after the log's busy timeout, or re-raises an interrupt, unless a leader has already taken
+        the work: then its outcome decides, and this waits for it."""
+        deadline = time.monotonic() + log._busy_timeout_s
+        try:
+            while self.leading and not mine.done:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise LogBusy(f"Cannot begin a write transaction: {log.path} is locked by another writer")
+                self.changed.wait(remaining)
+        except BaseException as e:
+            if mine in self.waiting:  # not taken by a leader: it never runs
+                self.waiting.remove(mine)
+                raise
+            while not mine.done:  # a leader is running it on this log's behalf
+                self.changed.wait()
+            if not isinstance(e, LogBusy):
+                raise
 
 
 def shared_failure(path: Path, error: BaseException) -> TransactionFailed:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from storage import Log, NewEvent, StreamVersionConflict, StreamWrite
+from storage import Log, LogBusy, NewEvent, StreamVersionConflict, StreamWrite, TransactionFailed
 
 
 def write(stream: str, expected: int) -> StreamWrite:
@@ -21,15 +21,17 @@ def write(stream: str, expected: int) -> StreamWrite:
                                         payload=json.dumps({"expected": expected})),))
 
 
-def run_queued_behind_a_held_lock(path: Path, works: list[Callable[[Log], Any]]) -> tuple[list[Any], tuple[int, int]]:
-    """Run each work on its own thread and its own Log while another handle holds the write lock, so that all of
-    them are queued when it is released; their outcomes (results or errors) and the group counts it added."""
+def run_queued_behind_a_held_lock(path: Path, works: list[Callable[[Log], Any]],
+                                  modes: list[str] | None = None) -> tuple[list[Any], tuple[int, int]]:
+    """Run each work on its own thread and its own Log (``PRAGMA synchronous`` from ``modes``, default FULL) while
+    another handle holds the write lock, so that all of them are queued when it is released; their outcomes
+    (results or errors) and the group counts it added."""
     holder = Log.open(path)
     outcomes: list[Any] = [None] * len(works)
     before = holder.group_commit_counts()
 
     def run(i: int) -> None:  # a sqlite3 connection belongs to the thread that opened it: one Log per thread
-        with Log.open(path) as log:
+        with Log.open(path, synchronous=(modes or ["FULL"] * len(works))[i]) as log:
             try:
                 outcomes[i] = log.run_in_transaction(lambda: works[i](log))
             except Exception as e:
@@ -135,3 +137,44 @@ def test_a_writer_interrupted_while_queued_never_runs(tmp_path: Path) -> None:
     holder.run_in_transaction(lambda: append_at_head("after")(holder))  # the group still works
     assert holder.head("s") == 1
     holder.close()
+
+
+def test_a_shared_transaction_rolled_back_under_a_work_lands_nothing_and_tells_every_writer(tmp_path: Path) -> None:
+    """SQLite may roll a whole transaction back (disk full, I/O error) under a work that swallows the error: the
+    works after it must not run in transactions of their own, and no writer may hear of success."""
+    def append_then_lose_the_transaction(log: Log) -> None:
+        append_at_head("b")(log)
+        log._live().execute("ROLLBACK")  # what SQLite does itself on SQLITE_FULL
+
+    path = tmp_path / "catalog.db"
+    outcomes, (transactions, _) = run_queued_behind_a_held_lock(
+        path, [append_at_head("a"), append_then_lose_the_transaction, append_at_head("c")])
+    assert transactions == 0
+    assert all(isinstance(o, TransactionFailed) for o in outcomes), outcomes
+    with Log.open(path) as log:
+        assert log.head("s") == 0 and all(log.commit_of(c) is None for c in "abc") and log.verify() == []
+
+
+def test_writers_share_a_transaction_only_with_their_own_durability(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.db"
+    outcomes, (transactions, works) = run_queued_behind_a_held_lock(
+        path, [append_at_head(f"c{i}") for i in range(4)], modes=["FULL", "OFF", "FULL", "OFF"])
+    assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
+    assert (transactions, works) == (2, 4)  # the FULL writers in one COMMIT, the OFF ones in another
+    with Log.open(path) as log:
+        assert log.head("s") == 4 and log.verify() == []
+
+
+def test_a_queued_writer_gives_up_after_its_busy_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.db"
+    with Log.open(path, busy_timeout_ms=50) as log:
+        group = log._write_lock.group
+        group.leading = True  # as if another writer led a transaction that never ends
+        try:
+            started = time.monotonic()
+            with pytest.raises(LogBusy):
+                log.run_in_transaction(lambda: append_at_head("late")(log))
+            assert time.monotonic() - started < 5 and group.waiting == []
+        finally:
+            group.leading = False
+        assert log.head("s") == 0
