@@ -213,8 +213,9 @@ class TablePublisher:
         location = state.location.rstrip("/")
         out = []
         for path, data in sorted(self.render().items()):
-            rel = path[len(location):].lstrip("/") if path.startswith(location + "/") else os.path.relpath(path,
-                                                                                                           location)
+            if not path.startswith(location + "/"):  # every rendered file is under the location: never write elsewhere
+                raise IntegrityError(f"Cannot rebuild {path}: it is not under the table location {location}")
+            rel = path[len(location) + 1:]
             target = f"{os.fspath(into).rstrip('/')}/{rel}"
             self.io.write_bytes(target, data)
             out.append(target)

@@ -383,7 +383,7 @@ class RowDelta(PendingUpdate):
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None:
-            if not self._committed:
+            if not self._committed and not may_have_landed(exc):
                 self.discard()
             return
         super().__exit__(exc_type, exc, tb)

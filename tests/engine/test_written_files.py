@@ -307,6 +307,7 @@ def test_files_of_a_landed_commit_stay_whatever_error_its_publish_raises(tmp_pat
                 elif operation == "row_delta":
                     with t.row_delta() as delta:
                         delta.add_rows(rows(range(200, 202), "c"))
+                        delta.commit()  # landed, publish failed: leaving the block must not discard its files
                 else:
                     t.rewrite_data_files()
         finally:
