@@ -378,3 +378,35 @@ def test_relocating_position_deletes_rewrites_them(tmp_path: Path) -> None:
         cat.register_table("db.copy2", new, relocate={t.location: new}, location=proj)
     assert all(Path(f.file_path).exists() for f in deletes)
     assert ids(r, r.current_snapshot().snapshot_id) == [1, 4]
+
+
+def test_a_registration_whose_publish_fails_after_its_commit_keeps_its_relocated_delete_files(tmp_path: Path) -> None:
+    """The log names the relocated copies once the registration landed: a publish failing after it (here a
+    renderer error) reports PublishFailed and removes none of them."""
+    from engine.errors import PublishFailed
+    from engine.model.data_file import DataFileContent
+
+    src = Catalog.open(tmp_path / "src")
+    src.create_namespace("db")
+    t = src.create_table("db.t", schema=SCHEMA, properties={"write.delete.mode": "merge-on-read"})
+    t.append(rows([1, 2, 3]))
+    t.delete("id = 2")
+    new = str(tmp_path / "moved")
+    shutil.copytree(t.location, new)
+    cat = target(tmp_path)
+
+    def broken_publish(*args, **kwargs):
+        raise ValueError("a renderer bug")
+
+    real_publish, cat.projector.publish = cat.projector.publish, broken_publish
+    try:
+        with pytest.raises(PublishFailed):
+            cat.register_table("db.copy", new, relocate={t.location: new}, location=str(tmp_path / "proj"))
+    finally:
+        cat.projector.publish = real_publish
+    r = cat.load_table("db.copy")
+    r.publish()
+    deletes = [f for f in cat.store.live_files(r.state, r.current_snapshot().snapshot_id)
+               if f.content == DataFileContent.POSITION_DELETES]
+    assert deletes and all(Path(f.file_path).exists() for f in deletes)
+    assert ids(r, r.current_snapshot().snapshot_id) == [1, 3]
