@@ -241,7 +241,8 @@ def bench_row_delete(root: str, rows: int, files: int) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The options of ``icelog bench`` and ``tools/run bench`` (one parser for both)."""
     parser = argparse.ArgumentParser(prog="icelog bench", description=__doc__)
     parser.add_argument("--sizes", default="10,1000,10000", help="existing file counts (comma-separated)")
     parser.add_argument("--samples", type=int, default=50, help="timed appends per measurement")
@@ -267,7 +268,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spark-write-rows", type=int, default=0,
                         help="rows of the tools.spark_write.write vs Spark's Iceberg writer figure (needs Java; the "
                              "issue's figure is 10000000; 0 skips it)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     warnings.filterwarnings("ignore")
     root = tempfile.mkdtemp(prefix="icelog-bench-")
