@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any, Callable
 
-from tools.cli_context import change_table, named_table, open_catalog, read_parquet, tell
+from tools.cli_context import change_table, key_values, named_table, open_catalog, read_parquet, tell
 
 
 def cmd_create_namespace(args: argparse.Namespace) -> None:
@@ -38,7 +38,7 @@ def cmd_create_table(args: argparse.Namespace) -> None:
             raise ValidationError(f"Cannot parse --schema: {e}") from e
     elif not args.schema_from:
         raise ValidationError("Cannot create table: give --schema JSON or --schema-from FILE.parquet")
-    props = dict(p.split("=", 1) for p in args.property or [])
+    props = key_values(args.property, "--property")
     with open_catalog(args) as cat:
         if args.schema_from:
             schema = read_parquet_schema(args.schema_from, io=cat.io)
@@ -55,16 +55,10 @@ def cmd_append(args: argparse.Namespace) -> None:
 def cmd_register(args: argparse.Namespace) -> None:
     import attrs
 
-    from engine.errors import ValidationError
     from tools.change_report import describe_change
     from tools.progress import phase_bars
 
-    relocate = {}
-    for rule in args.relocate or []:
-        old, sep, new = rule.partition("=")
-        if not sep or not old:
-            raise ValidationError(f"Cannot parse --relocate {rule!r}: expected OLD=NEW")
-        relocate[old] = new
+    relocate = key_values(args.relocate, "--relocate")
     with open_catalog(args) as cat, phase_bars(f"register {args.table}", unit="snapshot") as progress:
         t = cat.register_table(args.table, args.metadata_location, relocate=relocate or None,
                                location=args.location, progress=progress)
@@ -213,13 +207,10 @@ def cmd_set_sort_order(args: argparse.Namespace) -> None:
 
 
 def cmd_set_properties(args: argparse.Namespace) -> None:
-    from engine.errors import ValidationError
 
-    pairs = [p.split("=", 1) for p in args.pairs]
-    if any(len(p) != 2 for p in pairs):
-        raise ValidationError("Cannot set properties: give them as key=value")
+    pairs = key_values(args.pairs, "set-properties")
     with open_catalog(args) as cat:
-        change_table(args, cat, lambda t: t.set_properties(dict(pairs)))  # type: ignore[arg-type]
+        change_table(args, cat, lambda t: t.set_properties(pairs))
 
 
 def cmd_remove_properties(args: argparse.Namespace) -> None:

@@ -33,17 +33,23 @@ def open_catalog(args: argparse.Namespace) -> Any:
                         create=getattr(args, "create", False), properties=catalog_properties(args))
 
 
-def catalog_properties(args: argparse.Namespace) -> dict[str, str]:
-    """The ``--property KEY=VALUE`` settings (FileIO properties such as ``s3.endpoint``)."""
+def key_values(items: Sequence[str] | None, option: str) -> dict[str, str]:
+    """``KEY=VALUE`` arguments as a dict (the value may hold ``=``); one without ``=`` or a key is an error naming
+    the option."""
     from engine.errors import ValidationError
 
     out = {}
-    for item in getattr(args, "catalog_property", None) or ():
+    for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValidationError(f"Cannot read --property {item.split('=', 1)[0]!r}: expected KEY=VALUE")
+            raise ValidationError(f"Cannot read {option} {item.split('=', 1)[0]!r}: expected KEY=VALUE")
         out[key.strip()] = value
     return out
+
+
+def catalog_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--property KEY=VALUE`` settings (FileIO properties such as ``s3.endpoint``)."""
+    return key_values(getattr(args, "catalog_property", None), "--property")
 
 
 def iso_time(ms: int) -> str:

@@ -73,3 +73,18 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "icelog: serve needs starlette, which is not installed: pip install 'icelog[server]'"]
+
+
+def test_a_key_value_option_without_a_value_is_one_line_naming_it_and_creates_nothing(tmp_path: Path) -> None:
+    schema = '{"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "required": false, "type": "long"}]}'
+    for args, option in ((["create-table", "db.t", "--schema", schema, "--property", "owner"], "--property"),
+                         (["register", "db.r", str(tmp_path), "--relocate", "/old"], "--relocate")):
+        done = subprocess.run([*ICELOG, "--warehouse", str(tmp_path / "wh"), *args], cwd=ROOT, env=ENV,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        assert f"Cannot read {option}" in done.stderr and "expected KEY=VALUE" in done.stderr
+    assert not (tmp_path / "wh").exists()
+    _table(tmp_path / "wh", 1)
+    done = subprocess.run([*ICELOG, "--warehouse", str(tmp_path / "wh"), "set-properties", "db.t", "owner"],
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Cannot read set-properties 'owner'" in done.stderr
