@@ -32,11 +32,16 @@ def batch(writer: int, i: int) -> pa.Table:
                      "x": pa.array([j * 0.5 for j in range(10)], pa.float64())}, schema=SCHEMA)
 
 
-def _api_writer(warehouse: str, commits: int, writer: int, ready: Any, go: Any, out: Any,
-                catalog_dir: str | None = None) -> None:
+def _open_catalog(warehouse: str, catalog_dir: str | None = None) -> Any:
+    """The benchmark's catalog: its log in ``catalog_dir`` when given, else in the warehouse."""
     from engine import Catalog
 
-    with (Catalog.open(catalog_dir, warehouse=warehouse) if catalog_dir else Catalog.open(warehouse)) as catalog:
+    return Catalog.open(catalog_dir, warehouse=warehouse) if catalog_dir else Catalog.open(warehouse)
+
+
+def _api_writer(warehouse: str, commits: int, writer: int, ready: Any, go: Any, out: Any,
+                catalog_dir: str | None = None) -> None:
+    with _open_catalog(warehouse, catalog_dir) as catalog:
         table = catalog.load_table("bench.events")
         ready.put(writer)
         go.wait()
@@ -89,17 +94,13 @@ def _run(target: Any, args: tuple[Any, ...], writers: int, **kwargs: Any) -> tup
 
 
 def _fresh_table(warehouse: str, properties: dict[str, str] | None = None, catalog_dir: str | None = None) -> None:
-    from engine import Catalog
-
-    with (Catalog.open(catalog_dir, warehouse=warehouse) if catalog_dir else Catalog.open(warehouse)) as catalog:
+    with _open_catalog(warehouse, catalog_dir) as catalog:
         catalog.create_namespace("bench")
         catalog.create_table("bench.events", SCHEMA, properties=properties)
 
 
 def _landed(warehouse: str, catalog_dir: str | None = None) -> tuple[int, int]:
-    from engine import Catalog
-
-    with (Catalog.open(catalog_dir, warehouse=warehouse) if catalog_dir else Catalog.open(warehouse)) as catalog:
+    with _open_catalog(warehouse, catalog_dir) as catalog:
         table = catalog.load_table("bench.events")
         return len(table.snapshots()), table.scan().count()
 
@@ -120,44 +121,39 @@ def bench_api(root: str, writer_counts: list[int], commits: int,
     return out
 
 
+def _run_threads(target: Any, args: tuple[Any, ...], writers: int) -> float:
+    """:func:`_run` with threads of this process instead of processes (the same writer functions); seconds."""
+    import queue
+    import threading
+
+    ready: queue.Queue[int] = queue.Queue()
+    out: queue.Queue[tuple[int, int, int]] = queue.Queue()
+    go = threading.Event()
+    threads = [threading.Thread(target=target, args=(*args, w, ready, go, out), daemon=True) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for _ in threads:
+        ready.get(timeout=300)
+    started = time.perf_counter()
+    go.set()
+    for _ in threads:
+        out.get(timeout=900)
+    return time.perf_counter() - started
+
+
 def bench_threads(root: str, writer_counts: list[int], commits: int) -> dict[str, Any]:
     """Threads of one process, each with its own catalog handle, on one table: their commits share log transactions
     when they wait at once (group commit); ``commits_per_transaction`` says how many did on average."""
-    import threading
-
     from engine import Catalog
 
     out: dict[str, Any] = {}
     for writers in writer_counts:
         warehouse = os.path.join(root, f"threads-{writers}")
         _fresh_table(warehouse)
-        go = threading.Barrier(writers + 1)
-        errors: list[BaseException] = []
-
-        def write(writer: int) -> None:
-            try:
-                with Catalog.open(warehouse) as catalog:
-                    table = catalog.load_table("bench.events")
-                    go.wait()
-                    for i in range(commits):
-                        table.append(batch(writer, i))
-            except BaseException as e:  # reported below: a benchmark whose writers failed has no figure
-                errors.append(e)
-                raise
-
-        threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
         with Catalog.open(warehouse) as catalog:
             before = catalog.log.group_commit_counts()
-            for t in threads:
-                t.start()
-            go.wait()
-            started = time.perf_counter()
-            for t in threads:
-                t.join()
-            elapsed = time.perf_counter() - started
+            elapsed = _run_threads(_api_writer, (warehouse, commits), writers)
             after = catalog.log.group_commit_counts()
-        if errors:
-            raise RuntimeError(f"a writer thread failed: {errors[0]!r}") from errors[0]
         transactions, works = after[0] - before[0], after[1] - before[1]
         snapshots, rows = _landed(warehouse)
         landed = writers * commits
