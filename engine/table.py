@@ -172,9 +172,13 @@ class Table(TableStateReads):
         seen: set[str] = set()
         without_ids = False
         io = self.catalog.io
-        ref = state.ref(branch)
-        live = {io.canonical(e.file.file_path) for e in self.catalog.store.live_entries(
-            state, ref.snapshot_id if ref else None)} if ref else set()
+
+        def live_paths(at: TableState) -> set[str]:
+            ref = at.ref(branch)
+            return {io.canonical(e.file.file_path)
+                    for e in self.catalog.store.live_entries(at, ref.snapshot_id)} if ref else set()
+
+        live = live_paths(state)
         for p in paths:
             refuse_catalog_database(os.fspath(p), "append file")
             path = os.fspath(p) if is_s3(p) else io.fs_path(p)
@@ -204,9 +208,7 @@ class Table(TableStateReads):
             appending the same file at once: one of them lands it)."""
             if base.version == state.version:
                 return
-            ref = base.ref(branch)
-            live_now = {io.canonical(e.file.file_path) for e in self.catalog.store.live_entries(
-                base, ref.snapshot_id)} if ref else set()
+            live_now = live_paths(base)
             for f in files:
                 if io.canonical(f.file_path) in live_now:
                     raise ValidationError(f"Cannot append files: {f.file_path} is already in table "

@@ -423,6 +423,7 @@ def _encoded_manifest_file(m: ManifestFile, format_version: int) -> bytes:
     key = (format_version, m)
     found = _ENCODED_MANIFEST_FILES.get(key)
     if found is not None:
+        _ENCODED_MANIFEST_FILES.move_to_end(key)  # least recently used goes first
         return found
     buf = io.BytesIO()
     try:
@@ -441,7 +442,7 @@ def _parsed_manifest_file_schema(format_version: int) -> Any:
     return fastavro.parse_schema(copy.deepcopy(manifest_file_schema(format_version)))
 
 
-def _avro_long(value: int) -> bytes:
+def _zigzag_long(value: int) -> bytes:
     """Avro's zig-zag variable-length encoding of a long."""
     n = (value << 1) ^ (value >> 63)
     out = bytearray()
@@ -460,7 +461,7 @@ def _null_codec_blocks(records: Sequence[bytes], sync_marker: bytes) -> bytes:
     size = 0
 
     def dump() -> None:
-        out.extend((_avro_long(len(block)), _avro_long(size), *block, sync_marker))
+        out.extend((_zigzag_long(len(block)), _zigzag_long(size), *block, sync_marker))
 
     for record in records:
         block.append(record)

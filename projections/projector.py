@@ -101,7 +101,9 @@ _MANIFEST_JSON_TEXTS_KEPT = 8192
 
 def _manifest_json_text(m: ManifestFile) -> str:
     text = _MANIFEST_JSON_TEXTS.get(m)
-    if text is None:
+    if text is not None:
+        _MANIFEST_JSON_TEXTS.move_to_end(m)  # least recently used goes first
+    else:
         text = _MANIFEST_JSON_TEXTS[m] = json.dumps(manifest_file_to_json(m), separators=(",", ":"))
         if len(_MANIFEST_JSON_TEXTS) > _MANIFEST_JSON_TEXTS_KEPT:
             _MANIFEST_JSON_TEXTS.popitem(last=False)
@@ -463,19 +465,14 @@ class Projector:
             return None
         renderer = Renderer(self.io.read_bytes)
         index = OverlayIndex(self.index)
-        counted = None
+        on_snapshot = None
         if progress is not None:
             total = sum(1 for state in states for snap in state.snapshots if snap.commit_id == state.commit_id)
-            done = 0
-
-            def counted() -> None:
-                nonlocal done
-                done += 1
-                progress(done, total)
-
+            written = iter(range(1, total + 1))
             progress(0, total)
+            on_snapshot = lambda: progress(next(written), total)  # noqa: E731
         for state in states:
-            write_commit(state, renderer, index, changes_of, self._write, self.metadata, on_snapshot=counted)
+            write_commit(state, renderer, index, changes_of, self._write, self.metadata, on_snapshot=on_snapshot)
         newest = states[-1]
         location = layout.metadata_file_of(newest)
         ns = ".".join(namespace)

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.errors import CorruptFileError, StorageError, ValidationError, storage_error
+from engine.errors import CorruptFileError, MissingFileError, StorageError, ValidationError, storage_error
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.data_file import DataFile
@@ -376,7 +376,7 @@ def read_data_file(path: str, schema: Schema, *, spec_id: int, partition: tuple[
     except FileError as e:
         raise storage_error(e, path) from e
     except FileNotFoundError as e:
-        raise CorruptFileError(f"Cannot read data file: {path} does not exist", path=path) from e
+        raise MissingFileError(f"Cannot read data file: {path} does not exist", path=path) from e
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptFileError(f"Cannot read data file: {path} is not a readable Parquet file ({e})",
                                path=path) from e

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.errors import CorruptFileError, storage_error
+from engine.errors import CorruptFileError, MissingFileError, storage_error
 from engine.ownership import refuse_catalog_database
 from engine.model.arrow_schema import (
     FIELD_ID_KEY,
@@ -141,7 +141,7 @@ class RawFile:
         except CorruptFileError:
             raise
         except FileNotFoundError as e:
-            raise CorruptFileError(f"Cannot read file: {path} does not exist", path=path) from e
+            raise MissingFileError(f"Cannot read file: {path} does not exist", path=path) from e
         except (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError, EOFError,
                 UnicodeDecodeError) as e:
             raise CorruptFileError(f"Cannot read file: {path} is not a readable {fmt.title()} file ({e})",
