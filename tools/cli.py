@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = table_cmd("upsert", cmd_upsert, "Insert rows, replacing those with the same key columns.", branch=True)
     p.add_argument("files", nargs="+")
     p.add_argument("--key", action="append", required=True, help="a key column; repeatable")
-    p = table_cmd("delete-by-key", cmd_delete_by_key, "Delete rows by key with an equality delete file.",
+    p = table_cmd("delete-by-key", cmd_delete_by_key, "Delete rows by key: an equality delete file, or position deletes when the key does not fix the partition.",
                   branch=True)
     p.add_argument("files", nargs="+", help="Parquet files holding the keys")
     p.add_argument("--key", action="append", required=True, help="a key column; repeatable")
