@@ -125,7 +125,30 @@ class _ArrowEvaluator:
     def _predicate(self, pred: Predicate) -> ArrowData:
         ref = pred.term
         assert isinstance(ref, BoundReference)
+        if isinstance(pred, (LiteralPredicate, SetPredicate, StartsWith, NotStartsWith)) and len(ref.path) == 1:
+            encoded = self._table.column(ref.path[0]) if ref.path[0] in self._table.column_names else None
+            if encoded is not None and pa.types.is_dictionary(encoded.type):
+                return self._on_dictionary(pred, encoded)
         col = self._column(ref)
+        return self._on_values(pred, col)
+
+    def _on_dictionary(self, pred: Predicate, encoded: ArrowData) -> ArrowData:
+        """A predicate over a dictionary-encoded column, evaluated once per distinct value and spread to the rows by
+        their indices (a null index gives null, as a null value does). Only for predicates whose answer on null is
+        null."""
+        chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
+        out = []
+        for chunk in chunks:
+            if len(chunk.dictionary) == 0:
+                out.append(pa.nulls(len(chunk), pa.bool_()))
+                continue
+            per_value = self._on_values(pred, _plain(chunk.dictionary))
+            out.append(pc.take(per_value, chunk.indices))
+        return pa.chunked_array(out, pa.bool_()) if isinstance(encoded, pa.ChunkedArray) else out[0]
+
+    def _on_values(self, pred: Predicate, col: ArrowData) -> ArrowData:
+        ref = pred.term
+        assert isinstance(ref, BoundReference)
         if isinstance(pred, IsNull):
             return pc.is_null(col)
         if isinstance(pred, NotNull):

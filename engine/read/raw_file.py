@@ -120,17 +120,16 @@ class RawFile:
         self.path = path
         fmt = format_of(path, file_format)
         refuse_catalog_database(path)
-        #: each row's position in the file (rows of skipped row groups are not read)
-        self.positions: pa.Array | None = None
+        # each row's position in the file (rows of skipped row groups are not read); None while the rows are all
+        # of the file's, in order (the positions 0..n-1 are then made only when asked for)
+        self._positions: pa.Array | None = None
         try:
             with io.open_input(path) as source:
                 if fmt in ("ORC", "AVRO"):
                     file_schema, read, self.num_rows = (_open_orc if fmt == "ORC" else _open_avro)(source, path)
                 else:
-                    file_schema, read, self.num_rows, self.positions = _open_parquet(
+                    file_schema, read, self.num_rows, self._positions = _open_parquet(
                         source, path, row_groups, dictionary_ids=first_ids if keep_rows is not None else None)
-                if self.positions is None:
-                    self.positions = _row_numbers(self.num_rows)
                 if keep_rows is None or first_ids is None:
                     self._read_columns(file_schema, read, mapping, needed_ids)
                 else:
@@ -171,8 +170,9 @@ class RawFile:
         missing = [file_schema.field(i).name for i in keep if file_schema.field(i).name not in have]
         if mask is not None:
             have = {name: column.filter(mask) for name, column in have.items()}
-            self.positions = self.positions.filter(mask)
-            self.num_rows = len(self.positions)
+            self._positions = (pc.indices_nonzero(mask).cast(pa.int64()) if self._positions is None
+                               else self._positions.filter(mask))
+            self.num_rows = len(self._positions)
         for name, column in have.items():  # strings the filter read as dictionaries: plain for the rows kept
             if isinstance(column.type, pa.DictionaryType):
                 have[name] = column.cast(file_schema.field(name).type)
@@ -185,6 +185,18 @@ class RawFile:
                 have.update({name: pa.chunked_array([], file_schema.field(name).type) for name in missing})
         self.schema = pa.schema([file_schema.field(i) for i in keep])
         self.table = pa.table([have[f.name] for f in self.schema], schema=self.schema) if keep else None
+
+    @property
+    def positions(self) -> pa.Array:
+        """Each row's position in the file, from 0 (int64)."""
+        if self._positions is None:
+            self._positions = _row_numbers(self.num_rows)
+        return self._positions
+
+    @property
+    def all_rows(self) -> bool:
+        """Whether the rows are every row of the file, in order (row ``i`` is at position ``i``)."""
+        return self._positions is None
 
     def column_by_id(self, field_id: int) -> pa.Array | None:
         """The values of the field with this id, found at the top level or inside structs (null where a parent

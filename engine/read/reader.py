@@ -57,9 +57,14 @@ POS_COLUMN_ID = 2147483645
 
 
 def _project(arr: pa.Array, file_field: pa.Field, target: T.IcebergType, arrow_type: pa.DataType, where: str,
-             path: str) -> pa.Array:
-    """One column of the file (``arr``, described by ``file_field``) in the shape of ``target``, by field id."""
+             path: str, keep_dictionary: bool = False) -> pa.Array:
+    """One column of the file (``arr``, described by ``file_field``) in the shape of ``target``, by field id.
+
+    :param keep_dictionary: a dictionary-encoded column whose values already have ``arrow_type`` stays encoded
+    """
     if isinstance(arr.type, pa.DictionaryType):
+        if keep_dictionary and arr.type.value_type == arrow_type:
+            return arr
         arr = arr.dictionary_decode()
     mask = arr.is_null() if arr.null_count else None
     ftype = file_field.type
@@ -105,8 +110,13 @@ def default_column(field: T.NestedField, arrow_type: pa.DataType, length: int, d
     return arrow_constant(field.field_type, arrow_type, value_from_json(field.field_type, default_json), length)
 
 
-def project(table: pa.Table | None, file_schema: pa.Schema, num_rows: int, schema: Schema, path: str) -> pa.Table:
-    """The rows of ``table`` (columns described by ``file_schema``, with field ids) as ``schema``'s columns."""
+def project(table: pa.Table | None, file_schema: pa.Schema, num_rows: int, schema: Schema, path: str,
+            keep_dictionaries: bool = False) -> pa.Table:
+    """The rows of ``table`` (columns described by ``file_schema``, with field ids) as ``schema``'s columns.
+
+    :param keep_dictionaries: top-level columns read as dictionaries stay so (for evaluating a filter: the result's
+        schema then differs from ``schema``'s Arrow form in those columns)
+    """
     target = schema_to_arrow(schema)
     by_id = {fid: i for i, f in enumerate(file_schema) if (fid := arrow_field_id(f)) is not None}
     columns = []
@@ -115,8 +125,14 @@ def project(table: pa.Table | None, file_schema: pa.Schema, num_rows: int, schem
         if i is None or table is None:
             columns.append(default_column(field, arrow_field.type, num_rows, field.initial_default))
             continue
-        chunks = [_project(c, file_schema.field(i), field.field_type, arrow_field.type, field.name, path)
-                  for c in table.column(i).chunks]
+        chunks = [_project(c, file_schema.field(i), field.field_type, arrow_field.type, field.name, path,
+                           keep_dictionaries) for c in table.column(i).chunks]
+        if keep_dictionaries and chunks and all(pa.types.is_dictionary(c.type) for c in chunks) \
+                and len({c.type for c in chunks}) == 1:
+            columns.append(pa.chunked_array(chunks))
+            target = target.set(len(columns) - 1, target.field(len(columns) - 1).with_type(chunks[0].type))
+            continue
+        chunks = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c for c in chunks]
         columns.append(pa.chunked_array(chunks, type=arrow_field.type))
     return pa.Table.from_arrays(columns, schema=target)
 
@@ -147,8 +163,19 @@ class DeleteLoader:
         if delete_file.is_deletion_vector:  # one data file's positions: nothing to group
             rows = read_position_delete_rows(delete_file, io=self.io)
             return {normalize_path(delete_file.referenced_data_file or ""): rows.column(DELETE_POS).combine_chunks()}
+        single = _only_data_file(delete_file)
+        if single is not None:  # its metrics say it names one data file: its paths need not be read
+            raw = RawFile(delete_file.file_path, mapping=_POSITION_MAPPING, needed_ids={DELETE_POS_ID},
+                           file_format=delete_file.file_format, io=self.io)
+            positions = raw.column_by_id(DELETE_POS_ID)
+            if positions is not None:
+                return {normalize_path(single): positions.cast(pa.int64())}
         rows = read_position_delete_rows(delete_file, io=self.io)
-        table = pa.table({"file_path": rows.column(DELETE_FILE_PATH), "pos": rows.column(DELETE_POS)})
+        paths = rows.column(DELETE_FILE_PATH)
+        if len(paths) and not paths.null_count and (first := paths[0].as_py()) == paths[-1].as_py() \
+                and pc.all(pc.equal(paths, first)).as_py():  # the common case: one data file's deletes
+            return {normalize_path(first): rows.column(DELETE_POS).combine_chunks()}
+        table = pa.table({"file_path": paths, "pos": rows.column(DELETE_POS)})
         grouped = table.group_by("file_path", use_threads=False).aggregate([("pos", "list")])
         lists = grouped.column("pos_list").combine_chunks()
         out: dict[str, pa.Array] = {}
@@ -178,6 +205,22 @@ class DeleteLoader:
         return keys
 
 
+def _only_data_file(delete_file: DataFile) -> str | None:
+    """The one data file a position delete file names: its ``referenced_data_file``, else its ``file_path`` bounds
+    when they are equal (as Java's ``ContentFileUtil.referencedDataFile`` judges); None when they differ or are
+    missing."""
+    if delete_file.referenced_data_file is not None:
+        return delete_file.referenced_data_file
+    lower = dict(delete_file.lower_bounds or ()).get(DELETE_FILE_PATH_ID)
+    upper = dict(delete_file.upper_bounds or ()).get(DELETE_FILE_PATH_ID)
+    if lower is None or lower != upper:
+        return None
+    try:
+        return lower.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 _POSITION_MAPPING = [{"field-id": DELETE_FILE_PATH_ID, "names": [DELETE_FILE_PATH]},
                      {"field-id": DELETE_POS_ID, "names": [DELETE_POS]}]
 
@@ -204,7 +247,6 @@ def deleted_rows(raw: RawFile, data_file: DataFile, deletes: Iterable[DataFile],
                  ) -> pa.Array | None:
     """A mask of the data file's rows its delete files delete (None when none is deleted)."""
     n = raw.num_rows
-    rows = raw.positions
     mask: pa.Array | None = None
 
     def add(m: pa.Array) -> None:
@@ -214,7 +256,7 @@ def deleted_rows(raw: RawFile, data_file: DataFile, deletes: Iterable[DataFile],
     positions = [p for d in deletes if d.content == DataFileContent.POSITION_DELETES
                  if (p := loader.positions(d, data_file.file_path)) is not None]
     if positions:
-        add(pc.is_in(rows, value_set=pa.concat_arrays([p.cast(pa.int64()) for p in positions])))
+        add(position_mask(raw, pa.concat_arrays([p.cast(pa.int64()) for p in positions])))
     for d in deletes:
         if d.content != DataFileContent.EQUALITY_DELETES:
             continue
@@ -225,8 +267,22 @@ def deleted_rows(raw: RawFile, data_file: DataFile, deletes: Iterable[DataFile],
         for fid, x in zip(d.equality_ids or (), deleted):
             col = raw.column_by_id(fid)
             data.append(pa.nulls(n, type=x.type) if col is None else cast_column(col, x.type, str(fid), raw.path))
-        add(_equal_rows(data, deleted, rows))
+        add(_equal_rows(data, deleted, raw.positions))
     return mask
+
+
+def position_mask(raw: RawFile, deleted: pa.Array) -> pa.Array:
+    """A mask of the rows of ``raw`` at the ``deleted`` positions (int64; any order, repeats and positions past the
+    end allowed). When the rows are the whole file, the positions are scattered into a mask of its length (no hash
+    of every row); otherwise the rows read are looked up among them."""
+    n = raw.num_rows
+    if not raw.all_rows or not hasattr(pc, "scatter"):  # pc.scatter: pyarrow 19 and newer
+        return pc.is_in(raw.positions, value_set=deleted)
+    inside = deleted.filter(pc.and_(pc.greater_equal(deleted, 0), pc.less(deleted, n))) if len(deleted) else deleted
+    if not len(inside):
+        return pa.repeat(pa.scalar(False), n)
+    scattered = pc.scatter(pa.repeat(pa.scalar(True), len(inside)), inside, max_index=n - 1)
+    return pc.fill_null(scattered, False)
 
 
 # -- the public reader -----------------------------------------------------------------------------------------
@@ -297,7 +353,7 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
 
         def keep_rows(raw: RawFile) -> pa.Array:
             selected = evaluate_arrow(filtered, project(raw.table, raw.schema, raw.num_rows, schema,
-                                                        data_file.file_path))
+                                                        data_file.file_path, keep_dictionaries=True))
             deleted = deleted_rows(raw, data_file, deletes, loader) if deletes else None
             return selected if deleted is None else pc.and_(selected, pc.invert(deleted))
 

@@ -263,3 +263,36 @@ def test_many_deletes_vectorised(catalog):
                write_equality_deletes(t.state, pa.table({"id": list(range(1, n, 4)), "category": ["a"] * (n // 4)}),
                                       equality_ids=[1, 2], spec_id=0, partition=())])
     assert ids(t) == list(range(3, n, 4))
+
+
+def test_position_deletes_past_the_end_repeated_and_unordered(table):
+    """Positions past the end of the file delete nothing; repeated and unordered ones delete their rows once; the
+    same with a filter (its columns read first, the deletes applied with it)."""
+    a = data_task(table, ("a",))
+    commit(table, [write_position_deletes(table.state, {a.file_path: [4, 1, 1, 99, 5]}, spec_id=0,
+                                          partition=("a",))])
+    assert ids(table) == [0, 2, 3, 10, 11, 12, 13, 14]
+    assert ids(table, where="name != 'n2'") == [0, 3, 10, 11, 12, 13, 14]
+    assert table.scan().count() == 8
+
+
+def test_position_mask_over_all_rows_and_over_the_row_groups_read(tmp_path):
+    """The mask of deleted positions is the same whether the rows read are the whole file (scattered) or only
+    some row groups (looked up)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from engine.read.raw_file import RawFile
+    from engine.read.reader import position_mask
+
+    path = str(tmp_path / "f.parquet")
+    pq.write_table(pa.table({"x": pa.array(range(30), pa.int64())}), path, row_group_size=10)
+    deleted = pa.array([29, 3, 3, 12, 40, 0, 25], pa.int64())
+    whole = RawFile(path, mapping=[{"field-id": 1, "names": ["x"]}], needed_ids={1})
+    assert whole.all_rows
+    assert pc.indices_nonzero(position_mask(whole, deleted)).to_pylist() == [0, 3, 12, 25, 29]
+    some = RawFile(path, mapping=[{"field-id": 1, "names": ["x"]}], needed_ids={1}, row_groups=lambda md, s: [0, 2])
+    assert not some.all_rows and some.positions.to_pylist() == list(range(10)) + list(range(20, 30))
+    mask = position_mask(some, deleted)
+    assert some.positions.filter(mask).to_pylist() == [0, 3, 25, 29]
+    assert position_mask(whole, pa.array([], pa.int64())).to_pylist() == [False] * 30

@@ -605,6 +605,32 @@ def test_evaluate_arrow_encodings_and_temporal_types():
     assert selected("i < 100000", table) == [1, 2]
 
 
+@pytest.mark.parametrize("text", [
+    "s = 'apple'", "s != 'apple'", "s < 'b'", "s >= 'banana'", "s IN ('apple', 'cherry')", "s NOT IN ('apple')",
+    "s LIKE 'ap%'", "s NOT LIKE 'ap%'", "s IS NULL", "s IS NOT NULL", "NOT (s = 'apple')",
+    "s = 'apple' OR i = 2", "s = 'zzz'",
+])
+def test_evaluate_arrow_on_dictionaries_as_on_their_values(text):
+    """A dictionary-encoded string column (as a scan reads a filter's columns) selects the rows its values would:
+    per distinct value, spread by the indices; null indices, a null in the dictionary, chunks with dictionaries of
+    their own and an empty dictionary included."""
+    plain = ROWS.select(["id", "i", "s"])
+    expected = selected(text, plain)
+    values = plain.column("s").combine_chunks()
+    encodings = {
+        "one dictionary": pa.chunked_array([values.dictionary_encode()]),
+        "null in the dictionary": pa.chunked_array([pa.DictionaryArray.from_arrays(
+            pa.array([0, 1, 2, 3, 4, 5], pa.int32()), pa.array(["apple", "banana", None, "apricot", "", "cherry"]))]),
+        "two chunks": pa.chunked_array([values.slice(0, 3).dictionary_encode(), values.slice(3).dictionary_encode()]),
+    }
+    for name, encoded in encodings.items():
+        table = plain.set_column(2, "s", encoded)
+        assert selected(text, table) == expected, name
+    empty = pa.DictionaryArray.from_arrays(pa.array([None] * 6, pa.int32()), pa.array([], pa.string()))
+    nulls = plain.set_column(2, "s", pa.chunked_array([empty]))
+    assert selected(text, nulls) == selected(text, plain.set_column(2, "s", pa.nulls(6, pa.string())))
+
+
 def test_evaluate_arrow_errors():
     with pytest.raises(ValidationError, match="not bound"):
         evaluate_arrow(EqualTo("i", 1), ROWS)
