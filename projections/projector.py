@@ -32,6 +32,8 @@ from engine.model.data_file import (
     ManifestEntry,
     ManifestFile,
 )
+from engine.model.partitioning import PartitionSpec
+from engine.model.schema import Schema
 from engine.state.table_state import Snapshot, TableState
 from projections import layout
 from projections.manifest_reader import read_manifest
@@ -212,8 +214,8 @@ class Renderer:
         path = layout.manifest_file(state.location, snap.commit_id, snap.snapshot_id, ordinal)
         data = render_manifest(
             entries, format_version=state.format_version, content=content,
-            schema_json=json.dumps(schema.to_json(), separators=(",", ":")), schema_id=schema.schema_id,
-            spec_id=spec_id, spec_fields_json=json.dumps(spec.to_json()["fields"], separators=(",", ":")),
+            schema_json=_schema_json_text(schema), schema_id=schema.schema_id,
+            spec_id=spec_id, spec_fields_json=_spec_fields_json_text(spec),
             partition_fields=pfields, sync_marker=layout.sync_marker(path),
             snapshot_id_for_v1=snap.snapshot_id if state.format_version == 1 else None, codec=AVRO_CODEC)
         status_counts = {s: [0, 0] for s in EntryStatus}
@@ -385,6 +387,32 @@ class Renderer:
                 writes.append(w)
                 out.append(w.record)
         return writes, out
+
+
+_JSON_TEXTS: dict[int, tuple[object, str]] = {}
+
+
+def _json_text_of(obj: object, make: Callable[[], str]) -> str:
+    """``make()``, kept for this very object (by identity: equal schemas may still differ in their JSON, as a
+    default of 0.0 and one of -0.0 do); at most a few dozen are kept."""
+    kept = _JSON_TEXTS.get(id(obj))
+    if kept is not None and kept[0] is obj:
+        return kept[1]
+    if len(_JSON_TEXTS) >= 64:
+        _JSON_TEXTS.clear()
+    text = make()
+    _JSON_TEXTS[id(obj)] = (obj, text)
+    return text
+
+
+def _schema_json_text(schema: Schema) -> str:
+    """A schema's JSON as a manifest's ``schema`` metadata holds it (the same schema is written every commit)."""
+    return _json_text_of(schema, lambda: json.dumps(schema.to_json(), separators=(",", ":")))
+
+
+def _spec_fields_json_text(spec: PartitionSpec) -> str:
+    """A spec's fields as JSON, as a manifest's ``partition-spec`` metadata holds them."""
+    return _json_text_of(spec, lambda: json.dumps(spec.to_json()["fields"], separators=(",", ":")))
 
 
 def _first_row_id(state: TableState, content: ManifestContent, entries: Sequence[ManifestEntry]) -> int | None:

@@ -430,8 +430,16 @@ def nan_counts(table: pa.Table, schema: Schema) -> dict[int, int]:
             out[fid] = int(pc.sum(pc.is_nan(arr)).as_py() or 0)
 
     for f in schema.columns:
-        visit(table.column(f.name).combine_chunks(), f.field_type, f.field_id)
+        if _holds_floats(f.field_type):  # (no column is combined only to find it has no float in it)
+            visit(table.column(f.name).combine_chunks(), f.field_type, f.field_id)
     return out
+
+
+def _holds_floats(t: T.IcebergType) -> bool:
+    """Whether a float or double field is ``t`` or inside its structs (not inside lists or maps)."""
+    if isinstance(t, T.StructType):
+        return any(_holds_floats(f.field_type) for f in t.fields)
+    return isinstance(t, (T.FloatType, T.DoubleType))
 
 
 def iter_row_chunks(table: pa.Table, target_bytes: int) -> Iterator[pa.Table]:

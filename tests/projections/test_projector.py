@@ -89,3 +89,21 @@ def test_publish_order_leaves_readers_on_a_complete_version(tmp_path):
         assert os.path.exists(m.manifest_path)
     assert t.publish() is None  # nothing new
     cat.close()
+
+
+def test_manifest_schema_text_follows_the_schema_object_not_its_equality() -> None:
+    """The schema JSON a manifest carries is kept per schema object: two schemas that compare equal but print
+    differently (a default of 0.0 against one of -0.0) each keep their own text."""
+    from engine.model.schema import Schema
+    from engine.model.types import DoubleType, NestedField
+    from projections.projector import _schema_json_text
+
+    def schema(default: float) -> Schema:
+        return Schema((NestedField(field_id=1, name="x", field_type=DoubleType(), initial_default=default),),
+                      schema_id=0)
+
+    positive, negative = schema(0.0), schema(-0.0)
+    assert positive == negative
+    assert '"initial-default":0.0' in _schema_json_text(positive)
+    assert '"initial-default":-0.0' in _schema_json_text(negative)
+    assert _schema_json_text(positive) is _schema_json_text(positive)
