@@ -121,7 +121,8 @@ class TablePublisher:
             return False
         if not publishing:
             # most likely another writer's publish is running: wait for it rather than render the file to compare
-            with store.log.exclusive(f"publish {self.uuid}"):
+            # (the wait ends as soon as the pointer shows it published, without queueing for the lock)
+            with store.log.exclusive(f"publish {self.uuid}", until=self._published_through(version)):
                 if projector.published_version(self.uuid) >= version:
                     return True
         try:
@@ -168,7 +169,7 @@ class TablePublisher:
         store = self.store
         for attempt in (1, 2):
             try:
-                with store.log.exclusive(f"publish {self.uuid}"):
+                with store.log.exclusive(f"publish {self.uuid}", until=self._published_through(version)):
                     published = self.projector.published_version(self.uuid)
                     if version is not None and published >= version:
                         return None
@@ -178,6 +179,14 @@ class TablePublisher:
                 if attempt == 2:  # a log server that went away under the derived rows: publishing again is safe
                     raise
         return None
+
+    def _published_through(self, version: int | None) -> Callable[[], bool] | None:
+        """Whether ``version`` is published yet, as a question a waiter for the publish lock asks: a writer whose
+        commit another's publish covers leaves as soon as it shows, instead of queueing for the lock for nothing."""
+        if version is None:
+            return None
+        target = version
+        return lambda: self.projector.published_version(self.uuid) >= target
 
     def _publish_after(self, published: int, head: int, *, check_foreign: bool,
                        progress: Callable[[int, int], None] | None = None) -> str | None:

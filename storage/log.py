@@ -281,17 +281,21 @@ class Log:
             self._borrowed = None
             self._sharing = False
 
-    def exclusive(self, key: str, timeout_s: float | None = None) -> contextlib.AbstractContextManager[bool]:
+    def exclusive(self, key: str, timeout_s: float | None = None, until: Callable[[], bool] | None = None
+                  ) -> contextlib.AbstractContextManager[bool]:
         """Hold the lock named ``key`` among every user of this log file, in this process and in others, around
         work that is wasted when two do it at once (publishing one table's files). Yields whether it was taken
         within ``timeout_s`` (default: the busy timeout); the work behind it must be safe without it too.
 
         ::
 
-            with log.exclusive("publish t1"):
+            with log.exclusive("publish t1", until=lambda: published() >= 7) as taken:
                 ...
+
+        :param until: asked now and then while the lock is busy; once true, the wait ends untaken (the holder has
+            done the work this waiter wanted), so waiters do not file through the lock one by one for nothing
         """
-        return self._write_lock.named(key, self._busy_timeout_s if timeout_s is None else timeout_s)
+        return self._write_lock.named(key, self._busy_timeout_s if timeout_s is None else timeout_s, until)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -362,9 +362,11 @@ class PostgresLog:
             return work()
 
     @contextlib.contextmanager
-    def exclusive(self, key: str, timeout_s: float | None = None) -> Iterator[bool]:
+    def exclusive(self, key: str, timeout_s: float | None = None, until: Callable[[], bool] | None = None
+                  ) -> Iterator[bool]:
         """Hold the lock named ``key`` among every user of this log, on any host (a session advisory lock); yields
-        whether it was taken within ``timeout_s`` (default: the busy timeout). See :meth:`storage.log.Log.exclusive`.
+        whether it was taken within ``timeout_s`` (default: the busy timeout), or False as soon as ``until()`` is
+        true while it is busy. See :meth:`storage.log.Log.exclusive`.
         """
         lock = _lock_key(key)
         deadline = time.monotonic() + (self._busy_timeout_s if timeout_s is None else timeout_s)
@@ -380,7 +382,7 @@ class PostgresLog:
                     raise LogBusy(f"Cannot take the lock {key!r}: the connection to {self.path} broke "
                                   f"({str(e).strip()})") from e
                 taken = False  # the connection broke: the next round takes a new one
-            if taken or time.monotonic() >= deadline:
+            if taken or time.monotonic() >= deadline or (until is not None and until()):
                 break
             time.sleep(delay)
             delay = min(delay * 2, 0.02)

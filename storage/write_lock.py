@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+#: how often a waiter for a named lock asks its ``until`` question (a query, dearer than a try of the lock)
+UNTIL_EVERY_S = 0.004
+
 
 class WriterLock:
     """The lock this process's writers of one log file take before SQLite's: a thread lock, and, for the thread
@@ -89,13 +92,17 @@ class WriterLock:
             self.thread_lock.release()
 
     @contextlib.contextmanager
-    def named(self, key: str, timeout_s: float) -> Iterator[bool]:
+    def named(self, key: str, timeout_s: float, until: Callable[[], bool] | None = None) -> Iterator[bool]:
         """Hold the lock named ``key``: a thread lock of this process, and a POSIX record lock on one byte of the
-        lock file (chosen by the key's hash) shared by every process. Yields whether it was taken in time."""
+        lock file (chosen by the key's hash) shared by every process. Yields whether it was taken in time.
+
+        :param until: asked between tries while the lock is busy: once it answers true the wait ends, untaken (what
+            the lock was wanted for has been done by its holder)
+        """
         with self._guard:
             thread_lock = self._named.setdefault(key, threading.Lock())
         deadline = time.monotonic() + timeout_s
-        if not thread_lock.acquire(timeout=timeout_s):
+        if not _acquire_thread_lock(thread_lock, deadline, until):
             yield False
             return
         try:
@@ -103,13 +110,19 @@ class WriterLock:
             offset = 1 + int.from_bytes(hashlib.sha256(key.encode()).digest()[:5], "big")
             taken = fd is None
             delay = 0.00005
+            ask_at = time.monotonic() + UNTIL_EVERY_S
             while not taken:
                 try:
                     fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
                     taken = True
                 except OSError:
-                    if time.monotonic() >= deadline:
+                    now = time.monotonic()
+                    if now >= deadline:
                         break
+                    if until is not None and now >= ask_at:
+                        if until():
+                            break
+                        ask_at = now + UNTIL_EVERY_S
                     time.sleep(delay)
                     delay = min(delay * 2, 0.001)
             try:
@@ -134,6 +147,18 @@ class WriterLock:
             except OSError:
                 return None
         return self._fd
+
+
+def _acquire_thread_lock(lock: threading.Lock, deadline: float, until: Callable[[], bool] | None) -> bool:
+    """Take a thread lock by ``deadline``, giving up early once ``until()`` is true (asked every
+    :data:`UNTIL_EVERY_S` while the lock is held elsewhere)."""
+    if until is None:
+        return lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+    while True:
+        if lock.acquire(timeout=min(UNTIL_EVERY_S, max(0.0, deadline - time.monotonic()))):
+            return True
+        if time.monotonic() >= deadline or until():
+            return False
 
 
 class GroupedWork:

@@ -128,8 +128,12 @@ class StateStore:
         boundary = state.version // CHECKPOINT_EVERY * CHECKPOINT_EVERY
         if boundary == 0 or self.log.checkpoint_version_at_or_before(state.table_uuid, state.version) >= boundary:
             return  # another handle (or process) folding the same commits wrote it already
-        blob = zlib.compress(json.dumps(state_to_json(state), separators=(",", ":")).encode("utf-8"))
-        self.log.put_checkpoint(state.table_uuid, state.version, blob)
+        # writers of one table cross a boundary together: one of them writes the checkpoint, the others go on
+        with self.log.exclusive(f"checkpoint {state.table_uuid}", timeout_s=0) as taken:
+            if not taken or self.log.checkpoint_version_at_or_before(state.table_uuid, state.version) >= boundary:
+                return
+            blob = zlib.compress(json.dumps(state_to_json(state), separators=(",", ":")).encode("utf-8"))
+            self.log.put_checkpoint(state.table_uuid, state.version, blob)
 
     def commits_between(self, table_uuid: str, after_version: int, up_to_version: int) -> list[TableState]:
         """States at every commit boundary in ``(after_version, up_to_version]``, oldest first (the base state

@@ -59,3 +59,23 @@ def test_handles_folding_the_same_commits_write_each_checkpoint_once(tmp_path):
         assert reader.load_table("db.t").state == t.state
         assert written == []  # the writer's fold crossed the boundary first and stored it
         assert writer.log.checkpoint_version_at_or_before(t.uuid, t.state.version) == CHECKPOINT_EVERY
+
+
+def test_a_checkpoint_another_handle_is_writing_is_not_computed_again(tmp_path):
+    """Writers of one table cross a checkpoint boundary together: while one holds the table's checkpoint lock (it
+    is writing it), another folding the same commits goes on without computing it; once free, it writes it."""
+    warehouse = tmp_path / "wh"
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    with Catalog.open(warehouse, project=False) as writer, Catalog.open(warehouse, project=False) as other:
+        writer.create_namespace("db")
+        t = writer.create_table("db.t", schema=rows.schema)
+        writer.log.put_checkpoint = lambda *args: None  # this writer leaves the checkpoint to others
+        for _ in range(CHECKPOINT_EVERY + 5):
+            t.append(rows)
+        with writer.log.exclusive(f"checkpoint {t.uuid}") as held:
+            assert held
+            assert other.load_table("db.t").state == t.state
+            assert other.log.checkpoint_version_at_or_before(t.uuid, t.state.version) == 0
+        other.store.forget_cached()
+        assert other.load_table("db.t").state == t.state
+        assert other.log.checkpoint_version_at_or_before(t.uuid, t.state.version) >= CHECKPOINT_EVERY

@@ -682,6 +682,10 @@ def test_a_named_lock_excludes_other_processes_for_its_key_only(log_path, monkey
         with Log.open(log_path) as log:
             with log.exclusive("publish t1", timeout_s=0.05) as taken:
                 assert not taken
+            started = time.monotonic()
+            with log.exclusive("publish t1", timeout_s=30, until=lambda: True) as taken:
+                assert not taken  # the question answered: no waiting the timeout out behind the other process
+            assert time.monotonic() - started < 5
             with log.exclusive("publish t2", timeout_s=0.05) as taken:
                 assert taken
             assert log.commit("c1", (write("s", 0),), time_ms=1).positions == (1,)  # commits never wait on it

@@ -310,6 +310,32 @@ def test_a_named_lock_excludes_other_handles_for_its_key_only(target: str) -> No
             assert again
 
 
+def test_a_waiter_for_a_named_lock_leaves_untaken_once_its_question_is_answered(target: str) -> None:
+    """``until``: a writer waiting for a busy lock leaves as soon as the holder has done what it wanted (its
+    commit published), long before its timeout; without an answer it waits the timeout out."""
+    import time
+
+    with _open(target) as one, _open(target) as other, _open(target) as third:
+        with one.exclusive("publish t1") as taken:
+            assert taken
+            asked: list[float] = []
+            started = time.monotonic()
+
+            def done() -> bool:
+                asked.append(time.monotonic())
+                return len(asked) >= 2
+
+            with other.exclusive("publish t1", timeout_s=30, until=done) as second:
+                assert not second
+            assert len(asked) == 2 and time.monotonic() - started < 5
+            started = time.monotonic()
+            with third.exclusive("publish t1", timeout_s=0.2, until=lambda: False) as fourth:
+                assert not fourth
+            assert time.monotonic() - started >= 0.2
+        with other.exclusive("publish t1", timeout_s=1, until=lambda: True) as free:
+            assert free  # a free lock is taken: the question is only asked while it is busy
+
+
 # --- copying a log across backends ---------------------------------------------------------------------------------
 
 def test_a_log_copied_to_the_other_backend_and_back_has_the_same_hash_chain_head(tmp_path: Path,
