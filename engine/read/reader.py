@@ -399,7 +399,20 @@ def _filter_columns_first(data_file: DataFile, schema: Schema, row_filter: Boole
             first |= set(d.equality_ids or ())
     if not first or all(subtree_ids(f) & first for f in schema_to_arrow(schema)):
         return None  # the filter reads every column the scan returns: nothing to read later
+    if all(_fixed_width(f.type) for f in schema_to_arrow(schema) if not subtree_ids(f) & first):
+        # pyarrow decodes whole columns either way: a second pass over the file for columns that are cheap to
+        # filter costs more than it saves; read them with the filter's (its strings still as dictionaries)
+        return first | needed
     return first
+
+
+def _fixed_width(t: pa.DataType) -> bool:
+    """Whether a column's values have one width (numbers, dates, times, fixed binary): filtering them costs a
+    copy, unlike strings, lists and structs, which a late read materializes only for the rows kept."""
+    try:
+        return t.bit_width > 0
+    except ValueError:
+        return False
 
 
 def read_position_delete_rows(delete_file: DataFile, *, io: FileIO = LOCAL_FILES) -> pa.Table:

@@ -69,3 +69,33 @@ def test_a_filter_reads_its_own_columns_first_and_the_rest_only_for_the_rows_it_
         for text, keep in (("cat = 'b'", lambda r: r["cat"] == "b"), ("payload = 'q'", lambda r: r["payload"] == "q")):
             assert sorted(t.scan(text).to_arrow().to_pylist(), key=lambda r: r["id"]) == sorted(
                 filter(keep, full), key=lambda r: r["id"])
+
+
+def test_a_filter_whose_other_columns_are_fixed_width_reads_the_file_once(tmp_path, monkeypatch) -> None:
+    """Numbers cost no more to filter than to read again: with only fixed-width columns besides the filter's, a
+    file is read in one pass (the filter's strings still as dictionaries), with the same rows as a full read."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64()), ("cat", pa.string()),
+                                                      ("x", pa.float64()), ("day", pa.date32())]),
+                             properties={"write.delete.mode": "merge-on-read"})
+        t.append(pa.table({"id": pa.array(range(100), pa.int64()), "cat": ["a", "b", None, "c"] * 25,
+                           "x": [i / 100 for i in range(100)],
+                           "day": pa.array([i % 7 for i in range(100)], pa.int32()).cast(pa.date32())}))
+        t.delete("id in (0, 4, 97)")
+        reads: list[list[str]] = []
+        original = pq.ParquetFile.read
+
+        def spy(self, columns=None, **kwargs):
+            reads.append(sorted(columns or []))
+            return original(self, columns=columns, **kwargs)
+
+        monkeypatch.setattr(pq.ParquetFile, "read", spy)
+        got = t.scan("cat = 'a' and x < 0.5").to_arrow()
+        assert [r for r in reads if "cat" in r] == [["cat", "day", "id", "x"]]
+        assert got.schema.field("cat").type == pa.string()
+        monkeypatch.undo()
+        full = t.scan().to_arrow().to_pylist()
+        assert sorted(got.to_pylist(), key=lambda r: r["id"]) == [
+            r for r in sorted(full, key=lambda r: r["id"]) if r["cat"] == "a" and r["x"] < 0.5]
+        assert got.num_rows == 11  # ids 8, 12, ..., 48 (0 and 4 deleted)
