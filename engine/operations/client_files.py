@@ -85,8 +85,6 @@ def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | No
         list_path = snap["manifest-list"]
         check(list_path)
         manifests = tuple(read_manifest_list(read_file_bytes(io, list_path, "the client's manifest list"), list_path))
-        for m in manifests:
-            check(m.manifest_path)
         parent_id = snap.get("parent-snapshot-id")
         parent_manifests: dict[str, ManifestFile] | None = None
         if base is not None and parent_id is not None:
@@ -98,6 +96,9 @@ def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | No
                                                                                        published)}
                 except (LogError, CorruptFileError):
                     parent_manifests = None  # not published: read every manifest of the client's list
+        for m in manifests:  # the parent's manifests are the table's already: only the others are checked
+            if parent_manifests is None or m.manifest_path not in parent_manifests:
+                check(m.manifest_path)
         listed = {m.manifest_path for m in manifests}
         entries = {m.manifest_path: _entries(io, m, "the client's manifest") for m in manifests
                    if parent_manifests is None or m.manifest_path not in parent_manifests}

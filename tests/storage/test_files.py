@@ -17,6 +17,9 @@ def test_write_bytes_creates_parents_and_replaces_atomically(io, tmp_path):
     assert target.read_bytes() == b"22"
     assert io.read_bytes(target) == b"22"
     assert os.listdir(target.parent) == ["version-hint.text"]  # no temporary file left behind
+    for data in (b"4", b"", b"x" * 70_000, b"5"):  # blocks allocated ahead for exactly what is written
+        io.write_bytes(str(target), data)
+        assert target.read_bytes() == data and os.path.getsize(target) == len(data)
 
 
 def test_write_new_refuses_to_replace_and_leaves_the_file_untouched(io, tmp_path):
