@@ -57,7 +57,7 @@ from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState, TableSta
 from engine.state.time_travel import Changes, HistoricalTable, LogEntry, table_as_of, table_changes, table_log
 from engine import written_files
 from engine.write.data_writer import partition_of_file, write_data_files
-from engine.write.file_columns import check_data_files, check_file_columns
+from engine.write.file_columns import check_data_files, check_file_columns, refuse_live_files
 from projections import layout
 from storage import FileError, LogError
 from storage.files import is_s3
@@ -172,22 +172,14 @@ class Table(TableStateReads):
         seen: set[str] = set()
         without_ids = False
         io = self.catalog.io
-
-        def live_paths(at: TableState) -> set[str]:
-            ref = at.ref(branch)
-            return {io.canonical(e.file.file_path)
-                    for e in self.catalog.store.live_entries(at, ref.snapshot_id)} if ref else set()
-
-        live = live_paths(state)
+        live = self._live_paths(state, branch)
         for p in paths:
             refuse_catalog_database(os.fspath(p), "append file")
             path = os.fspath(p) if is_s3(p) else io.fs_path(p)
             key = io.canonical(path)
             if key in seen:
                 raise ValidationError(f"Cannot append files: {path} is listed twice")
-            if key in live:
-                raise ValidationError(f"Cannot append files: {path} is already in table {'.'.join(self.identifier)} "
-                                      f"(branch {branch}); appending it again would count its rows twice")
+            refuse_live_files([path], live, io.canonical, ".".join(self.identifier), branch, "append files")
             seen.add(key)
             owned.check_external_file(path, "append file")
             try:
@@ -202,20 +194,25 @@ class Table(TableStateReads):
         mapping = None
         if without_ids and state.prop(NAME_MAPPING_PROPERTY) is None:
             mapping = name_mapping_json(state.schema)
+        return self._commit_append(files, name_mapping=mapping, branch=branch,
+                                   check=self._refuse_landed_since(state, files, branch, "append files"))
 
-        def refuse_landed_since(base: TableState) -> None:
-            """Inside the commit: refuse a file that a writer committing meanwhile made live (two writers
-            appending the same file at once: one of them lands it)."""
-            if base.version == state.version:
-                return
-            live_now = live_paths(base)
-            for f in files:
-                if io.canonical(f.file_path) in live_now:
-                    raise ValidationError(f"Cannot append files: {f.file_path} is already in table "
-                                          f"{'.'.join(self.identifier)} (branch {branch}), appended by a commit that "
-                                          f"landed meanwhile; appending it again would count its rows twice")
+    def _live_paths(self, at: TableState, branch: str) -> set[str]:
+        """The canonical paths of the data and delete files live in ``branch`` at ``at``."""
+        ref, io = at.ref(branch), self.catalog.io
+        return {io.canonical(e.file.file_path)
+                for e in self.catalog.store.live_entries(at, ref.snapshot_id)} if ref else set()
 
-        return self._commit_append(files, name_mapping=mapping, branch=branch, check=refuse_landed_since)
+    def _refuse_landed_since(self, state: TableState, files: Sequence[DataFile], branch: str, action: str
+                             ) -> Callable[[TableState], None]:
+        """The check an append of files written elsewhere runs inside its commit: a file that a writer
+        committing meanwhile made live is refused (two writers appending the same file at once: one lands it)."""
+        def check(base: TableState) -> None:
+            if base.version != state.version:
+                refuse_live_files([f.file_path for f in files], self._live_paths(base, branch),
+                                  self.catalog.io.canonical, ".".join(self.identifier), branch, action,
+                                  meanwhile=True)
+        return check
 
     def delete(self, where: str, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Delete the rows matching ``where``. Files the filter covers entirely (by their metrics) are dropped
@@ -299,10 +296,15 @@ class Table(TableStateReads):
 
         :param files: DataFile values of the table's current spec, under the table location
         :raises ValidationError: a file outside the table location, of another spec, with a partition tuple or
-            metrics that do not fit the table's spec and schema, or listed twice; nothing is committed
+            metrics that do not fit the table's spec and schema, listed twice, or already live in the branch (every
+            reader would count its rows twice); nothing is committed
         """
-        files = check_data_files(self.state, files, self.catalog.ownership(self.uuid), "append")
-        return self._commit_append(files, branch=branch)
+        state = self.state
+        files = check_data_files(state, files, self.catalog.ownership(self.uuid), "append")
+        refuse_live_files([f.file_path for f in files], self._live_paths(state, branch), self.catalog.io.canonical,
+                          ".".join(self.identifier), branch, "append")
+        return self._commit_append(files, branch=branch,
+                                   check=self._refuse_landed_since(state, files, branch, "append"))
 
     def overwrite_data_files(self, files: Sequence[DataFile], where: str | None = None, *,
                              branch: str = MAIN_BRANCH) -> Snapshot | None:

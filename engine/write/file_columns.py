@@ -20,7 +20,7 @@ Usage::
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import attrs
 
@@ -210,9 +210,10 @@ def check_data_files(state: TableState, files: Sequence[DataFile], owned: Owners
     for f in files:
         if not isinstance(f, DataFile) or f.content != DataFileContent.DATA:
             raise ValidationError(f"Cannot {action}: expected data files (DataFile), got {f!r:.80}")
-        if f.file_path in seen:
+        key = owned.normalize(f.file_path)  # one spelling per file: file://, a relative path, a symlinked folder
+        if key in seen:
             raise ValidationError(f"Cannot {action}: {f.file_path} is listed twice")
-        seen.add(f.file_path)
+        seen.add(key)
         owned.check_new_file(f.file_path, action)
         if f.spec_id != spec.spec_id:
             raise ValidationError(f"Cannot {action}: {f.file_path} is written for spec {f.spec_id}, the "
@@ -233,3 +234,18 @@ def check_data_files(state: TableState, files: Sequence[DataFile], owned: Owners
             raise ValidationError(f"Cannot {action}: {f.file_path} has a negative record count or size")
         out.append(attrs.evolve(f, partition=partition) if partition != f.partition else f)
     return out
+
+
+def refuse_live_files(paths: Sequence[str], live: Collection[str], canonical: Callable[[str], str], table: str,
+                      branch: str, action: str, *, meanwhile: bool = False) -> None:
+    """Refuse files already live in a branch (``live``: their canonical paths): appending one again would make every
+    reader count its rows twice.
+
+    :param meanwhile: the check runs inside the commit (the file was made live by a commit that landed meanwhile)
+    :raises ValidationError: naming the first such file
+    """
+    for path in paths:
+        if canonical(path) in live:
+            how = ", appended by a commit that landed meanwhile" if meanwhile else ""
+            raise ValidationError(f"Cannot {action}: {path} is already in table {table} (branch {branch}){how}; "
+                                  f"appending it again would count its rows twice")

@@ -75,6 +75,7 @@ def test_bad_written_files_commit_nothing(table, tmp_path):
         "bad partition value": [attrs.evolve(good[0], partition=(12,))],
         "not in schema": [attrs.evolve(good[0], value_counts=((99, 3),))],
         "listed twice": good + good,
+        "is listed twice": good + [attrs.evolve(good[0], file_path=f"file://{good[0].file_path}")],  # another spelling
     }
     for message, files in cases.items():
         with pytest.raises(ValidationError, match=message):
@@ -82,6 +83,32 @@ def test_bad_written_files_commit_nothing(table, tmp_path):
     with pytest.raises(ValidationError, match="may not match"):
         table.overwrite_data_files(good, where="category = 'b'")
     assert table.state.version == version and table.snapshots() == []
+
+
+def test_a_written_file_already_live_is_refused_before_and_inside_the_commit(table):
+    """append_data_files refuses a file the branch already holds, as append_files does (every reader would count
+    its rows twice), also when a writer committing meanwhile landed it; nothing is committed."""
+    files = written(table, rows(range(3), "a"))
+    table.append_data_files(files)
+    version = table.state.version
+    with pytest.raises(ValidationError, match="already in table db.t .branch main.; appending it again"):
+        table.append_data_files([attrs.evolve(files[0], file_path=f"file://{files[0].file_path}")])
+    assert table.state.version == version
+    # two handles appending the same files: the second checked before the first landed them
+    with Catalog.open(table.catalog.log.path.parent) as catalog:
+        other = catalog.load_table("db.t")
+        more = written(table, rows(range(10, 12), "b"))
+        commit = other._commit_append
+
+        def commit_after_the_first_lands(*args, **kwargs):
+            table.append_data_files(more)
+            return commit(*args, **kwargs)
+
+        other._commit_append = commit_after_the_first_lands
+        with pytest.raises(ValidationError, match="appended by a commit that landed meanwhile"):
+            other.append_data_files(more)
+    assert ids_of(table) == [0, 1, 2, 10, 11]
+    assert table.catalog.verify("db.t") == []
 
 
 def test_files_of_a_staged_job_folder_are_orphans_until_committed(table):
