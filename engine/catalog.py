@@ -405,8 +405,13 @@ class Catalog:
         :param delete_external_files: with ``purge``, also delete files the table referenced outside its location
             (``append_files`` in place, data of a table registered elsewhere), unless another table's location
             holds them
+        :raises ValidationError: ``delete_external_files`` without ``purge`` (nothing is dropped: a drop that keeps
+            the files cannot delete some of them)
         """
         ns, name = parse_identifier(identifier)
+        if delete_external_files and not purge:
+            raise ValidationError(f"Cannot drop table {'.'.join(ns + (name,))}: delete_external_files deletes files "
+                                  f"only along with a purge (purge=True); nothing was dropped")
         found: list[TableEntry] = []
 
         def build(ctx: CommitContext) -> list:

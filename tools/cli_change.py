@@ -85,10 +85,14 @@ def cmd_drop_table(args: argparse.Namespace) -> None:
 
     from tools.change_report import describe_change
 
+    from engine.errors import ValidationError
+
+    if args.delete_external_files and not args.purge:
+        raise ValidationError(f"Cannot drop table {args.table}: --delete-external-files deletes files only with "
+                              f"--purge; nothing was dropped")
     with open_catalog(args) as cat:
         before = named_table(args, cat).state
-        deleted = cat.drop_table(args.table, purge=args.purge or args.delete_external_files,
-                                 delete_external_files=args.delete_external_files)
+        deleted = cat.drop_table(args.table, purge=args.purge, delete_external_files=args.delete_external_files)
         report = describe_change(args.command, args.table, before, None, files_deleted=len(deleted or ()))
         if deleted:
             report = attrs.evolve(report, line=f"{report.line}; deleted {len(deleted)} file(s)")

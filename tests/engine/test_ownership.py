@@ -356,6 +356,12 @@ def test_cli_purge_and_expire_leave_external_files_unless_asked(cat, site, capsy
     assert external.exists() and (Path(table.location) / "stray.txt").exists()
     again = cat.create_table("db.u", SCHEMA)
     again.append_files([str(external)])
+    # asking to delete external files without a purge is refused: nothing is dropped, nothing deleted
+    assert cli(["--warehouse", wh, "drop-table", "db.u", "--delete-external-files"]) != 0
+    assert "only with --purge" in capsys.readouterr().err
+    with pytest.raises(ValidationError, match="only along with a purge"):
+        cat.drop_table("db.u", delete_external_files=True)
+    assert external.exists() and cat.load_table("db.u").scan().count() == 1
     assert cli(["--warehouse", wh, "drop-table", "db.u", "--purge", "--delete-external-files"]) == 0
     assert not external.exists()
     assert (site / "sentinel.txt").exists() and (site / "full" / "mine.txt").exists()
