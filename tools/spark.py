@@ -310,13 +310,15 @@ class RestServer:
     """
 
     def __init__(self, warehouse: str, host: str, port: int, token: str,
-                 process: subprocess.Popen[bytes] | None = None, log_path: str | None = None) -> None:
+                 process: subprocess.Popen[bytes] | None = None) -> None:
         self.warehouse = warehouse
         self.host = host
         self.port = port
         self.token = token
         self.process = process
-        self.log_path = log_path
+        #: the output file of a server started by :meth:`ensure`, which made it (and deletes it): never a path
+        #: given from outside
+        self.log_path: str | None = None
 
     @property
     def url(self) -> str:
@@ -364,7 +366,8 @@ class RestServer:
         process = subprocess.Popen(argv, cwd=SOURCE_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT)
         log.close()
-        server = cls(folder, host, port, token, process, log.name)
+        server = cls(folder, host, port, token, process)
+        server.log_path = log.name
         atexit.register(server.stop)
         deadline = time.monotonic() + timeout_s
         while True:

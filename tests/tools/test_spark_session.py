@@ -91,3 +91,26 @@ def test_a_running_server_is_reused_and_a_foreign_one_refused(tmp_path):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_stopping_a_server_handle_deletes_only_the_output_file_ensure_made(tmp_path):
+    """A handle cannot be given a file to delete (its output file is one ensure() made); a handle of the caller's
+    process leaves every file alone when stopped, and ensure() removes its own output file."""
+    import subprocess
+    import tempfile
+
+    mine = tmp_path / "my-notes.log"
+    mine.write_text("keep me")
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    port = free_port("127.0.0.1")
+    with pytest.raises(TypeError):
+        RestServer(str(tmp_path), "127.0.0.1", port, "t", process, str(mine))  # type: ignore[call-arg]
+    handle = RestServer(str(tmp_path), "127.0.0.1", port, "t", process)
+    assert handle.log_path is None
+    handle.stop()
+    assert process.poll() is not None and mine.read_text() == "keep me"
+    before = set(Path(tempfile.gettempdir()).glob("icelog-serve-*.log"))
+    failing = [sys.executable, "-c", "import sys; print('bye'); sys.exit(3)"]
+    with pytest.raises(SparkSetupError, match="bye"):
+        RestServer.ensure(tmp_path, timeout_s=30.0, command=failing)
+    assert set(Path(tempfile.gettempdir()).glob("icelog-serve-*.log")) == before
