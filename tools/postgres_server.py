@@ -18,10 +18,11 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from tools.ports import free_port
 
 #: the role and database the server is made with (trust authentication on the loopback interface only)
 USER = "icelog"
@@ -42,12 +43,6 @@ def server_bin_dir() -> str:
             return folder
     raise PostgresNotFound("Cannot start PostgreSQL: initdb and pg_ctl are not installed "
                            "(Debian: apt-get install postgresql; tools/run does it)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LocalPostgres:

@@ -345,7 +345,7 @@ def running_server(warehouse: str | os.PathLike, token: str | None = None, *, ho
     import uvicorn
 
     token = token or secrets.token_urlsafe(24)
-    from tools.spark import free_port
+    from tools.ports import free_port
 
     port = port or free_port(host)
     server = uvicorn.Server(uvicorn.Config(app(warehouse, token, max_body_bytes=max_body_bytes,

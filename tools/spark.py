@@ -33,7 +33,6 @@ import contextlib
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tools.ports import free_port
 from tools.spark_jars import SparkSetupError, iceberg_runtime_jar, java_home, s3a_jars
 
 if TYPE_CHECKING:
@@ -271,13 +271,6 @@ def _python_path() -> str:
 
 
 # ---------------------------------------------------------------- the REST catalog server of a session
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that nothing listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def rest_config_status(url: str, token: str, timeout_s: float = 2.0) -> int | None:

@@ -149,7 +149,7 @@ def test_two_icelog_serve_processes_take_appends_at_once_and_each_lands_once(pos
 
     from pyiceberg.catalog.rest import RestCatalog
 
-    from tools.postgres_server import free_port
+    from tools.ports import free_port
 
     warehouse = str(tmp_path / "lake")
     with Catalog.open(postgres_url, warehouse=warehouse) as cat:

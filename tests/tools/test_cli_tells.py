@@ -13,7 +13,7 @@ import pyarrow as pa
 import requests
 
 from engine import Catalog
-from tools.postgres_server import free_port
+from tools.ports import free_port
 
 ROOT = str(Path(__file__).resolve().parents[2])
 ICELOG = [sys.executable, "-m", "tools.cli"]

@@ -8,7 +8,6 @@ and deeply nested JSON. After each, the log's head is what it was.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import requests
 
 from engine import Catalog
 from tools.rest_requests import DEFAULT_MAX_BODY_BYTES, MAX_JSON_DEPTH
+from tools.ports import free_port
 from tools.rest_server import running_server
 
 TOKEN = "s3cret-token"
@@ -304,14 +304,8 @@ def test_the_limit_is_configurable(tmp_path: Path) -> None:
             pass
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_cli_serve_max_body_bytes(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "--warehouse", str(tmp_path / "wh"), "serve",
                              "--port", str(port), "--token", TOKEN, "--max-body-bytes", "300"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -343,7 +343,7 @@ def test_cli_serve_answers_config_with_the_token(tmp_warehouse: Path) -> None:
     import sys
     import time
 
-    from tools.spark import free_port
+    from tools.ports import free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "--warehouse", str(tmp_warehouse), "serve",

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.spark import RestServer, free_port, rest_config_status
+from tools.ports import free_port
+from tools.spark import RestServer, rest_config_status
 from tools.spark_jars import JAR_ENV, JAR_NAME, SparkSetupError, iceberg_runtime_jar
 
 
