@@ -41,7 +41,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -213,17 +213,22 @@ def temp_folder(prefix: str) -> str:
     return folder
 
 
-def remove_when_stopped(spark: SparkSession, folder: str) -> None:
-    """Remove ``folder`` (made by :func:`temp_folder` for this session) right after ``spark.stop()``."""
+def after_stop(spark: SparkSession, cleanup: Callable[[], None]) -> None:
+    """Run ``cleanup`` right after ``spark.stop()`` (also when stopping fails); each runs after those added before it."""
     stop = spark.stop
 
-    def stop_and_remove() -> None:
+    def stop_then_clean_up() -> None:
         try:
             stop()
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            cleanup()
 
-    spark.stop = stop_and_remove  # type: ignore[method-assign]
+    spark.stop = stop_then_clean_up  # type: ignore[method-assign]
+
+
+def remove_when_stopped(spark: SparkSession, folder: str) -> None:
+    """Remove ``folder`` (made by :func:`temp_folder` for this session) right after ``spark.stop()``."""
+    after_stop(spark, lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 def _hadoop_catalog_conf(name: str, warehouse: str | os.PathLike[str]) -> dict[str, str]:
@@ -496,16 +501,12 @@ def session(warehouse: str | os.PathLike[str], *, host: str = "127.0.0.1", port:
         server.stop()
         raise
     _SERVERS[id(spark)] = server
-    stop = spark.stop
 
-    def stop_with_server() -> None:
-        try:
-            stop()
-        finally:
-            _SERVERS.pop(id(spark), None)
-            server.stop()
+    def stop_server() -> None:
+        _SERVERS.pop(id(spark), None)
+        server.stop()
 
-    spark.stop = stop_with_server  # type: ignore[method-assign]
+    after_stop(spark, stop_server)
     return spark
 
 

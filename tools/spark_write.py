@@ -31,6 +31,7 @@ from tools.spark import (
     ICEBERG_SPARK_CATALOG,
     REST_CATALOG,
     SOURCE_ROOT,
+    after_stop,
     hadoop_catalog,
     remove_when_stopped,
     temp_folder,
@@ -192,16 +193,12 @@ def ship_sources(spark: SparkSession) -> str:
                 out.write(path, path.relative_to(SOURCE_ROOT).as_posix())
     context.addPyFile(archive)
     _SHIPPED[key] = archive
-    stop = spark.stop
 
-    def stop_and_forget() -> None:
-        try:
-            stop()
-        finally:
-            _SHIPPED.pop(key, None)
-            shutil.rmtree(folder, ignore_errors=True)
+    def forget() -> None:
+        _SHIPPED.pop(key, None)
+        shutil.rmtree(folder, ignore_errors=True)
 
-    spark.stop = stop_and_forget  # type: ignore[method-assign]
+    after_stop(spark, forget)
     return archive
 
 
