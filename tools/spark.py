@@ -214,7 +214,8 @@ def temp_folder(prefix: str) -> str:
 
 
 def after_stop(spark: SparkSession, cleanup: Callable[[], None]) -> None:
-    """Run ``cleanup`` right after ``spark.stop()`` (also when stopping fails); each runs after those added before it."""
+    """Run ``cleanup`` right after ``spark.stop()`` (also when stopping fails); each runs after those added before
+    it."""
     stop = spark.stop
 
     def stop_then_clean_up() -> None:
