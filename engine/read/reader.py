@@ -278,7 +278,7 @@ def position_mask(raw: RawFile, deleted: pa.Array) -> pa.Array:
     n = raw.num_rows
     if not raw.all_rows or not hasattr(pc, "scatter"):  # pc.scatter: pyarrow 19 and newer
         return pc.is_in(raw.positions, value_set=deleted)
-    inside = deleted.filter(pc.and_(pc.greater_equal(deleted, 0), pc.less(deleted, n))) if len(deleted) else deleted
+    inside = deleted.filter(pc.and_(pc.greater_equal(deleted, 0), pc.less(deleted, n)))
     if not len(inside):
         return pa.repeat(pa.scalar(False), n)
     scattered = pc.scatter(pa.repeat(pa.scalar(True), len(inside)), inside, max_index=n - 1)
