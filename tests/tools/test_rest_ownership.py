@@ -326,3 +326,43 @@ def test_a_refused_v3_upgrade_commit_lands_nothing_and_writes_no_file(server, si
         victim = cat.load_table("db.victim")
         assert victim.state.format_version == 2 and len(victim.snapshots()) == 1
         assert cat.verify("db.victim") == []
+
+
+def test_a_client_list_carrying_its_parents_manifests_and_another_tables_is_refused(server, site):
+    """The server skips the ownership check only for the manifests the parent's published list holds (the table's
+    already): another table's manifest listed beside them is refused, nothing is committed and nothing is read."""
+    from projections.manifest_reader import read_manifest_list
+    from projections.manifests import render_manifest_list
+
+    with Catalog.open(site / "wh") as cat:
+        victim_list = Path(cat.load_table("db.victim").inspect.snapshots().column("manifest_list").to_pylist()[-1])
+        [victim_manifest] = read_manifest_list(victim_list.read_bytes(), str(victim_list))
+        thief = cat.create_table("db.thief3", pa.schema([("id", pa.int64())]))
+        thief.append(pa.table({"id": pa.array([7], pa.int64())}))
+        state = thief.state
+        location = Path(state.location)
+    parent_list = next(location.glob("metadata/snap-*.avro"))
+    parent = read_manifest_list(parent_list.read_bytes(), str(parent_list))
+    listing = location / "metadata" / "snap-5151-client.avro"
+    listing.write_bytes(render_manifest_list(list(parent) + [victim_manifest], format_version=2,
+                                             snapshot_id=5151,
+                                             parent_snapshot_id=state.current_snapshot.snapshot_id,
+                                             sequence_number=state.last_sequence_number + 1, sync_marker=b"2" * 16))
+    position = head(site / "wh")
+    before = files_under(site)
+    body = {"requirements": [], "updates": [
+        {"action": "add-snapshot", "snapshot": {
+            "snapshot-id": 5151, "parent-snapshot-id": state.current_snapshot.snapshot_id,
+            "sequence-number": state.last_sequence_number + 1, "timestamp-ms": int(time.time() * 1000),
+            "manifest-list": str(listing), "summary": {"operation": "append"}, "schema-id": 0}},
+        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 5151}]}
+    r = requests.post(f"{server}/v1/namespaces/db/tables/thief3", json=body, headers=AUTH)
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]["message"]
+    assert "belongs to db.victim" in message and victim_manifest.manifest_path in message  # refused as a manifest
+    assert head(site / "wh") == position
+    assert files_under(site) == before
+    with Catalog.open(site / "wh") as cat:
+        assert cat.load_table("db.thief3").current_snapshot().snapshot_id == state.current_snapshot.snapshot_id
+        assert sorted(cat.load_table("db.victim").scan().to_arrow().column("id").to_pylist()) == [1, 2, 3]
+        assert cat.verify("db.victim") == []
