@@ -465,6 +465,58 @@ def statistics_columns(schema: Schema) -> list[str]:
             if not isinstance(leaf.field_type, (T.UUIDType, T.VariantType, T.UnknownType))]
 
 
+#: how many leading rows of a column judge whether dictionary encoding pays (parquet-mr judges its first page)
+DICTIONARY_SAMPLE_ROWS = 20_000
+
+
+def dictionary_columns(table: pa.Table) -> list[str]:
+    """The Parquet column paths to dictionary-encode: a top-level column only when its dictionary would be
+    smaller than its plain values, judged on its first rows as parquet-mr's fallback does (dictionary bytes plus
+    bit-packed indices against the plain bytes); leaves inside structs, lists and maps always.
+
+    Arrow's writer falls back to plain only once a dictionary outgrows its page limit, so a column of distinct
+    doubles or ids would be written as a dictionary as large as the data, bigger and slower to read than Java's
+    plain pages for every reader."""
+    sample = table.slice(0, DICTIONARY_SAMPLE_ROWS)
+    out: list[str] = []
+    for field, column in zip(table.schema, sample.columns):
+        t = field.type
+        if pa.types.is_nested(t):
+            out.extend(_leaf_paths(field.name, t))
+        elif pa.types.is_dictionary(t) or _dictionary_pays(column):
+            out.append(field.name)
+    return out
+
+
+def _leaf_paths(prefix: str, t: pa.DataType) -> list[str]:
+    """The dotted Parquet paths of the leaves under a column of type ``t`` (lists written in the compliant form)."""
+    if pa.types.is_struct(t):
+        return [p for i in range(t.num_fields) for p in _leaf_paths(f"{prefix}.{t.field(i).name}", t.field(i).type)]
+    if pa.types.is_map(t):
+        return _leaf_paths(f"{prefix}.key_value.key", t.key_type) + \
+            _leaf_paths(f"{prefix}.key_value.value", t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _leaf_paths(f"{prefix}.list.element", t.value_type)
+    return [prefix]
+
+
+def _dictionary_pays(column: pa.ChunkedArray) -> bool:
+    values = len(column) - column.null_count
+    if values == 0 or pa.types.is_boolean(column.type):
+        return True
+    try:
+        if pa.types.is_string(column.type) or pa.types.is_binary(column.type) or \
+                pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type):
+            width = pc.sum(pc.binary_length(column)).as_py() / values + 4  # plain: a 4-byte length before each
+        else:
+            width = column.type.bit_width / 8
+        distinct = pc.count_distinct(column, mode="only_valid").as_py()
+    except (ValueError, AttributeError, pa.ArrowException):  # no fixed width, or not countable: Arrow's default
+        return True
+    index_bits = max(1, math.ceil(math.log2(distinct))) if distinct > 1 else 1
+    return bool(distinct * width + values * index_bits / 8 < values * width)
+
+
 def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str], schema: Schema,
                   stage: Callable[[str], None] | None = None,
                   io: FileIO = LOCAL_FILES) -> tuple[pq.FileMetaData, int]:
@@ -494,7 +546,8 @@ def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str], sch
             pq.write_table(table, sink, compression=codec, row_group_size=rows_per_group, version="2.6",
                            coerce_timestamps=coerce, allow_truncated_timestamps=False,
                            write_statistics=statistics_columns(schema),
-                           use_compliant_nested_type=True, metadata_collector=collector, store_schema=False)
+                           use_compliant_nested_type=True, metadata_collector=collector, store_schema=False,
+                           use_dictionary=dictionary_columns(table))
             size = sink.tell()
     except OSError as e:  # an S3 upload fails when the stream closes
         raise StorageError(f"Cannot write file: {path!r} ({e})", path=path) from e

@@ -143,7 +143,7 @@ class _ArrowEvaluator:
                 out.append(pa.nulls(len(chunk), pa.bool_()))
                 continue
             per_value = self._on_values(pred, _plain(chunk.dictionary))
-            out.append(pc.take(per_value, chunk.indices))
+            out.append(_spread(per_value, chunk.indices))
         return pa.chunked_array(out, pa.bool_()) if isinstance(encoded, pa.ChunkedArray) else out[0]
 
     def _on_values(self, pred: Predicate, col: ArrowData) -> ArrowData:
@@ -178,6 +178,20 @@ _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
     EqualTo: pc.equal, NotEqualTo: pc.not_equal, LessThan: pc.less, LessThanOrEqual: pc.less_equal,
     GreaterThan: pc.greater, GreaterThanOrEqual: pc.greater_equal,
 }
+
+
+def _spread(per_value: pa.Array, indices: pa.Array) -> pa.Array:
+    """Each row's answer from its dictionary value's (``per_value[indices]``, null where the index is null): a
+    comparison of the indices when at most one value answers true and none null (a filter on one category),
+    else a take."""
+    if per_value.null_count == 0:
+        hits = pc.indices_nonzero(per_value)
+        if len(hits) == 1:
+            return pc.equal(indices, pa.scalar(hits[0].as_py(), indices.type))
+        if not hits:
+            return pc.is_null(indices) if indices.null_count == 0 else \
+                pc.if_else(pc.is_valid(indices), False, pa.scalar(None, pa.bool_()))
+    return pc.take(per_value, indices)
 
 
 def _plain(col: ArrowData) -> ArrowData:

@@ -28,3 +28,32 @@ def test_nan_counts_for_top_level_and_struct_floats_only(tmp_path) -> None:
         lat_id = next(f.field_id for f in columns["p"].field_type.fields if f.name == "lat")
         ids = {name: f.field_id for name, f in columns.items()}
         assert dict(task.file.nan_value_counts) == {ids["x"]: 2, lat_id: 1}
+
+
+def test_dictionary_encoding_only_where_it_pays(tmp_path) -> None:
+    """As parquet-mr falls back to plain pages when a column's dictionary would be no smaller than its values,
+    icelog writes distinct ids and doubles plain, and few-valued columns (and every leaf of a nested one) as
+    dictionaries; what is read back is what was written."""
+    import pyarrow.parquet as pq
+
+    n = 30_000
+    data = pa.table({
+        "id": pa.array(range(n), pa.int64()),
+        "x": pa.array([i * 0.37 for i in range(n)], pa.float64()),
+        "cat": pa.array([f"c{i % 20:02d}" for i in range(n)], pa.string()),
+        "small": pa.array([i % 7 for i in range(n)], pa.int32()),
+        "names": pa.array([f"name-{i}" for i in range(n)], pa.string()),
+        "p": pa.array([{"label": str(i)} for i in range(n)], pa.struct([pa.field("label", pa.string())])),
+        "empty": pa.nulls(n, pa.string()),
+    })
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=data.schema)
+        t.append(data)
+        [task] = t.scan().plan_files()
+        metadata = pq.ParquetFile(task.file.file_path).metadata
+        encodings = {metadata.row_group(0).column(i).path_in_schema: metadata.row_group(0).column(i).encodings
+                     for i in range(metadata.num_columns)}
+        dictionary = {path for path, used in encodings.items() if "RLE_DICTIONARY" in used}
+        assert dictionary == {"cat", "small", "p.label", "empty"}, encodings
+        assert t.scan().to_arrow().sort_by("id").equals(data)

@@ -612,8 +612,9 @@ def test_evaluate_arrow_encodings_and_temporal_types():
 ])
 def test_evaluate_arrow_on_dictionaries_as_on_their_values(text):
     """A dictionary-encoded string column (as a scan reads a filter's columns) selects the rows its values would:
-    per distinct value, spread by the indices; null indices, a null in the dictionary, chunks with dictionaries of
-    their own and an empty dictionary included."""
+    per distinct value, spread by the indices (compared when one value or none matches, else taken); null
+    indices, unsigned ones, a null in the dictionary, chunks with dictionaries of their own and an empty dictionary
+    included."""
     plain = ROWS.select(["id", "i", "s"])
     expected = selected(text, plain)
     values = plain.column("s").combine_chunks()
@@ -622,6 +623,8 @@ def test_evaluate_arrow_on_dictionaries_as_on_their_values(text):
         "null in the dictionary": pa.chunked_array([pa.DictionaryArray.from_arrays(
             pa.array([0, 1, 2, 3, 4, 5], pa.int32()), pa.array(["apple", "banana", None, "apricot", "", "cherry"]))]),
         "two chunks": pa.chunked_array([values.slice(0, 3).dictionary_encode(), values.slice(3).dictionary_encode()]),
+        "unsigned indices": pa.chunked_array([pa.DictionaryArray.from_arrays(
+            values.dictionary_encode().indices.cast(pa.uint8()), values.dictionary_encode().dictionary)]),
     }
     for name, encoded in encodings.items():
         table = plain.set_column(2, "s", encoded)
