@@ -467,16 +467,22 @@ def statistics_columns(schema: Schema) -> list[str]:
 
 #: how many leading rows of a column judge whether dictionary encoding pays (parquet-mr judges its first page)
 DICTIONARY_SAMPLE_ROWS = 20_000
+#: below this many rows every column keeps Arrow's default (a dictionary): the choice weighs nothing in a file so
+#: small, and judging it would cost a small append more than its Parquet write
+DICTIONARY_JUDGED_FROM_ROWS = 1_000
 
 
-def dictionary_columns(table: pa.Table) -> list[str]:
+def dictionary_columns(table: pa.Table) -> list[str] | bool:
     """The Parquet column paths to dictionary-encode: a top-level column only when its dictionary would be
     smaller than its plain values, judged on its first rows as parquet-mr's fallback does (dictionary bytes plus
     bit-packed indices against the plain bytes); leaves inside structs, lists and maps always.
 
     Arrow's writer falls back to plain only once a dictionary outgrows its page limit, so a column of distinct
     doubles or ids would be written as a dictionary as large as the data, bigger and slower to read than Java's
-    plain pages for every reader."""
+    plain pages for every reader. True (every column) for a table of fewer than
+    :data:`DICTIONARY_JUDGED_FROM_ROWS` rows."""
+    if table.num_rows < DICTIONARY_JUDGED_FROM_ROWS:
+        return True
     sample = table.slice(0, DICTIONARY_SAMPLE_ROWS)
     out: list[str] = []
     for field, column in zip(table.schema, sample.columns):

@@ -57,3 +57,8 @@ def test_dictionary_encoding_only_where_it_pays(tmp_path) -> None:
         dictionary = {path for path, used in encodings.items() if "RLE_DICTIONARY" in used}
         assert dictionary == {"cat", "small", "p.label", "empty"}, encodings
         assert t.scan().to_arrow().sort_by("id").equals(data)
+        # a small file keeps Arrow's default: judging would cost more than it saves
+        t.append(data.slice(0, 10))
+        small = next(f for f in t.scan().plan_files() if f.file.record_count == 10).file.file_path
+        metadata = pq.ParquetFile(small).metadata
+        assert all("RLE_DICTIONARY" in metadata.row_group(0).column(i).encodings for i in range(metadata.num_columns))
