@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections import OrderedDict
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
@@ -51,6 +52,8 @@ from storage.files import FileIO
 DEFAULT_CATALOG_NAME = "icelog"
 MERGE_ENABLED_DEFAULT = True
 MIN_COUNT_TO_MERGE_DEFAULT = 100
+#: how many entries of merged manifests a projector keeps for its next merges (about 1 KB each)
+MERGED_ENTRIES_KEPT = 200_000
 TARGET_MANIFEST_SIZE_DEFAULT = 8 * 1024 * 1024
 # Uncompressed Avro: deflate's bytes depend on the zlib build, and a rebuild must be identical on any machine.
 AVRO_CODEC = "null"
@@ -194,11 +197,14 @@ class Renderer:
     """Renders one table's files for one commit; pure apart from reading manifests it merges.
 
     :param read: reads a file this projection wrote before (for merging manifests)
+    :param merged: the entries of manifests merged before, by path (kept between commits by the caller): the
+        next merge takes the last merged manifest whole, and reading it back grows with the table's history
     """
 
-    def __init__(self, read: Callable[[str], bytes]) -> None:
+    def __init__(self, read: Callable[[str], bytes], merged: MergedEntries | None = None) -> None:
         self._read = read
         self._pending: dict[str, bytes] = {}
+        self._merged = merged if merged is not None else MergedEntries()
 
     def read(self, path: str) -> bytes:
         """A manifest rendered in this commit (not yet written, perhaps never) or one published before."""
@@ -240,11 +246,13 @@ class Renderer:
 
     def entries_of(self, m: ManifestFile) -> list[ManifestEntry]:
         """The entries of a manifest this projection wrote, with inherited values made explicit."""
-        try:
-            _, entries = read_manifest(self.read(m.manifest_path), m.manifest_path)
-        except (FileNotFoundError, FileNotFound) as e:
-            raise CorruptFileError(f"Cannot merge manifests: {m.manifest_path} is missing",
-                                   path=m.manifest_path) from e
+        entries = self._merged.get(m)
+        if entries is None:
+            try:
+                _, entries = read_manifest(self.read(m.manifest_path), m.manifest_path)
+            except (FileNotFoundError, FileNotFound) as e:
+                raise CorruptFileError(f"Cannot merge manifests: {m.manifest_path} is missing",
+                                       path=m.manifest_path) from e
         out = []
         for e in entries:
             inherit = e.status == EntryStatus.ADDED
@@ -383,10 +391,34 @@ class Renderer:
                         else:
                             entries.append(attrs.evolve(e, status=EntryStatus.EXISTING))
                 w = self.manifest(state, snap, ordinal, spec_id, ManifestContent(content), entries)
+                if state.format_version > 1:  # v1 manifests write no sequence numbers: reading gives None, not 0
+                    self._merged.put(w.record, entries)
                 ordinal += 1
                 writes.append(w)
                 out.append(w.record)
         return writes, out
+
+
+class MergedEntries:
+    """The entries of the manifests a renderer merged last, by path and length, as reading them back would give
+    (each was read from a manifest before, so rendering it again and reading changes nothing); a few are kept,
+    up to :data:`MERGED_ENTRIES_KEPT` entries in all."""
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[tuple[str, int], list[ManifestEntry]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, m: ManifestFile) -> list[ManifestEntry] | None:
+        with self._lock:
+            return self._kept.get((m.manifest_path, m.manifest_length))
+
+    def put(self, m: ManifestFile, entries: list[ManifestEntry]) -> None:
+        if len(entries) > MERGED_ENTRIES_KEPT:
+            return
+        with self._lock:
+            self._kept[(m.manifest_path, m.manifest_length)] = entries
+            while sum(len(e) for e in self._kept.values()) > MERGED_ENTRIES_KEPT:
+                self._kept.popitem(last=False)
 
 
 _JSON_TEXTS: dict[int, tuple[object, str]] = {}
@@ -466,6 +498,8 @@ class Projector:
         self.index = StoredIndex(log)
         #: keeps each table's encoded snapshot history between publishes
         self.metadata = MetadataRenderer()
+        #: keeps the last merged manifests' entries between publishes
+        self._merged = MergedEntries()
         derived = log.derived
         derived.create(f"CREATE TABLE IF NOT EXISTS {self.STATUS} (table_uuid TEXT PRIMARY KEY, version BIGINT "
                        f"NOT NULL, metadata_location TEXT NOT NULL)")
@@ -491,7 +525,7 @@ class Projector:
         """
         if not states:
             return None
-        renderer = Renderer(self.io.read_bytes)
+        renderer = Renderer(self.io.read_bytes, self._merged)
         index = OverlayIndex(self.index)
         on_snapshot = None
         if progress is not None:
