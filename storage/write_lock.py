@@ -36,6 +36,8 @@ T = TypeVar("T")
 
 #: how often a waiter for a named lock asks its ``until`` question (a query, dearer than a try of the lock)
 UNTIL_EVERY_S = 0.004
+#: the longest sleep between two tries of a busy lock (the first is 50 µs, each next twice as long)
+POLL_AT_MOST_S = 0.001
 
 
 class WriterLock:
@@ -76,7 +78,7 @@ class WriterLock:
                         self.thread_lock.release()
                         return False
                     time.sleep(delay)
-                    delay = min(delay * 2, 0.001)
+                    delay = min(delay * 2, POLL_AT_MOST_S)
         except BaseException:
             self.thread_lock.release()
             raise
@@ -124,7 +126,7 @@ class WriterLock:
                             break
                         ask_at = now + UNTIL_EVERY_S
                     time.sleep(delay)
-                    delay = min(delay * 2, 0.001)
+                    delay = min(delay * 2, POLL_AT_MOST_S)
             try:
                 yield taken
             finally:
