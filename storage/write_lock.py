@@ -34,9 +34,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: how often a waiter for a named lock asks its ``until`` question (a query, dearer than a try of the lock)
-UNTIL_EVERY_S = 0.004
-#: the longest sleep between two tries of a busy lock (the first is 50 µs, each next twice as long)
+#: how often a waiter for a named lock asks its ``until`` question (a query under contention costs about as much
+#: CPU as a small publish; the release wakes a waiter at once anyway, so the question is only for leaving together)
+UNTIL_EVERY_S = 0.016
+#: the longest sleep between two tries of a busy lock that is polled (the writer lock; a named lock when the
+#: kernel refuses to block): the first is 50 µs, each next twice as long
 POLL_AT_MOST_S = 0.001
 
 
@@ -96,10 +98,11 @@ class WriterLock:
     @contextlib.contextmanager
     def named(self, key: str, timeout_s: float, until: Callable[[], bool] | None = None) -> Iterator[bool]:
         """Hold the lock named ``key``: a thread lock of this process, and a POSIX record lock on one byte of the
-        lock file (chosen by the key's hash) shared by every process. Yields whether it was taken in time.
+        lock file (chosen by the key's hash) shared by every process. Yields whether it was taken in time. A busy
+        record lock is waited for in the kernel (:class:`_RecordLockWait`), so the release wakes the waiter.
 
-        :param until: asked between tries while the lock is busy: once it answers true the wait ends, untaken (what
-            the lock was wanted for has been done by its holder)
+        :param until: asked every :data:`UNTIL_EVERY_S` while the lock is busy: once it answers true the wait
+            ends, untaken (what the lock was wanted for has been done by its holder)
         """
         with self._guard:
             thread_lock = self._named.setdefault(key, threading.Lock())
@@ -107,33 +110,26 @@ class WriterLock:
         if not _acquire_thread_lock(thread_lock, deadline, until):
             yield False
             return
+        handed_over = False  # an abandoned blocking wait releases the thread lock itself, once it is over
         try:
             fd = self._file()
             offset = 1 + int.from_bytes(hashlib.sha256(key.encode()).digest()[:5], "big")
             taken = fd is None
-            delay = 0.00005
-            ask_at = time.monotonic() + UNTIL_EVERY_S
-            while not taken:
+            if not taken:
                 try:
                     fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
                     taken = True
                 except OSError:
-                    now = time.monotonic()
-                    if now >= deadline:
-                        break
-                    if until is not None and now >= ask_at:
-                        if until():
-                            break
-                        ask_at = now + UNTIL_EVERY_S
-                    time.sleep(delay)
-                    delay = min(delay * 2, POLL_AT_MOST_S)
+                    if time.monotonic() < deadline:  # (a try without waiting, timeout 0, ends here)
+                        taken, handed_over = _RecordLockWait(fd, offset, thread_lock).wait(deadline, until)
             try:
                 yield taken
             finally:
                 if taken and fd is not None:
                     fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
         finally:
-            thread_lock.release()
+            if not handed_over:
+                thread_lock.release()
 
     def _file(self) -> int | None:
         """The lock file's descriptor, opened once per process and never closed (closing a descriptor of a file
@@ -149,6 +145,85 @@ class WriterLock:
             except OSError:
                 return None
         return self._fd
+
+
+class _RecordLockWait:
+    """A wait for a busy POSIX record lock that the kernel ends: a helper thread blocks in ``lockf`` while the
+    caller asks its ``until`` question now and then, so no waiter polls the lock (with eight processes queueing
+    for a publish, polling cost more CPU than the publish it waited for).
+
+    A record lock belongs to the process, not the thread, so only one thread of a process may try for a key at a
+    time (the key's thread lock). A caller that stops waiting (its question answered, or its deadline past)
+    hands that thread lock to the helper, which releases the record lock as soon as it gets it and then the
+    thread lock: no other thread of the process can take the key while a try for it is still pending."""
+
+    def __init__(self, fd: int, offset: int, thread_lock: threading.Lock) -> None:
+        self.fd = fd
+        self.offset = offset
+        self.thread_lock = thread_lock
+        self.settled = threading.Lock()
+        self.over = threading.Event()
+        self.taken = False
+        self.abandoned = False
+        self.failed = False
+
+    def wait(self, deadline: float, until: Callable[[], bool] | None) -> tuple[bool, bool]:
+        """Wait for the lock until ``deadline`` or until ``until()`` answers true; returns (taken, whether the
+        thread lock was handed to the helper)."""
+        threading.Thread(target=self._block, name="icelog-lock-wait", daemon=True).start()
+        while True:
+            left = deadline - time.monotonic()
+            if self.over.wait(max(0.0, min(UNTIL_EVERY_S, left))):
+                if self.failed:  # the kernel refused to block (a deadlock it saw): poll for the time left
+                    return _poll_record_lock(self.fd, self.offset, deadline, until), False
+                return True, False
+            if left <= 0 or (until is not None and until()):
+                with self.settled:
+                    if self.taken:  # it came just now: keep it, the caller checks what it wanted anyway
+                        return True, False
+                    if self.failed:  # the helper is gone: the thread lock stays the caller's
+                        return False, False
+                    self.abandoned = True
+                return False, True
+
+    def _block(self) -> None:
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, self.offset)
+        except OSError:
+            with self.settled:
+                self.failed = True
+                abandoned = self.abandoned
+            self.over.set()
+            if abandoned:
+                self.thread_lock.release()
+            return
+        with self.settled:
+            self.taken = not self.abandoned
+        if self.taken:
+            self.over.set()
+            return
+        fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.offset)
+        self.thread_lock.release()
+
+
+def _poll_record_lock(fd: int, offset: int, deadline: float, until: Callable[[], bool] | None) -> bool:
+    """Try a record lock every 50 µs to :data:`POLL_AT_MOST_S` until ``deadline`` or ``until()``."""
+    delay = 0.00005
+    ask_at = time.monotonic() + UNTIL_EVERY_S
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+            return True
+        except OSError:
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            if until is not None and now >= ask_at:
+                if until():
+                    return False
+                ask_at = now + UNTIL_EVERY_S
+            time.sleep(delay)
+            delay = min(delay * 2, POLL_AT_MOST_S)
 
 
 def _acquire_thread_lock(lock: threading.Lock, deadline: float, until: Callable[[], bool] | None) -> bool:

@@ -696,3 +696,76 @@ def test_a_named_lock_excludes_other_processes_for_its_key_only(log_path, monkey
     finally:
         release.set()
         holder.join(30)
+
+
+def _try_the_named_lock(path: str, key: str, out) -> None:
+    """Runs in another process: whether the named lock ``key`` can be taken within half a second."""
+    with Log.open(path) as log:
+        with log.exclusive(key, timeout_s=0.5) as taken:
+            out.put(taken)
+
+
+def test_a_named_lock_waiter_is_woken_by_the_release_and_an_abandoned_wait_leaves_nothing_held(log_path, monkeypatch):
+    """A waiter blocks in the kernel (no polling) and gets the lock as soon as the other process lets it go; a
+    waiter that gave up leaves its pending try to a helper, which keeps other threads of the process off the key
+    until it is over and then releases everything: another process can take the key afterwards."""
+    import threading
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    Log.open(log_path).close()
+    context = multiprocessing.get_context("spawn")
+
+    def hold():
+        held, release = context.Event(), context.Event()
+        holder = context.Process(target=_hold_the_log, args=(str(log_path), "publish t1", held, release))
+        holder.start()
+        assert held.wait(60)
+        return holder, release
+
+    def helpers() -> int:
+        return sum(t.name == "icelog-lock-wait" for t in threading.enumerate())
+
+    with Log.open(log_path) as log:
+        holder, release = hold()
+        try:
+            got: list[tuple[bool, float]] = []
+            waiter = threading.Thread(target=lambda: got.append(_taken_after(log, "publish t1", 30)))
+            waiter.start()
+            time.sleep(0.3)
+            assert not got and helpers() == 1  # blocked behind the other process
+            released_at = time.monotonic()
+            release.set()
+            waiter.join(30)
+            assert got and got[0][0] and got[0][1] - released_at < 2
+        finally:
+            release.set()
+            holder.join(30)
+        assert helpers() == 0
+
+        holder, release = hold()
+        try:
+            with log.exclusive("publish t1", timeout_s=0.1) as taken:
+                assert not taken
+            assert helpers() == 1  # the try is still pending in the kernel
+            with log.exclusive("publish t1", timeout_s=0.2) as taken:
+                assert not taken  # and keeps this process's other waiters off the key
+        finally:
+            release.set()
+            holder.join(30)
+        for _ in range(100):
+            if helpers() == 0:
+                break
+            time.sleep(0.05)
+        assert helpers() == 0
+        with log.exclusive("publish t1", timeout_s=5) as taken:
+            assert taken
+    out = context.Queue()
+    checker = context.Process(target=_try_the_named_lock, args=(str(log_path), "publish t1", out))
+    checker.start()
+    assert out.get(timeout=60) is True  # nothing of this process's waits is left holding the key
+    checker.join(30)
+
+
+def _taken_after(log: Log, key: str, timeout_s: float) -> tuple[bool, float]:
+    with log.exclusive(key, timeout_s=timeout_s) as taken:
+        return taken, time.monotonic()
