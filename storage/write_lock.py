@@ -121,7 +121,11 @@ class WriterLock:
                     taken = True
                 except OSError:
                     if time.monotonic() < deadline:  # (a try without waiting, timeout 0, ends here)
-                        taken, handed_over = _RecordLockWait(fd, offset, thread_lock).wait(deadline, until)
+                        waiting = _RecordLockWait(fd, offset, thread_lock)
+                        try:
+                            taken = waiting.wait(deadline, until)
+                        finally:
+                            handed_over = waiting.handed_over
             try:
                 yield taken
             finally:
@@ -166,25 +170,35 @@ class _RecordLockWait:
         self.taken = False
         self.abandoned = False
         self.failed = False
+        #: whether the caller gave the thread lock to the helper (it must not release it then)
+        self.handed_over = False
 
-    def wait(self, deadline: float, until: Callable[[], bool] | None) -> tuple[bool, bool]:
-        """Wait for the lock until ``deadline`` or until ``until()`` answers true; returns (taken, whether the
-        thread lock was handed to the helper)."""
+    def wait(self, deadline: float, until: Callable[[], bool] | None) -> bool:
+        """Wait for the lock until ``deadline`` or until ``until()`` answers true; returns whether it was taken.
+        If ``until`` raises, the wait is given up (and a lock that came meanwhile let go) before it propagates."""
         threading.Thread(target=self._block, name="icelog-lock-wait", daemon=True).start()
-        while True:
-            left = deadline - time.monotonic()
-            if self.over.wait(max(0.0, min(UNTIL_EVERY_S, left))):
-                if self.failed:  # the kernel refused to block (a deadlock it saw): poll for the time left
-                    return _poll_record_lock(self.fd, self.offset, deadline, until), False
-                return True, False
-            if left <= 0 or (until is not None and until()):
-                with self.settled:
-                    if self.taken:  # it came just now: keep it, the caller checks what it wanted anyway
-                        return True, False
-                    if self.failed:  # the helper is gone: the thread lock stays the caller's
-                        return False, False
-                    self.abandoned = True
-                return False, True
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if self.over.wait(max(0.0, min(UNTIL_EVERY_S, left))):
+                    if self.failed:  # the kernel refused to block (a deadlock it saw): poll for the time left
+                        return _poll_record_lock(self.fd, self.offset, deadline, until)
+                    return True
+                if left <= 0 or (until is not None and until()):
+                    return self._give_up()  # a lock that came just now is kept: the caller checks anyway
+        except BaseException:
+            if self._give_up():
+                fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.offset)
+            raise
+
+    def _give_up(self) -> bool:
+        """Stop waiting: True when the lock came already (the caller has it), else the pending try (and the
+        thread lock) is left to the helper, unless the helper is gone."""
+        with self.settled:
+            if self.taken or self.failed:
+                return self.taken
+            self.abandoned = self.handed_over = True
+            return False
 
     def _block(self) -> None:
         try:

@@ -757,15 +757,53 @@ def test_a_named_lock_waiter_is_woken_by_the_release_and_an_abandoned_wait_leave
                 break
             time.sleep(0.05)
         assert helpers() == 0
+        out = context.Queue()
+        checker = context.Process(target=_try_the_named_lock, args=(str(log_path), "publish t1", out))
+        checker.start()
+        assert out.get(timeout=60) is True  # nothing of this process's waits is left holding the key
+        checker.join(30)
         with log.exclusive("publish t1", timeout_s=5) as taken:
             assert taken
-    out = context.Queue()
-    checker = context.Process(target=_try_the_named_lock, args=(str(log_path), "publish t1", out))
-    checker.start()
-    assert out.get(timeout=60) is True  # nothing of this process's waits is left holding the key
-    checker.join(30)
 
 
 def _taken_after(log: Log, key: str, timeout_s: float) -> tuple[bool, float]:
     with log.exclusive(key, timeout_s=timeout_s) as taken:
         return taken, time.monotonic()
+
+
+def test_a_named_lock_wait_whose_question_fails_leaves_nothing_held(log_path, monkeypatch):
+    """The ``until`` question raising (a lost connection) ends the wait with its error; the try still pending in
+    the kernel is left to the helper, which lets the lock go once it comes: neither this process nor another
+    finds the key held afterwards."""
+    import threading
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    Log.open(log_path).close()
+    context = multiprocessing.get_context("spawn")
+    held, release = context.Event(), context.Event()
+    holder = context.Process(target=_hold_the_log, args=(str(log_path), "publish t1", held, release))
+    holder.start()
+
+    def question() -> bool:
+        raise ConnectionError("the log server went away")
+
+    with Log.open(log_path) as log:
+        try:
+            assert held.wait(60)
+            with pytest.raises(ConnectionError, match="went away"):
+                with log.exclusive("publish t1", timeout_s=30, until=question):
+                    pass
+        finally:
+            release.set()
+            holder.join(30)
+        for _ in range(100):
+            if not any(t.name == "icelog-lock-wait" for t in threading.enumerate()):
+                break
+            time.sleep(0.05)
+        out = context.Queue()
+        checker = context.Process(target=_try_the_named_lock, args=(str(log_path), "publish t1", out))
+        checker.start()
+        assert out.get(timeout=60) is True  # checked first: taking it here would also drop a lock held here
+        checker.join(30)
+        with log.exclusive("publish t1", timeout_s=5) as taken:
+            assert taken
