@@ -601,6 +601,15 @@ def _hold_the_log(path: str, key: str | None, held, release) -> None:
             release.wait(30)
 
 
+def _start_holder(context, log_path, key: str | None):
+    """Start a process that holds the log's write transaction (or the named lock ``key``); (process, held, release):
+    ``held`` is set once it holds it, setting ``release`` lets it go."""
+    held, release = context.Event(), context.Event()
+    holder = context.Process(target=_hold_the_log, args=(str(log_path), key, held, release))
+    holder.start()
+    return holder, held, release
+
+
 def _flock_is_free(log_path: Path) -> bool:
     import fcntl
     import os
@@ -619,9 +628,7 @@ def test_a_writer_in_another_process_holds_the_writer_lock_file(log_path, monkey
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     Log.open(log_path).close()
     context = multiprocessing.get_context("spawn")
-    held, release = context.Event(), context.Event()
-    holder = context.Process(target=_hold_the_log, args=(str(log_path), None, held, release))
-    holder.start()
+    holder, held, release = _start_holder(context, log_path, None)
     try:
         assert held.wait(60)
         assert not _flock_is_free(log_path)
@@ -674,9 +681,7 @@ def test_a_named_lock_excludes_other_processes_for_its_key_only(log_path, monkey
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     Log.open(log_path).close()
     context = multiprocessing.get_context("spawn")
-    held, release = context.Event(), context.Event()
-    holder = context.Process(target=_hold_the_log, args=(str(log_path), "publish t1", held, release))
-    holder.start()
+    holder, held, release = _start_holder(context, log_path, "publish t1")
     try:
         assert held.wait(60)
         with Log.open(log_path) as log:
@@ -716,9 +721,7 @@ def test_a_named_lock_waiter_is_woken_by_the_release_and_an_abandoned_wait_leave
     context = multiprocessing.get_context("spawn")
 
     def hold():
-        held, release = context.Event(), context.Event()
-        holder = context.Process(target=_hold_the_log, args=(str(log_path), "publish t1", held, release))
-        holder.start()
+        holder, held, release = _start_holder(context, log_path, "publish t1")
         assert held.wait(60)
         return holder, release
 
@@ -780,9 +783,7 @@ def test_a_named_lock_wait_whose_question_fails_leaves_nothing_held(log_path, mo
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     Log.open(log_path).close()
     context = multiprocessing.get_context("spawn")
-    held, release = context.Event(), context.Event()
-    holder = context.Process(target=_hold_the_log, args=(str(log_path), "publish t1", held, release))
-    holder.start()
+    holder, held, release = _start_holder(context, log_path, "publish t1")
 
     def question() -> bool:
         raise ConnectionError("the log server went away")
