@@ -13,14 +13,17 @@ from __future__ import annotations
 import copy
 import functools
 import io
+import json
 import math
 import struct
 import uuid
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+import attrs
 import fastavro
 
 from engine.errors import ValidationError
@@ -213,20 +216,67 @@ def _check_common(format_version: int, sync_marker: bytes, codec: str, what: str
         raise ValidationError(f"Cannot render {what}: unsupported codec {codec!r} (use one of {CODECS})")
 
 
-def _write_avro(schema: dict[str, Any], records: list[dict[str, Any]], metadata: dict[str, str],
-                sync_marker: bytes, codec: str, what: str) -> bytes:
+@attrs.frozen
+class _AvroSchema:
+    """An Avro schema prepared once for the files written with it: its header text and fastavro's parsed form."""
+
+    #: the schema as ``fastavro.writer`` puts it in a file's header (``json.dumps`` of the schema)
+    json_text: str
+    #: ``fastavro.parse_schema``'s form, which encodes records without parsing the schema again
+    parsed: Any
+
+    @classmethod
+    def of(cls, schema: dict[str, Any]) -> _AvroSchema:
+        return cls(json.dumps(schema), fastavro.parse_schema(copy.deepcopy(schema)))
+
+
+@functools.lru_cache(maxsize=256)
+def _manifest_entry_avro(format_version: int,
+                         partition_fields: tuple[tuple[int, str, IcebergType], ...]) -> tuple[_AvroSchema, list[str]]:
+    """The ``manifest_entry`` schema for a format version and partition type, and the partition fields' Avro
+    names."""
+    partition_schema = partition_avro_schema(partition_fields)
+    return (_AvroSchema.of(manifest_entry_schema(format_version, partition_schema)),
+            [f["name"] for f in partition_schema["fields"]])
+
+
+@functools.lru_cache(maxsize=None)
+def _manifest_file_avro(format_version: int) -> _AvroSchema:
+    return _AvroSchema.of(manifest_file_schema(format_version))
+
+
+def _encoded(schema: _AvroSchema, record: dict[str, Any], what: str) -> bytes:
     buf = io.BytesIO()
     try:
-        fastavro.writer(buf, schema, records, codec=codec, metadata=metadata, sync_marker=sync_marker)
+        fastavro.schemaless_writer(buf, schema.parsed, record)
     except (TypeError, ValueError, OverflowError, struct.error) as e:
         raise ValidationError(f"Cannot render {what}: {e}") from e
     return buf.getvalue()
 
 
-def _pairs_json(pairs: tuple[tuple[int, Any], ...] | None) -> list[dict[str, Any]] | None:
+def _write_avro(schema: _AvroSchema, records: Sequence[bytes], metadata: dict[str, str], sync_marker: bytes,
+                codec: str) -> bytes:
+    """An Avro object container of encoded records, byte for byte what ``fastavro.writer`` (its compiled writer)
+    writes for the same schema, records, metadata, sync marker and codec: the header's metadata, then the codec,
+    then the schema; blocks split where it splits them. The schema is parsed once per process, not per file."""
+    header = [_AVRO_MAGIC, _zigzag_long(len(metadata) + 2)]
+    for key, value in (*metadata.items(), ("avro.codec", codec), ("avro.schema", schema.json_text)):
+        header += [_avro_bytes(key.encode("utf-8")), _avro_bytes(value.encode("utf-8"))]
+    header += [_zigzag_long(0), sync_marker]
+    return b"".join(header) + _blocks(records, sync_marker, codec)
+
+
+def _optional_array(items: list[Any] | None) -> tuple[str, list[Any]] | None:
+    """An optional array field's value in fastavro's tuple notation, which names the union branch: fastavro
+    otherwise validates every item against each branch before writing it (half the cost of a manifest entry). The
+    bytes are the same."""
+    return None if items is None else ("array", items)
+
+
+def _pairs_json(pairs: tuple[tuple[int, Any], ...] | None) -> tuple[str, list[dict[str, Any]]] | None:
     if pairs is None:
         return None
-    return [{"key": k, "value": v} for k, v in pairs]
+    return _optional_array([{"key": k, "value": v} for k, v in pairs])
 
 
 def _data_file_record(f: DataFile, format_version: int, partition: dict[str, Any]) -> dict[str, Any]:
@@ -247,9 +297,9 @@ def _data_file_record(f: DataFile, format_version: int, partition: dict[str, Any
     out["lower_bounds"] = _pairs_json(f.lower_bounds)
     out["upper_bounds"] = _pairs_json(f.upper_bounds)
     out["key_metadata"] = f.key_metadata
-    out["split_offsets"] = None if f.split_offsets is None else list(f.split_offsets)
+    out["split_offsets"] = None if f.split_offsets is None else _optional_array(list(f.split_offsets))
     if format_version >= 2:
-        out["equality_ids"] = None if f.equality_ids is None else list(f.equality_ids)
+        out["equality_ids"] = None if f.equality_ids is None else _optional_array(list(f.equality_ids))
     out["sort_order_id"] = f.sort_order_id
     if format_version >= 3:
         out["first_row_id"] = f.first_row_id
@@ -325,15 +375,15 @@ def render_manifest(entries: Sequence[ManifestEntry], *, format_version: int, co
     content = ManifestContent(content)
     if format_version == 1 and content != ManifestContent.DATA:
         raise ValidationError("Cannot render v1 manifest: format version 1 has no delete manifests")
-    partition_fields = tuple(partition_fields)
-    partition_schema = partition_avro_schema(partition_fields)
-    write_partition = _partition_writer(partition_fields, [f["name"] for f in partition_schema["fields"]])
-    records = [_entry_record(e, format_version, content, spec_id, write_partition(e.data_file.partition),
-                             snapshot_id_for_v1) for e in entries]
+    partition_fields = tuple(tuple(f) for f in partition_fields)  # type: ignore[misc]
+    schema, avro_names = _manifest_entry_avro(format_version, partition_fields)
+    write_partition = _partition_writer(partition_fields, avro_names)
+    records = [_encoded(schema, _entry_record(e, format_version, content, spec_id,
+                                              write_partition(e.data_file.partition), snapshot_id_for_v1),
+                        "manifest") for e in entries]
     metadata = manifest_metadata(format_version=format_version, content=content, schema_json=schema_json,
                                  schema_id=schema_id, spec_id=spec_id, spec_fields_json=spec_fields_json)
-    return _write_avro(manifest_entry_schema(format_version, partition_schema), records, metadata,
-                       sync_marker, codec, "manifest")
+    return _write_avro(schema, records, metadata, sync_marker, codec)
 
 
 def avro_long(value: int | None) -> int | None:
@@ -345,9 +395,9 @@ def avro_long(value: int | None) -> int | None:
 
 
 def _manifest_file_record(m: ManifestFile, format_version: int) -> dict[str, Any]:
-    partitions = None if m.partitions is None else [
+    partitions = None if m.partitions is None else _optional_array([
         {"contains_null": s.contains_null, "contains_nan": s.contains_nan, "lower_bound": s.lower_bound,
-         "upper_bound": s.upper_bound} for s in m.partitions]
+         "upper_bound": s.upper_bound} for s in m.partitions])
     out: dict[str, Any] = {"manifest_path": m.manifest_path, "manifest_length": m.manifest_length,
                            "partition_spec_id": m.partition_spec_id}
     if format_version >= 2:
@@ -403,20 +453,17 @@ def render_manifest_list(manifests: Sequence[ManifestFile], *, format_version: i
     metadata = manifest_list_metadata(format_version=format_version, snapshot_id=snapshot_id,
                                       parent_snapshot_id=parent_snapshot_id, sequence_number=sequence_number,
                                       first_row_id=first_row_id)
-    schema = manifest_file_schema(format_version)
-    if codec != "null":
-        records = [_manifest_file_record(m, format_version) for m in manifests]
-        return _write_avro(schema, records, metadata, sync_marker, codec, "manifest list")
-    # Uncompressed: each record's bytes are encoded once and kept, so a list that grows by one manifest per commit
-    # costs one record's encoding, not the whole list's; the container is laid out as fastavro.writer lays it out.
-    header = _write_avro(schema, [], metadata, sync_marker, codec, "manifest list")
-    return header + _null_codec_blocks([_encoded_manifest_file(m, format_version) for m in manifests], sync_marker)
+    # each record's bytes are encoded once and kept, so a list that grows by one manifest per commit costs one
+    # record's encoding, not the whole list's
+    return _write_avro(_manifest_file_avro(format_version),
+                       [_encoded_manifest_file(m, format_version) for m in manifests], metadata, sync_marker, codec)
 
 
 #: the Avro encoding of recently rendered manifest list records, by (format version, manifest)
 _ENCODED_MANIFEST_FILES: OrderedDict[tuple[int, ManifestFile], bytes] = OrderedDict()
 _ENCODED_MANIFEST_FILES_KEPT = 8192
 _AVRO_SYNC_INTERVAL = 16_000  # fastavro.writer's default: a block ends once it holds this many bytes
+_AVRO_MAGIC = b"Obj\x01"
 
 
 def _encoded_manifest_file(m: ManifestFile, format_version: int) -> bytes:
@@ -425,21 +472,12 @@ def _encoded_manifest_file(m: ManifestFile, format_version: int) -> bytes:
     if found is not None:
         _ENCODED_MANIFEST_FILES.move_to_end(key)  # least recently used goes first
         return found
-    buf = io.BytesIO()
-    try:
-        fastavro.schemaless_writer(buf, _parsed_manifest_file_schema(format_version),
-                                   _manifest_file_record(m, format_version))
-    except (TypeError, ValueError, OverflowError, struct.error) as e:
-        raise ValidationError(f"Cannot render manifest list: {e}") from e
-    encoded = _ENCODED_MANIFEST_FILES[key] = buf.getvalue()
+    encoded = _encoded(_manifest_file_avro(format_version), _manifest_file_record(m, format_version),
+                       "manifest list")
+    _ENCODED_MANIFEST_FILES[key] = encoded
     if len(_ENCODED_MANIFEST_FILES) > _ENCODED_MANIFEST_FILES_KEPT:
         _ENCODED_MANIFEST_FILES.popitem(last=False)
     return encoded
-
-
-@functools.lru_cache(maxsize=None)
-def _parsed_manifest_file_schema(format_version: int) -> Any:
-    return fastavro.parse_schema(copy.deepcopy(manifest_file_schema(format_version)))
 
 
 def _zigzag_long(value: int) -> bytes:
@@ -453,15 +491,25 @@ def _zigzag_long(value: int) -> bytes:
     return bytes(out)
 
 
-def _null_codec_blocks(records: Sequence[bytes], sync_marker: bytes) -> bytes:
-    """Encoded records as the data blocks of an uncompressed Avro container, split where fastavro.writer splits
-    them (after the record that brings a block to :data:`_AVRO_SYNC_INTERVAL` bytes)."""
+def _avro_bytes(data: bytes) -> bytes:
+    """Avro's encoding of bytes (or a string's UTF-8): the length, then the bytes."""
+    return _zigzag_long(len(data)) + data
+
+
+def _blocks(records: Sequence[bytes], sync_marker: bytes, codec: str) -> bytes:
+    """Encoded records as the data blocks of an Avro container, split where fastavro.writer splits them (after the
+    record that brings a block to :data:`_AVRO_SYNC_INTERVAL` bytes) and compressed as it compresses them."""
     out: list[bytes] = []
     block: list[bytes] = []
     size = 0
 
     def dump() -> None:
-        out.extend((_zigzag_long(len(block)), _zigzag_long(size), *block, sync_marker))
+        if codec == "null":
+            out.extend((_zigzag_long(len(block)), _zigzag_long(size), *block, sync_marker))
+            return
+        # fastavro's deflate block: zlib's stream without its two-byte header and its last byte
+        data = zlib.compress(b"".join(block))[2:-1]
+        out.extend((_zigzag_long(len(block)), _zigzag_long(len(data)), data, sync_marker))
 
     for record in records:
         block.append(record)
