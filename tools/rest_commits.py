@@ -184,7 +184,8 @@ def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, An
                           catalog_files=catalog_files(cat.database), name=label)
     try:
         client = load_client_snapshots(cat.io, commit, base,
-                                       check_path=lambda path: owned.check_new_file(path, f"commit to {label}"))
+                                       check_path=lambda path: owned.check_new_file(path, f"commit to {label}"),
+                                       projected=cat.projector.index.get)
     except Exception:
         if entry is not None:  # the refused commit's files are the table's orphans: verify knows them, and
             _stage_refused(cat, table_uuid, commit, owned)  # remove_orphan_files deletes them
@@ -301,7 +302,8 @@ def commit_table(rc: RestCatalog, ns: tuple[str, ...], name: str, body: Mapping[
     prepared = _prepare(cat, ns, name, body, may_create=True)
     versions = _commit(cat, [prepared])
     version = versions[prepared.table_uuid]
-    Table(cat, ns, name, prepared.table_uuid).publish(version=version)
+    # _commit has just checked for foreign metadata, and the publish writes metadata.json only where no file is
+    Table(cat, ns, name, prepared.table_uuid).publisher.publish(check_foreign=False, version=version)
     state = cat.store.table(prepared.table_uuid, version)
     # the metadata as published (the renderer extends the bytes it just wrote), not re-encoded from a dict
     metadata = cat.projector.metadata.render(state)
@@ -325,5 +327,6 @@ def commit_transaction(rc: RestCatalog, body: Mapping[str, Any]) -> None:
         seen.add((ns, name))
         prepared.append(_prepare(cat, ns, name, change, may_create=True))
     versions = _commit(cat, prepared)
-    for p in prepared:
-        Table(cat, p.namespace, p.name, p.table_uuid).publish(version=versions[p.table_uuid])
+    for p in prepared:  # checked for foreign metadata by _commit
+        Table(cat, p.namespace, p.name, p.table_uuid).publisher.publish(check_foreign=False,
+                                                                         version=versions[p.table_uuid])

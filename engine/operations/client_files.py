@@ -72,11 +72,15 @@ def _entries(io: FileIO, m: ManifestFile, what: str) -> tuple[ManifestEntry, ...
 
 
 def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | None,
-                          check_path: Callable[[str], None] | None = None) -> dict[int, ClientSnapshot]:
+                          check_path: Callable[[str], None] | None = None,
+                          projected: Callable[[str, int], Sequence[ManifestFile] | None] | None = None
+                          ) -> dict[int, ClientSnapshot]:
     """Read the manifest list of each snapshot the commit adds and the manifests in it that are not the parent's.
 
     :param check_path: called with each manifest list and manifest path before it is read; raises to refuse it
         (a file the table does not own)
+    :param projected: ``projected(table_uuid, snapshot_id)``: the manifests of a snapshot's list as the projection
+        wrote it, or None when unknown (the projector's index: then the published list is not read back)
     :raises CorruptFileError: a manifest list or manifest that is missing or unreadable
     """
     check = check_path or (lambda path: None)
@@ -90,12 +94,7 @@ def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | No
         if base is not None and parent_id is not None:
             parent = base.snapshot_by_id(parent_id)
             if parent is not None:
-                published = layout.manifest_list_file(base.location, parent.snapshot_id, parent.commit_id)
-                try:
-                    parent_manifests = {m.manifest_path: m for m in read_manifest_list(io.read_bytes(published),
-                                                                                       published)}
-                except (LogError, CorruptFileError):
-                    parent_manifests = None  # not published: read every manifest of the client's list
+                parent_manifests = _published_manifests(io, base, parent.snapshot_id, parent.commit_id, projected)
         for m in manifests:  # the parent's manifests are the table's already: only the others are checked
             if parent_manifests is None or m.manifest_path not in parent_manifests:
                 check(m.manifest_path)
@@ -112,6 +111,21 @@ def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | No
             parent_manifests=None if parent_manifests is None else frozenset(parent_manifests),
             gone_entries=tuple(gone))
     return out
+
+
+def _published_manifests(io: FileIO, base: TableState, snapshot_id: int, commit_id: str,
+                         projected: Callable[[str, int], Sequence[ManifestFile] | None] | None
+                         ) -> dict[str, ManifestFile] | None:
+    """The manifests of a snapshot's published list by path: from the projector's index when it knows them, else
+    read from the list; None when it was never published (then every manifest of the client's list is read)."""
+    known = projected(base.table_uuid, snapshot_id) if projected is not None else None
+    if known is not None:
+        return {m.manifest_path: m for m in known}
+    published = layout.manifest_list_file(base.location, snapshot_id, commit_id)
+    try:
+        return {m.manifest_path: m for m in read_manifest_list(io.read_bytes(published), published)}
+    except (LogError, CorruptFileError):
+        return None
 
 
 @attrs.frozen
