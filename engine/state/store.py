@@ -57,7 +57,8 @@ class StateStore:
     def __init__(self, log: Log) -> None:
         self.log = log
         self._tables: dict[str, TableState] = {}
-        self._recent: OrderedDict[tuple[str, int], TableState] = OrderedDict()
+        #: states at recent commit boundaries, each with the version of the boundary before it (0: none)
+        self._recent: OrderedDict[tuple[str, int], tuple[TableState, int]] = OrderedDict()
         self._catalog = CatalogState()
         #: decoded file changes and live file sets per snapshot (derived, rebuildable): see engine.read.file_index
         self.file_index = FileIndex(log)
@@ -91,7 +92,7 @@ class StateStore:
             return cached
         recent = self._recent.get((table_uuid, head))
         if recent is not None:
-            return recent
+            return recent[0]
         base: TableState | None = None
         if cached is not None and cached.version < head:
             base = cached
@@ -115,11 +116,13 @@ class StateStore:
         publishing the commits just made does not fold them again)."""
         out: list[TableState] = []
         state = base
+        previous = base.version if base is not None else 0
         for i, (event, at) in enumerate(decoded(events)):
             state = apply(event, state, at)
             if i + 1 == len(events) or events[i + 1].commit_id != events[i].commit_id:
                 out.append(state)  # type: ignore[arg-type]
-                self._recent[(state.table_uuid, state.version)] = state  # type: ignore[union-attr]
+                self._recent[(state.table_uuid, state.version)] = (state, previous)  # type: ignore[union-attr]
+                previous = state.version  # type: ignore[union-attr]
         while len(self._recent) > RECENT_STATES:
             self._recent.popitem(last=False)
         return out
@@ -136,11 +139,31 @@ class StateStore:
             self.log.put_checkpoint(state.table_uuid, state.version, blob)
 
     def commits_between(self, table_uuid: str, after_version: int, up_to_version: int) -> list[TableState]:
-        """States at every commit boundary in ``(after_version, up_to_version]``, oldest first (the base state
-        usually comes from the recent states, so this folds only the events in the range)."""
+        """States at every commit boundary in ``(after_version, up_to_version]``, oldest first: the states folded
+        recently when they cover the range (a publish of the commits just made), else folded from the log (the
+        base state usually comes from the recent states, so only the events in the range)."""
+        recent = self._recent_between(table_uuid, after_version, up_to_version)
+        if recent is not None:
+            return recent
         base = self.table(table_uuid, after_version) if after_version else None
         events = self.log.read_stream(table_uuid, after_version=after_version, up_to_version=up_to_version)
         return self._fold_commits(base, events)
+
+    def _recent_between(self, table_uuid: str, after_version: int, up_to_version: int) -> list[TableState] | None:
+        """The recent states at every boundary in ``(after_version, up_to_version]``, oldest first, or None when
+        one is not kept (or ``after_version`` is no boundary)."""
+        out: list[TableState] = []
+        version = up_to_version
+        while version > after_version:
+            found = self._recent.get((table_uuid, version))
+            if found is None:
+                return None
+            out.append(found[0])
+            version = found[1]
+        if version != after_version:
+            return None
+        out.reverse()
+        return out
 
     # ------------------------------------------------------------ files
     def file_changes(self, state: TableState, snapshot_log_position: int) -> list[FileChange]:

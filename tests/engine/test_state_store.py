@@ -79,3 +79,38 @@ def test_a_checkpoint_another_handle_is_writing_is_not_computed_again(tmp_path):
         other.store.forget_cached()
         assert other.load_table("db.t").state == t.state
         assert other.log.checkpoint_version_at_or_before(t.uuid, t.state.version) >= CHECKPOINT_EVERY
+
+
+def test_the_states_of_commits_just_folded_are_not_folded_again(tmp_path):
+    """Publishing takes the states at each commit boundary from those the store has just folded (the same
+    objects, no read of the log); a range it does not hold is folded from the log, equal to what a fresh handle
+    folds."""
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    with Catalog.open(tmp_path / "wh", project=False) as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=rows.schema)
+        first = t.state.version
+        for _ in range(3):
+            t.append(rows)
+        t.set_properties(a="1")  # a commit of another kind between the appends
+        t.append(rows)
+        store, head = cat.store, t.state.version
+        reads = []
+        original = cat.log.read_stream
+
+        def spy(stream, after_version=0, up_to_version=None):
+            reads.append((after_version, up_to_version))
+            return original(stream, after_version=after_version, up_to_version=up_to_version)
+
+        cat.log.read_stream = spy
+        states = store.commits_between(t.uuid, first, head)
+        assert reads == []
+        assert len(states) == 5 and states[-1] is store.table(t.uuid)
+        assert [s.version for s in states] == sorted({s.version for s in states})
+    with Catalog.open(tmp_path / "wh", project=False) as fresh:
+        fresh_reads = []
+        original = fresh.log.read_stream
+        fresh.log.read_stream = lambda stream, after_version=0, up_to_version=None: fresh_reads.append(
+            after_version) or original(stream, after_version=after_version, up_to_version=up_to_version)
+        assert fresh.store.commits_between(t.uuid, first, head) == states
+        assert fresh_reads  # held nothing: folded from the log
