@@ -70,17 +70,9 @@ class WriterLock:
             return True
         try:
             fd = self._file()
-            delay = 0.00005
-            while fd is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        self.thread_lock.release()
-                        return False
-                    time.sleep(delay)
-                    delay = min(delay * 2, POLL_AT_MOST_S)
+            if fd is not None and not _poll(lambda: _try_flock(fd), deadline):
+                self.thread_lock.release()
+                return False
         except BaseException:
             self.thread_lock.release()
             raise
@@ -114,18 +106,13 @@ class WriterLock:
         try:
             fd = self._file()
             offset = 1 + int.from_bytes(hashlib.sha256(key.encode()).digest()[:5], "big")
-            taken = fd is None
-            if not taken:
+            taken = fd is None or _try_record_lock(fd, offset)
+            if fd is not None and not taken and time.monotonic() < deadline:  # (timeout 0: one try, no wait)
+                waiting = _RecordLockWait(fd, offset, thread_lock)
                 try:
-                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
-                    taken = True
-                except OSError:
-                    if time.monotonic() < deadline:  # (a try without waiting, timeout 0, ends here)
-                        waiting = _RecordLockWait(fd, offset, thread_lock)
-                        try:
-                            taken = waiting.wait(deadline, until)
-                        finally:
-                            handed_over = waiting.handed_over
+                    taken = waiting.wait(deadline, until)
+                finally:
+                    handed_over = waiting.handed_over
             try:
                 yield taken
             finally:
@@ -182,7 +169,7 @@ class _RecordLockWait:
                 left = deadline - time.monotonic()
                 if self.over.wait(max(0.0, min(UNTIL_EVERY_S, left))):
                     if self.failed:  # the kernel refused to block (a deadlock it saw): poll for the time left
-                        return _poll_record_lock(self.fd, self.offset, deadline, until)
+                        return _poll(lambda: _try_record_lock(self.fd, self.offset), deadline, until)
                     return True
                 if left <= 0 or (until is not None and until()):
                     return self._give_up()  # a lock that came just now is kept: the caller checks anyway
@@ -220,24 +207,40 @@ class _RecordLockWait:
         self.thread_lock.release()
 
 
-def _poll_record_lock(fd: int, offset: int, deadline: float, until: Callable[[], bool] | None) -> bool:
-    """Try a record lock every 50 µs to :data:`POLL_AT_MOST_S` until ``deadline`` or ``until()``."""
+def _try_flock(fd: int) -> bool:
+    """Take the file's ``flock`` without waiting; whether it was free."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _try_record_lock(fd: int, offset: int) -> bool:
+    """Take the record lock on byte ``offset`` without waiting; whether it was free."""
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+        return True
+    except OSError:
+        return False
+
+
+def _poll(attempt: Callable[[], bool], deadline: float, until: Callable[[], bool] | None = None) -> bool:
+    """Repeat ``attempt()`` (a try of a lock without waiting) every 50 µs to :data:`POLL_AT_MOST_S` until it
+    succeeds; False once ``deadline`` passes or ``until()`` (asked every :data:`UNTIL_EVERY_S`) answers true."""
     delay = 0.00005
     ask_at = time.monotonic() + UNTIL_EVERY_S
-    while True:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
-            return True
-        except OSError:
-            now = time.monotonic()
-            if now >= deadline:
+    while not attempt():
+        now = time.monotonic()
+        if now >= deadline:
+            return False
+        if until is not None and now >= ask_at:
+            if until():
                 return False
-            if until is not None and now >= ask_at:
-                if until():
-                    return False
-                ask_at = now + UNTIL_EVERY_S
-            time.sleep(delay)
-            delay = min(delay * 2, POLL_AT_MOST_S)
+            ask_at = now + UNTIL_EVERY_S
+        time.sleep(delay)
+        delay = min(delay * 2, POLL_AT_MOST_S)
+    return True
 
 
 def _acquire_thread_lock(lock: threading.Lock, deadline: float, until: Callable[[], bool] | None) -> bool:
