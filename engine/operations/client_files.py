@@ -24,6 +24,7 @@ from engine.model.data_file import (
     DataFile,
     DataFileContent,
     EntryStatus,
+    ManifestContent,
     ManifestEntry,
     ManifestFile,
     deletion_vector_problem,
@@ -146,10 +147,12 @@ def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots
     and its moved snapshot; None when the commit is not such an append (the requirement's failure stands: 409).
 
     The rebased snapshot keeps the client's id, files and summary of what it added; it gets the head as parent, the
-    next sequence number (its files inherit it) and totals recounted from the head's. Format v1 and v2 tables.
+    next sequence number (its files inherit it) and totals recounted from the head's. In format v3 its row ids move
+    too: its ``first-row-id`` becomes the head's ``next-row-id``, and the first row ids of the manifests it wrote
+    move by as much (its files inherit them), as Java's manifest list writer assigns them on a retry.
     """
-    if base is None or commit.creates or base.format_version >= 3:
-        return None  # v3: not yet (the rebased files' row ids would move with it; untested against a v3 client)
+    if base is None or commit.creates:
+        return None
     snapshots = [u for u in commit.updates if u["action"] == "add-snapshot"]
     refs = [u for u in commit.updates if u["action"] == "set-snapshot-ref"]
     if len(snapshots) != 1 or len(refs) != 1 or len(commit.updates) != 2:
@@ -176,6 +179,12 @@ def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots
     except RequirementFailed:
         return None
     client = client_snapshots[sid]
+    row_id_shift = 0
+    if base.format_version >= 3:
+        shift = _row_id_shift(base, snap, client)
+        if shift is None:
+            return None
+        row_id_shift = shift
     # an added entry may spell out the client's own sequence number (DuckDB does), which is inheriting it; any other
     # sequence number of its own cannot move with the snapshot
     client_seq = snap.get("sequence-number")
@@ -194,7 +203,8 @@ def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots
     sequence_number = base.last_sequence_number + 1
     # the client's new manifests move with the snapshot: their entries inherit the new sequence number
     client = attrs.evolve(client, entries=moved_entries, manifests=tuple(
-        attrs.evolve(m, sequence_number=sequence_number, min_sequence_number=sequence_number)
+        attrs.evolve(m, sequence_number=sequence_number, min_sequence_number=sequence_number,
+                     first_row_id=None if m.first_row_id is None else m.first_row_id + row_id_shift)
         if m.added_snapshot_id == sid else m for m in client.manifests))
     before = {} if built_on is None else {e.file.key: e.file for e in live_entries(base, built_on)}
     try:
@@ -206,10 +216,29 @@ def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots
     snap["parent-snapshot-id"] = head.snapshot_id
     snap["sequence-number"] = sequence_number
     snap["summary"] = _totals_from(head, summary)
+    if base.format_version >= 3:
+        snap["first-row-id"] += row_id_shift
     requirement = {"type": "assert-ref-snapshot-id", "ref": branch, "snapshot-id": head.snapshot_id}
     updates = tuple({"action": "add-snapshot", "snapshot": snap} if u is snapshots[0] else u for u in commit.updates)
     return (TableCommit(requirements=rest.requirements + (requirement,), updates=updates),
             RebasedSnapshot(snapshot_id=sid, changes=changes))
+
+
+def _row_id_shift(base: TableState, snap: Mapping[str, Any], client: ClientSnapshot) -> int | None:
+    """How far a v3 append's row ids move onto the head: the head's ``next-row-id`` less the client's
+    ``first-row-id`` (0 when the client's ids start at or above it); None when they cannot move (no first-row-id,
+    a data manifest of its own without a first row id, or an added file that spells out its own)."""
+    first = snap.get("first-row-id")
+    if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+        return None
+    sid = snap.get("snapshot-id")
+    if any(m.added_snapshot_id == sid and m.content == ManifestContent.DATA and m.first_row_id is None
+           for m in client.manifests):
+        return None
+    if any(e.status == EntryStatus.ADDED and e.data_file.first_row_id is not None
+           for entries in client.entries.values() for e in entries):
+        return None
+    return max(0, (base.next_row_id or 0) - first)
 
 
 _TOTALS = {"total-records": "added-records", "total-files-size": "added-files-size",

@@ -271,6 +271,47 @@ def test_spark_writes_to_an_icelog_v3_table_through_rest(spark: Any, tmp_warehou
         assert after == {i: r for i, (_, r) in spark_rows.items() if i != 1}
 
 
+def test_a_spark_append_to_a_v3_table_overtaken_by_another_is_rebased_with_its_row_ids_moved(
+        spark: Any, tmp_warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another append lands between Spark's refresh and its commit through REST: the server rebases Spark's append
+    onto the new head (Spark may not retry here, so a 409 would fail the insert), and its snapshot's first-row-id
+    and its files' row ids move to the head's next-row-id, so every row keeps a distinct id."""
+    import tools.rest_server as rest_server
+
+    schema = pa.schema([("id", pa.int64()), ("cat", pa.string())])
+    with Catalog.open(tmp_warehouse) as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=schema, format_version=3,
+                             properties={"commit.retry.num-retries": "0"})
+        t.append(pa.table({"id": [0, 1, 2], "cat": ["icelog"] * 3}))
+    commit_table, overtaken = rest_server.commit_table, []
+
+    def overtaking(rc: Any, ns: tuple[str, ...], name: str, body: Any) -> Any:
+        if not overtaken:  # a real append by another writer, landing just before Spark's commit
+            with Catalog.open(tmp_warehouse) as other:
+                other.load_table("db.t").append(pa.table({"id": [3, 4], "cat": ["other"] * 2}))
+            overtaken.append(name)
+        return commit_table(rc, ns, name, body)
+
+    monkeypatch.setattr(rest_server, "commit_table", overtaking)
+    with running_server(tmp_warehouse, TOKEN) as server:
+        name = _spark_rest_catalog(spark, "v3rebase", server.uri)
+        spark.sql(f"INSERT INTO {name}.db.t VALUES (10, 'spark'), (11, 'spark')").collect()
+        spark_ids = {r["id"]: r["_row_id"] for r in spark.sql(f"SELECT id, _row_id FROM {name}.db.t").collect()}
+    assert overtaken == ["t"]
+    assert sorted(spark_ids) == [0, 1, 2, 3, 4, 10, 11]
+    assert sorted(spark_ids.values()) == list(range(7)) and {spark_ids[10], spark_ids[11]} == {5, 6}
+    with Catalog.open(tmp_warehouse) as cat:
+        t = cat.load_table("db.t")
+        head = t.current_snapshot()
+        other = t.state.snapshot_by_id(head.parent_snapshot_id)
+        assert dict(other.summary)["added-records"] == "2" and other.first_row_id == 3
+        assert head.first_row_id == 5 and head.sequence_number == other.sequence_number + 1
+        assert t.state.next_row_id == 7
+        assert {r["id"]: r["_row_id"] for r in t.scan(columns=["id", "_row_id"]).to_arrow().to_pylist()} == spark_ids
+        assert cat.verify("db.t") == []
+
+
 def test_spark_upgrades_an_icelog_v2_table_to_v3_through_rest(spark: Any, tmp_warehouse: Path) -> None:
     """ALTER TABLE ... SET TBLPROPERTIES ('format-version'='3') from Spark on an icelog v2 table with rows: icelog
     labels the live rows in the same commit, Spark's next writes continue the lineage, both read the same rows."""
