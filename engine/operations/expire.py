@@ -35,7 +35,8 @@ from engine.operations.commit import CommitContext, now_ms
 from engine.ownership import Ownership
 from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState
 from projections import layout
-from projections.projector import ManifestListIndex, Projector
+from projections.manifest_list_index import ManifestListIndex
+from projections.projector import Projector
 from storage import Log
 from storage.errors import FileNotFound
 from storage.files import FileIO, is_s3

@@ -131,3 +131,27 @@ def test_kept_merged_entries_are_what_reading_the_manifest_gives(tmp_path, forma
         assert read_manifest(open(path, "rb").read(), path)[1] == entries, path
     assert cat.verify("db.t") == []
     cat.close()
+
+
+def test_a_list_read_back_from_the_index_shares_the_records_decoded_before(tmp_path):
+    """Another handle's commits are published from lists it reads back from the index: each list shares all but
+    its newest manifests with its parent's, so their records are decoded once and reused (the same objects),
+    and each list still reads back equal to what was stored."""
+    from projections.manifest_list_index import StoredIndex
+
+    cat, t, snaps = appended(tmp_path, 4, {"commit.manifest-merge.enabled": "false"})
+    index = StoredIndex(cat.log)  # nothing cached in memory: every list is read from the derived table
+    lists = [index.get(t.uuid, s.snapshot_id) for s in snaps]
+    assert [len(m) for m in lists] == [1, 2, 3, 4]
+    for older, newer in zip(lists, lists[1:]):
+        assert all(any(a is b for b in newer) for a in older)  # the parent's records, not copies
+    stored = cat.projector.index
+    for s, got in zip(snaps, lists):
+        assert got == stored.get(t.uuid, s.snapshot_id) == manifest_list_of(t, s.snapshot_id)
+    cat.close()
+
+
+def manifest_list_of(table, snapshot_id: int) -> list:
+    meta = json.load(open(table.metadata_location))
+    snap = next(s for s in meta["snapshots"] if s["snapshot-id"] == snapshot_id)
+    return read_manifest_list(open(snap["manifest-list"], "rb").read(), snap["manifest-list"])

@@ -1,0 +1,159 @@
+"""The manifest-list index: the manifest list of each published snapshot, kept as a derived table beside the
+catalog's log, so the next snapshot takes its parent's manifests without reading its list back.
+
+Layer: projections (rows in the catalog's derived tables through storage; no files). Each list is stored as the
+JSON of its ``ManifestFile`` records; a list shares all but its newest records with its parent's, so the JSON text
+of a record and the record decoded from it are kept (a few thousand each) and reused.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections import OrderedDict
+from typing import Mapping, Protocol, Sequence
+
+from engine.model.data_file import FieldSummary, ManifestFile
+from projections.manifests import avro_long
+from storage import EventLog
+
+
+def manifest_file_to_json(m: ManifestFile) -> dict:
+    def b64(b: bytes | None) -> str | None:
+        return None if b is None else base64.b64encode(b).decode("ascii")
+
+    out = {"path": m.manifest_path, "length": m.manifest_length, "spec": m.partition_spec_id,
+           "content": int(m.content), "seq": m.sequence_number, "min-seq": m.min_sequence_number,
+           "snap": m.added_snapshot_id, "counts": [m.added_files_count, m.existing_files_count,
+                                                  m.deleted_files_count, m.added_rows_count,
+                                                  m.existing_rows_count, m.deleted_rows_count],
+           "parts": None if m.partitions is None else [
+               [p.contains_null, p.contains_nan, b64(p.lower_bound), b64(p.upper_bound)] for p in m.partitions]}
+    if m.first_row_id is not None:
+        out["first-row-id"] = m.first_row_id
+    return out
+
+
+def manifest_file_from_json(o: Mapping) -> ManifestFile:
+    def unb64(s: str | None) -> bytes | None:
+        return None if s is None else base64.b64decode(s)
+
+    c = o["counts"]
+    parts = None if o["parts"] is None else tuple(
+        FieldSummary(contains_null=p[0], contains_nan=p[1], lower_bound=unb64(p[2]), upper_bound=unb64(p[3]))
+        for p in o["parts"])
+    return ManifestFile(manifest_path=o["path"], manifest_length=o["length"], partition_spec_id=o["spec"],
+                        content=o["content"], sequence_number=o["seq"], min_sequence_number=o["min-seq"],
+                        added_snapshot_id=o["snap"], added_files_count=c[0], existing_files_count=c[1],
+                        deleted_files_count=c[2], added_rows_count=c[3], existing_rows_count=c[4],
+                        deleted_rows_count=c[5], partitions=parts, first_row_id=o.get("first-row-id"))
+
+
+#: the index's JSON text of recently stored manifests (a list shares all but its newest manifests with its parent's)
+_MANIFEST_JSON_TEXTS: OrderedDict[ManifestFile, str] = OrderedDict()
+_MANIFEST_JSON_TEXTS_KEPT = 8192
+
+
+_MANIFEST_CACHES_LOCK = threading.Lock()  # the REST server's threads publish at once
+
+
+def _manifest_json_text(m: ManifestFile) -> str:
+    with _MANIFEST_CACHES_LOCK:
+        text = _MANIFEST_JSON_TEXTS.get(m)
+        if text is not None:
+            _MANIFEST_JSON_TEXTS.move_to_end(m)  # least recently used goes first
+            return text
+    text = json.dumps(manifest_file_to_json(m), separators=(",", ":"))
+    with _MANIFEST_CACHES_LOCK:
+        _MANIFEST_JSON_TEXTS[m] = text
+        if len(_MANIFEST_JSON_TEXTS) > _MANIFEST_JSON_TEXTS_KEPT:
+            _MANIFEST_JSON_TEXTS.popitem(last=False)
+    return text
+
+
+#: the manifests decoded from the index, by path and length: a list shares all but its newest manifests with its
+#: parent's, and an index row never changes (each manifest path is written once), so a list read back reuses the
+#: records decoded before instead of building them again (and the same objects find their JSON text above at once)
+_DECODED_MANIFESTS: OrderedDict[tuple[str, int], ManifestFile] = OrderedDict()
+
+
+def _decoded_manifest(o: Mapping) -> ManifestFile:
+    key = (o["path"], o["length"])
+    with _MANIFEST_CACHES_LOCK:
+        m = _DECODED_MANIFESTS.get(key)
+        if m is not None:
+            _DECODED_MANIFESTS.move_to_end(key)
+            return m
+    m = manifest_file_from_json(o)
+    with _MANIFEST_CACHES_LOCK:
+        _DECODED_MANIFESTS[key] = m
+        if len(_DECODED_MANIFESTS) > _MANIFEST_JSON_TEXTS_KEPT:
+            _DECODED_MANIFESTS.popitem(last=False)
+    return m
+
+
+class ManifestListIndex(Protocol):
+    def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None: ...
+
+    def put(self, table_uuid: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None: ...
+
+
+class MemoryIndex:
+    """An index held in memory (for rebuilds into another folder)."""
+
+    def __init__(self) -> None:
+        self._lists: dict[tuple[str, int], list[ManifestFile]] = {}
+
+    def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None:
+        return self._lists.get((table_uuid, snapshot_id))
+
+    def put(self, table_uuid: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None:
+        self._lists[(table_uuid, snapshot_id)] = list(manifests)
+
+
+class OverlayIndex:
+    """Reads through to another index; keeps what this publish adds in memory until it is written in one go."""
+
+    def __init__(self, base: ManifestListIndex) -> None:
+        self.base = base
+        self.added: dict[int, list[ManifestFile]] = {}
+
+    def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None:
+        found = self.added.get(snapshot_id)
+        return found if found is not None else self.base.get(table_uuid, snapshot_id)
+
+    def put(self, table_uuid: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None:
+        self.added[snapshot_id] = list(manifests)
+
+
+class StoredIndex:
+    """The manifest-list index as a derived table beside the catalog's log (SQLite or PostgreSQL). A row never
+    changes once written, so each table's newest list (the parent of its next commit) is also kept in memory."""
+
+    TABLE = "projection_manifest_lists"
+
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
+        self._newest: dict[str, tuple[int, list[ManifestFile]]] = {}
+        log.derived.create(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (table_uuid TEXT NOT NULL, snapshot_id BIGINT "
+                           f"NOT NULL, manifests TEXT NOT NULL, PRIMARY KEY (table_uuid, snapshot_id))")
+
+    def get(self, table_uuid: str, snapshot_id: int) -> list[ManifestFile] | None:
+        newest = self._newest.get(table_uuid)
+        if newest is not None and newest[0] == snapshot_id:
+            return list(newest[1])
+        rows = self.log.derived.query(f"SELECT manifests FROM {self.TABLE} WHERE table_uuid = ? AND snapshot_id = ?",
+                                      [table_uuid, avro_long(snapshot_id)])
+        return None if not rows else [_decoded_manifest(m) for m in json.loads(rows[0][0])]
+
+    def put(self, table_uuid: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None:
+        self.put_many(table_uuid, {snapshot_id: manifests})
+
+    def put_many(self, table_uuid: str, lists: Mapping[int, Sequence[ManifestFile]]) -> None:
+        rows = [(table_uuid, avro_long(sid), "[" + ",".join(_manifest_json_text(m) for m in ms) + "]")
+                for sid, ms in lists.items()]
+        self.log.derived.insert_missing(self.TABLE, ("table_uuid", "snapshot_id", "manifests"), rows)
+        if lists:
+            snapshot_id, manifests = list(lists.items())[-1]
+            self._newest[table_uuid] = (snapshot_id, list(manifests))
