@@ -9,7 +9,8 @@ write the same files, and a rebuild into another folder yields identical bytes.
 
 The manifest list of each published snapshot is kept in a derived index table
 (``projections.manifest_list_index``) so the next snapshot reuses its parent's manifests without
-reading them back; merging reads the merged manifests' entries from the files it wrote.
+reading them back; merging takes the entries of the manifests it wrote from memory and reads back only
+those it does not hold (written by another process, or before this one started).
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ from storage.files import FileIO
 DEFAULT_CATALOG_NAME = "icelog"
 MERGE_ENABLED_DEFAULT = True
 MIN_COUNT_TO_MERGE_DEFAULT = 100
-#: how many entries of merged manifests a projector keeps for its next merges (about 1 KB each)
-MERGED_ENTRIES_KEPT = 200_000
+#: how many entries of the manifests it wrote a projector keeps for its next merges (about 1 KB each)
+WRITTEN_ENTRIES_KEPT = 200_000
 TARGET_MANIFEST_SIZE_DEFAULT = 8 * 1024 * 1024
 # Uncompressed Avro: deflate's bytes depend on the zlib build, and a rebuild must be identical on any machine.
 AVRO_CODEC = "null"
@@ -79,14 +80,15 @@ class Renderer:
     """Renders one table's files for one commit; pure apart from reading manifests it merges.
 
     :param read: reads a file this projection wrote before (for merging manifests)
-    :param merged: the entries of manifests merged before, by path (kept between commits by the caller): the
-        next merge takes the last merged manifest whole, and reading it back grows with the table's history
+    :param written: the entries of manifests written before, by path (kept between commits by the caller): a
+        merge takes them instead of reading back the manifests it packs (a hundred small ones, and the last merged
+        one, whose size grows with the table's history)
     """
 
-    def __init__(self, read: Callable[[str], bytes], merged: MergedEntries | None = None) -> None:
+    def __init__(self, read: Callable[[str], bytes], written: WrittenEntries | None = None) -> None:
         self._read = read
         self._pending: dict[str, bytes] = {}
-        self._merged = merged if merged is not None else MergedEntries()
+        self._written = written if written is not None else WrittenEntries()
 
     def read(self, path: str) -> bytes:
         """A manifest rendered in this commit (not yet written, perhaps never) or one published before."""
@@ -128,7 +130,7 @@ class Renderer:
 
     def entries_of(self, m: ManifestFile) -> list[ManifestEntry]:
         """The entries of a manifest this projection wrote, with inherited values made explicit."""
-        entries = self._merged.get(m)
+        entries = self._written.get(m)
         if entries is None:
             try:
                 _, entries = read_manifest(self.read(m.manifest_path), m.manifest_path)
@@ -188,6 +190,8 @@ class Renderer:
         ordinal = 0
         for (spec_id, content), entries in sorted(groups.items()):
             writes.append(self.manifest(state, snap, ordinal, spec_id, content, entries))
+            if not v1:  # v1 manifests write no sequence numbers: reading gives None, not the 0 written here
+                self._written.put(writes[-1].record, entries)
             ordinal += 1
         kept_parent, rewrites, ordinal = self.remove_files(state, snap, parent, removed, ordinal, relabelled)
         writes += rewrites
@@ -273,21 +277,25 @@ class Renderer:
                         else:
                             entries.append(attrs.evolve(e, status=EntryStatus.EXISTING))
                 w = self.manifest(state, snap, ordinal, spec_id, ManifestContent(content), entries)
+                self._written.forget(bin_)  # packed into w: the next merge takes w instead
                 if state.format_version > 1:  # v1 manifests write no sequence numbers: reading gives None, not 0
-                    self._merged.put(w.record, entries)
+                    self._written.put(w.record, entries)
                 ordinal += 1
                 writes.append(w)
                 out.append(w.record)
         return writes, out
 
 
-class MergedEntries:
-    """The entries of the manifests a renderer merged last, by path and length, as reading them back would give
-    (each was read from a manifest before, so rendering it again and reading changes nothing); a few are kept,
-    up to :data:`MERGED_ENTRIES_KEPT` entries in all."""
+class WrittenEntries:
+    """The entries of the manifests a renderer wrote (each commit's new manifests and the merged ones), by path and
+    length, as reading them back would give: a merged manifest's entries were read from manifests before, and a
+    new manifest's are the files the log holds, which a manifest stores and reads back unchanged (the tests read
+    every kept manifest back to check it). The oldest go first beyond :data:`WRITTEN_ENTRIES_KEPT` entries in all,
+    and the manifests a merge packs as soon as it has."""
 
     def __init__(self) -> None:
         self._kept: OrderedDict[tuple[str, int], list[ManifestEntry]] = OrderedDict()
+        self._count = 0  # entries kept
         self._lock = threading.Lock()
 
     def get(self, m: ManifestFile) -> list[ManifestEntry] | None:
@@ -295,12 +303,19 @@ class MergedEntries:
             return self._kept.get((m.manifest_path, m.manifest_length))
 
     def put(self, m: ManifestFile, entries: list[ManifestEntry]) -> None:
-        if len(entries) > MERGED_ENTRIES_KEPT:
+        if len(entries) > WRITTEN_ENTRIES_KEPT:
             return
+        key = (m.manifest_path, m.manifest_length)
         with self._lock:
-            self._kept[(m.manifest_path, m.manifest_length)] = entries
-            while sum(len(e) for e in self._kept.values()) > MERGED_ENTRIES_KEPT:
-                self._kept.popitem(last=False)
+            self._count += len(entries) - len(self._kept.pop(key, ()))
+            self._kept[key] = entries
+            while self._count > WRITTEN_ENTRIES_KEPT:
+                self._count -= len(self._kept.popitem(last=False)[1])
+
+    def forget(self, manifests: Iterable[ManifestFile]) -> None:
+        with self._lock:
+            for m in manifests:
+                self._count -= len(self._kept.pop((m.manifest_path, m.manifest_length), ()))
 
 
 _JSON_TEXTS: dict[int, tuple[object, str]] = {}
@@ -380,8 +395,8 @@ class Projector:
         self.index = StoredIndex(log)
         #: keeps each table's encoded snapshot history between publishes
         self.metadata = MetadataRenderer()
-        #: keeps the last merged manifests' entries between publishes
-        self._merged = MergedEntries()
+        #: keeps the entries of the manifests it wrote between publishes, for the next merge
+        self._written = WrittenEntries()
         derived = log.derived
         derived.create(f"CREATE TABLE IF NOT EXISTS {self.STATUS} (table_uuid TEXT PRIMARY KEY, version BIGINT "
                        f"NOT NULL, metadata_location TEXT NOT NULL)")
@@ -407,7 +422,7 @@ class Projector:
         """
         if not states:
             return None
-        renderer = Renderer(self.io.read_bytes, self._merged)
+        renderer = Renderer(self.io.read_bytes, self._written)
         index = OverlayIndex(self.index)
         on_snapshot = None
         if progress is not None:
