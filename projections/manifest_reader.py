@@ -14,7 +14,7 @@ import json
 import struct
 import uuid
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -283,7 +283,8 @@ def inherit_first_row_ids(entries: Sequence[ManifestEntry], first_row_id: int | 
     return out
 
 
-def read_manifest_list(data: bytes, path: str) -> list[ManifestFile]:
+def read_manifest_list(data: bytes, path: str, known: Mapping[str, ManifestFile] | None = None
+                       ) -> list[ManifestFile]:
     """Parse a manifest list (v1, v2 or v3, any writer).
 
     v1 lists read as DATA manifests with sequence numbers 0, as the spec says. A count that a v1
@@ -291,6 +292,8 @@ def read_manifest_list(data: bytes, path: str) -> list[ManifestFile]:
 
     :param data: the file's bytes
     :param path: the file's location, named in errors
+    :param known: records of manifests the caller holds already, by path: a listed manifest found there is
+        returned as that record instead of being decoded (a client's list repeats its parent's manifests)
     """
     try:
         _, schema, records = _read_avro(data)
@@ -298,7 +301,9 @@ def read_manifest_list(data: bytes, path: str) -> list[ManifestFile]:
         summary_names: dict[int, str] = {}
         if MANIFEST_FILE_IDS["partitions"] in names:
             summary_names = _names_by_id(_field_type(schema, MANIFEST_FILE_IDS["partitions"])["items"])
-        return [_manifest_file_from_record(r, names, summary_names) for r in records]
+        path_name = names[MANIFEST_FILE_IDS["manifest_path"]]
+        known = known or {}
+        return [known.get(r[path_name]) or _manifest_file_from_record(r, names, summary_names) for r in records]
     except _DECODE_ERRORS as e:
         raise CorruptFileError(f"Cannot read manifest list {path}: {type(e).__name__}: {e}", path=path) from e
 

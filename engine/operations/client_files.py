@@ -89,13 +89,15 @@ def load_client_snapshots(io: FileIO, commit: TableCommit, base: TableState | No
     for snap in commit.snapshots():
         list_path = snap["manifest-list"]
         check(list_path)
-        manifests = tuple(read_manifest_list(read_file_bytes(io, list_path, "the client's manifest list"), list_path))
         parent_id = snap.get("parent-snapshot-id")
         parent_manifests: dict[str, ManifestFile] | None = None
         if base is not None and parent_id is not None:
             parent = base.snapshot_by_id(parent_id)
             if parent is not None:
                 parent_manifests = _published_manifests(io, base, parent.snapshot_id, parent.commit_id, projected)
+        # the parent's manifests, which the client's list repeats, are the records icelog published for them
+        manifests = tuple(read_manifest_list(read_file_bytes(io, list_path, "the client's manifest list"), list_path,
+                                             known=parent_manifests))
         for m in manifests:  # the parent's manifests are the table's already: only the others are checked
             if parent_manifests is None or m.manifest_path not in parent_manifests:
                 check(m.manifest_path)

@@ -48,6 +48,10 @@ def test_the_parents_manifests_come_from_the_projectors_index(tmp_path) -> None:
     (client,) = load_client_snapshots(cat.io, commit, state, projected=cat.projector.index.get).values()
     assert client.parent_manifests == {m.manifest_path for m in parent_manifests}
     assert set(client.entries) == {new_manifest}  # the parent's manifests were not read
+    # nor their records in the client's list decoded: they are the ones the index holds
+    assert [m.manifest_path for m in client.manifests] == [m.manifest_path for m in manifests]
+    assert all(a is b for a, b in zip(client.manifests, parent_manifests))
+    assert client.manifests[-1] == manifests[-1]
 
     (unknown,) = load_client_snapshots(cat.io, commit, state).values()
     assert unknown.parent_manifests is None  # without the index and the list: every manifest is read
