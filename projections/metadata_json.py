@@ -139,6 +139,8 @@ class _Rendered:
     snapshot_ids: frozenset[int]
     snapshot_parts: list[bytes]
     snapshot_log: tuple[tuple[int, int], ...]
+    #: the snapshot-log entries published (those of published snapshots) and their JSON parts
+    snapshot_log_entries: tuple[tuple[int, int], ...]
     snapshot_log_parts: list[bytes]
     #: the JSON of metadata-log entries already encoded for this location and metadata base
     metadata_base: int = 0
@@ -178,11 +180,12 @@ class MetadataRenderer:
         rendered = self._extend(last, state) if last is not None else None
         if rendered is None:
             published = tuple(published_snapshots(state))
+            log_entries = tuple(_snapshot_log(state, published))
             rendered = _Rendered(state.location, state.format_version, published,
                                  frozenset(s.snapshot_id for s in published),
                                  _extended_parts([], published, lambda snap: _encode(snapshot_json(state, snap))),
-                                 state.snapshot_log,
-                                 _extended_parts([], _snapshot_log(state, published), _encode_log_entry))
+                                 state.snapshot_log, log_entries,
+                                 _extended_parts([], log_entries, _encode_log_entry))
         with self._lock:
             self._last[state.table_uuid] = rendered
             while len(self._last) > self.max_tables:
@@ -212,19 +215,53 @@ class MetadataRenderer:
 
     @staticmethod
     def _extend(last: _Rendered, state: TableState) -> _Rendered | None:
-        """``last`` extended to ``state`` when the state only added snapshots and log entries after it; None when
-        anything before changed (an expiry, a snapshot limit, another location), which takes a full render."""
+        """``last`` extended to ``state`` when the state only added snapshots and log entries after it (under
+        ``icelog.metadata.max-snapshots``, the oldest published snapshots may also drop off the front, with their
+        log entries); None when anything else changed (an expiry, a snapshot limit set, another location), which
+        takes a full render."""
         if (last.location, last.format_version) != (state.location, state.format_version):
             return None
-        published = published_snapshots(state)
-        n, m = len(last.snapshots), len(last.snapshot_log)
-        if len(published) < n or tuple(published[:n]) != last.snapshots or \
-                len(state.snapshot_log) < m or state.snapshot_log[:m] != last.snapshot_log:
+        m = len(last.snapshot_log)
+        if len(state.snapshot_log) < m or state.snapshot_log[:m] != last.snapshot_log:
             return None
-        added = published[n:]
-        ids = last.snapshot_ids | {s.snapshot_id for s in added} if added else last.snapshot_ids
+        published = published_snapshots(state)
+        dropped = _dropped_from_front(last.snapshots, published)
+        if dropped is None:
+            return None
+        snapshot_parts, log_entries, log_parts = last.snapshot_parts, last.snapshot_log_entries, last.snapshot_log_parts
+        ids = last.snapshot_ids
+        if dropped:
+            gone = {s.snapshot_id for s in last.snapshots[:dropped]}
+            ids = ids - gone
+            snapshot_parts = snapshot_parts[2 * dropped:]
+            front = 0  # the log entries of the dropped snapshots must be the first ones published
+            while front < len(log_entries) and log_entries[front][1] in gone:
+                front += 1
+            if any(entry[1] in gone for entry in log_entries[front:]):
+                return None
+            log_entries, log_parts = log_entries[front:], log_parts[2 * front:]
+        added = published[len(last.snapshots) - dropped:]
+        if added:
+            ids = ids | {s.snapshot_id for s in added}
         new_log = [entry for entry in state.snapshot_log[m:] if entry[1] in ids]
         return _Rendered(state.location, state.format_version, tuple(published), ids,
-                         _extended_parts(last.snapshot_parts, added, lambda snap: _encode(snapshot_json(state, snap))),
-                         state.snapshot_log, _extended_parts(last.snapshot_log_parts, new_log, _encode_log_entry),
+                         _extended_parts(snapshot_parts, added, lambda snap: _encode(snapshot_json(state, snap))),
+                         state.snapshot_log, log_entries + tuple(new_log),
+                         _extended_parts(log_parts, new_log, _encode_log_entry),
                          last.metadata_base, last.metadata_log_parts)
+
+
+def _dropped_from_front(old: tuple[Snapshot, ...], new: Sequence[Snapshot]) -> int | None:
+    """How many snapshots dropped off the front of ``old`` for ``new`` to go on from the rest of it (0 when none
+    did); None when ``new`` does not go on from ``old`` that way, or shares none of it (a limit removed brings
+    older snapshots back, with log entries the last render left out)."""
+    dropped = 0
+    if old and new and new[0] != old[0]:
+        first = new[0].snapshot_id
+        dropped = next((i for i, s in enumerate(old) if s.snapshot_id == first), len(old))
+    if old and dropped == len(old) or old and not new:
+        return None
+    rest = old[dropped:]
+    if len(new) < len(rest) or tuple(new[:len(rest)]) != rest:
+        return None
+    return dropped

@@ -112,3 +112,52 @@ def test_a_commit_encodes_only_its_own_metadata_log_entry(tmp_path, monkeypatch)
             assert len([v for v in paths if v is not None]) <= 2, paths
             paths.clear()
         assert open(t.metadata_location, "rb").read() == render_metadata(t.state)
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_a_sliding_snapshot_window_renders_the_reference_bytes_encoding_only_the_new_snapshot(
+        tmp_path, monkeypatch, format_version):
+    """Under ``icelog.metadata.max-snapshots`` each commit drops the oldest published snapshot (and its log entry)
+    off the front: the renderer drops their JSON instead of encoding the whole window again, and still gives the
+    reference bytes; a branch head outside the window, a rollback and a smaller limit included."""
+    encoded: list[int] = []
+    original = metadata_json.snapshot_json
+    renderer = MetadataRenderer()
+
+    def counting(state, snap):
+        encoded.append(snap.snapshot_id)
+        return original(state, snap)
+
+    def rendered_by_our_renderer(state) -> bytes:
+        monkeypatch.setattr(metadata_json, "snapshot_json", counting)
+        try:
+            return renderer.render(state)
+        finally:
+            monkeypatch.setattr(metadata_json, "snapshot_json", original)
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=format_version,
+                             properties={"icelog.metadata.max-snapshots": "4"})
+        snaps = [t.append(rows(range(i, i + 1))) for i in range(6)]
+        assert renderer.render(t.state) == render_metadata(t.state)
+        for i in range(6, 12):
+            snap = t.append(rows(range(i, i + 1)))
+            encoded.clear()
+            assert rendered_by_our_renderer(t.state) == render_metadata(t.state)
+            assert encoded == [snap.snapshot_id]  # the window slid: one snapshot encoded, one dropped
+        assert len(json.loads(render_metadata(t.state))["snapshots"]) == 4
+        t.manage_snapshots().create_branch(snaps[1].snapshot_id, "old").commit()  # a head outside the window
+        assert renderer.render(t.state) == render_metadata(t.state)
+        for i in range(12, 15):
+            t.append(rows(range(i, i + 1)))
+            assert renderer.render(t.state) == render_metadata(t.state)
+        t.manage_snapshots().rollback_to_snapshot(t.state.current_snapshot.parent_snapshot_id).commit()
+        assert renderer.render(t.state) == render_metadata(t.state)
+        t.set_properties({"icelog.metadata.max-snapshots": "2"})
+        assert renderer.render(t.state) == render_metadata(t.state)
+        for i in range(15, 18):
+            t.append(rows(range(i, i + 1)))
+            assert renderer.render(t.state) == render_metadata(t.state)
+        assert open(t.metadata_location, "rb").read() == render_metadata(t.state)
+        assert cat.verify("db.t") == []
