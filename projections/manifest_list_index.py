@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
-from collections import OrderedDict
 from typing import Mapping, Protocol, Sequence
 
 from engine.model.data_file import FieldSummary, ManifestFile
+from projections.kept_values import KeptValues
 from projections.manifests import avro_long
 from storage import EventLog
 
@@ -51,46 +50,19 @@ def manifest_file_from_json(o: Mapping) -> ManifestFile:
 
 
 #: the index's JSON text of recently stored manifests (a list shares all but its newest manifests with its parent's)
-_MANIFEST_JSON_TEXTS: OrderedDict[ManifestFile, str] = OrderedDict()
-_MANIFEST_JSON_TEXTS_KEPT = 8192
-
-
-_MANIFEST_CACHES_LOCK = threading.Lock()  # the REST server's threads publish at once
-
-
-def _manifest_json_text(m: ManifestFile) -> str:
-    with _MANIFEST_CACHES_LOCK:
-        text = _MANIFEST_JSON_TEXTS.get(m)
-        if text is not None:
-            _MANIFEST_JSON_TEXTS.move_to_end(m)  # least recently used goes first
-            return text
-    text = json.dumps(manifest_file_to_json(m), separators=(",", ":"))
-    with _MANIFEST_CACHES_LOCK:
-        _MANIFEST_JSON_TEXTS[m] = text
-        if len(_MANIFEST_JSON_TEXTS) > _MANIFEST_JSON_TEXTS_KEPT:
-            _MANIFEST_JSON_TEXTS.popitem(last=False)
-    return text
-
-
+_MANIFEST_JSON_TEXTS: KeptValues[str] = KeptValues(8192)
 #: the manifests decoded from the index, by path and length: a list shares all but its newest manifests with its
 #: parent's, and an index row never changes (each manifest path is written once), so a list read back reuses the
 #: records decoded before instead of building them again (and the same objects find their JSON text above at once)
-_DECODED_MANIFESTS: OrderedDict[tuple[str, int], ManifestFile] = OrderedDict()
+_DECODED_MANIFESTS: KeptValues[ManifestFile] = KeptValues(8192)
+
+
+def _manifest_json_text(m: ManifestFile) -> str:
+    return _MANIFEST_JSON_TEXTS.get_or_make(m, lambda: json.dumps(manifest_file_to_json(m), separators=(",", ":")))
 
 
 def _decoded_manifest(o: Mapping) -> ManifestFile:
-    key = (o["path"], o["length"])
-    with _MANIFEST_CACHES_LOCK:
-        m = _DECODED_MANIFESTS.get(key)
-        if m is not None:
-            _DECODED_MANIFESTS.move_to_end(key)
-            return m
-    m = manifest_file_from_json(o)
-    with _MANIFEST_CACHES_LOCK:
-        _DECODED_MANIFESTS[key] = m
-        if len(_DECODED_MANIFESTS) > _MANIFEST_JSON_TEXTS_KEPT:
-            _DECODED_MANIFESTS.popitem(last=False)
-    return m
+    return _DECODED_MANIFESTS.get_or_make((o["path"], o["length"]), lambda: manifest_file_from_json(o))
 
 
 class ManifestListIndex(Protocol):

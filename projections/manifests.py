@@ -18,7 +18,6 @@ import math
 import struct
 import uuid
 import zlib
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -64,6 +63,7 @@ from projections.avro_schemas import (
     manifest_file_schema,
     partition_avro_schema,
 )
+from projections.kept_values import KeptValues
 
 PartitionFields = Sequence[tuple[int, str, IcebergType]]
 
@@ -460,24 +460,14 @@ def render_manifest_list(manifests: Sequence[ManifestFile], *, format_version: i
 
 
 #: the Avro encoding of recently rendered manifest list records, by (format version, manifest)
-_ENCODED_MANIFEST_FILES: OrderedDict[tuple[int, ManifestFile], bytes] = OrderedDict()
-_ENCODED_MANIFEST_FILES_KEPT = 8192
+_ENCODED_MANIFEST_FILES: KeptValues[bytes] = KeptValues(8192)
 _AVRO_SYNC_INTERVAL = 16_000  # fastavro.writer's default: a block ends once it holds this many bytes
 _AVRO_MAGIC = b"Obj\x01"
 
 
 def _encoded_manifest_file(m: ManifestFile, format_version: int) -> bytes:
-    key = (format_version, m)
-    found = _ENCODED_MANIFEST_FILES.get(key)
-    if found is not None:
-        _ENCODED_MANIFEST_FILES.move_to_end(key)  # least recently used goes first
-        return found
-    encoded = _encoded(_manifest_file_avro(format_version), _manifest_file_record(m, format_version),
-                       "manifest list")
-    _ENCODED_MANIFEST_FILES[key] = encoded
-    if len(_ENCODED_MANIFEST_FILES) > _ENCODED_MANIFEST_FILES_KEPT:
-        _ENCODED_MANIFEST_FILES.popitem(last=False)
-    return encoded
+    return _ENCODED_MANIFEST_FILES.get_or_make((format_version, m), lambda: _encoded(
+        _manifest_file_avro(format_version), _manifest_file_record(m, format_version), "manifest list"))
 
 
 def _zigzag_long(value: int) -> bytes:

@@ -259,7 +259,7 @@ def _dropped_from_front(old: tuple[Snapshot, ...], new: Sequence[Snapshot]) -> i
     if old and new and new[0] != old[0]:
         first = new[0].snapshot_id
         dropped = next((i for i, s in enumerate(old) if s.snapshot_id == first), len(old))
-    if old and dropped == len(old) or old and not new:
+    if old and (not new or dropped == len(old)):
         return None
     rest = old[dropped:]
     if len(new) < len(rest) or tuple(new[:len(rest)]) != rest:
