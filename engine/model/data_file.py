@@ -140,7 +140,7 @@ class FieldSummary:
     upper_bound: bytes | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, cache_hash=True)
 class ManifestFile:
     """One record of a manifest list."""
 

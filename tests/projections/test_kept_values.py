@@ -1,0 +1,53 @@
+"""KeptValues: the bounded, thread-safe map behind the projection's process-wide caches."""
+
+from __future__ import annotations
+
+import threading
+
+from projections.kept_values import KeptValues
+
+
+def test_a_value_is_made_once_and_kept():
+    kept: KeptValues[str] = KeptValues(4)
+    made = []
+    for _ in range(3):
+        assert kept.get_or_make("a", lambda: made.append("a") or "value of a") == "value of a"
+    assert made == ["a"]
+
+
+def test_the_oldest_made_goes_first_once_full():
+    kept: KeptValues[int] = KeptValues(3)
+    made = []
+
+    def make(n):
+        return lambda: made.append(n) or n * 10
+
+    for n in (1, 2, 3):
+        kept.get_or_make(n, make(n))
+    kept.get_or_make(1, make(1))  # a hit: nothing made, and the order of making stands
+    kept.get_or_make(4, make(4))  # full: 1, the oldest made, goes
+    assert made == [1, 2, 3, 4]
+    assert kept.get_or_make(2, make(2)) == 20 and made == [1, 2, 3, 4]
+    assert kept.get_or_make(1, make(1)) == 10 and made == [1, 2, 3, 4, 1]  # made again
+    assert len(kept._values) == 3
+
+
+def test_threads_share_it_without_errors_and_within_its_bound():
+    kept: KeptValues[tuple[int, int]] = KeptValues(64)
+    errors = []
+
+    def work(offset):
+        try:
+            for i in range(5000):
+                key = (i * 7 + offset) % 200
+                assert kept.get_or_make(key, lambda: (key, key)) == (key, key)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(kept._values) <= 64
