@@ -8,6 +8,8 @@ history.
 
 from __future__ import annotations
 
+import json
+import threading
 from functools import singledispatch
 from typing import Any, Iterable, Mapping
 
@@ -453,24 +455,57 @@ def _(event: TableDropped, state: CatalogState, at: LogPosition) -> CatalogState
 # ---------------------------------------------------------------- checkpoint codec
 
 
-def state_to_json(state: TableState) -> dict[str, Any]:
-    """A lossless JSON form of a table state, for checkpoints."""
-    return {
+def state_to_json(state: TableState, *, with_snapshots: bool = True) -> dict[str, Any]:
+    """A lossless JSON form of a table state, for checkpoints (:func:`state_json_text` is its text).
+
+    :param with_snapshots: False leaves out the snapshots and the expired snapshots (the text adds them)
+    """
+    obj = {
         "table-uuid": state.table_uuid, "location": state.location, "format-version": state.format_version,
         "schemas": [s.to_json() for s in state.schemas], "current-schema-id": state.current_schema_id,
         "last-column-id": state.last_column_id, "specs": [s.to_json() for s in state.specs],
         "default-spec-id": state.default_spec_id, "last-partition-id": state.last_partition_id,
         "sort-orders": [o.to_json() for o in state.sort_orders], "default-sort-order-id": state.default_sort_order_id,
         "properties": [list(p) for p in state.properties],
-        "snapshots": [_snapshot_to_json(s) for s in state.snapshots],
         "refs": [[name, attrs.asdict(r)] for name, r in state.refs],
-        "expired-snapshots": [_snapshot_to_json(s) for s in state.expired_snapshots],
         "snapshot-log": [list(e) for e in state.snapshot_log],
         "metadata-log": [list(e) for e in state.metadata_log],
         "last-sequence-number": state.last_sequence_number, "last-updated-ms": state.last_updated_ms,
         "version": state.version, "commit-id": state.commit_id, "metadata-base": state.metadata_base,
         "next-row-id": state.next_row_id,
     }
+    if with_snapshots:
+        obj["snapshots"] = [_snapshot_to_json(s) for s in state.snapshots]
+        obj["expired-snapshots"] = [_snapshot_to_json(s) for s in state.expired_snapshots]
+    return obj
+
+
+def state_json_text(state: TableState) -> str:
+    """``state_to_json(state)`` as compact JSON text (what a checkpoint stores), each snapshot's JSON encoded once
+    per process: a snapshot never changes, and the states of one table share their snapshot objects, so a
+    checkpoint encodes only the snapshots since the last one (the whole history is still joined, not encoded)."""
+    obj = state_to_json(state, with_snapshots=False)
+    head = json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    return "".join((head[:-1], ',"snapshots":[', ",".join(map(_snapshot_json_text, state.snapshots)),
+                    '],"expired-snapshots":[', ",".join(map(_snapshot_json_text, state.expired_snapshots)), "]}"))
+
+
+#: recently encoded snapshots' JSON text by object identity (the snapshot is kept with it, so its id stays its own)
+_SNAPSHOT_TEXTS: dict[int, tuple[Snapshot, str]] = {}
+_SNAPSHOT_TEXTS_KEPT = 50_000
+_SNAPSHOT_TEXTS_LOCK = threading.Lock()
+
+
+def _snapshot_json_text(s: Snapshot) -> str:
+    found = _SNAPSHOT_TEXTS.get(id(s))
+    if found is not None and found[0] is s:
+        return found[1]
+    text = json.dumps(_snapshot_to_json(s), separators=(",", ":"), allow_nan=False)
+    with _SNAPSHOT_TEXTS_LOCK:
+        _SNAPSHOT_TEXTS[id(s)] = (s, text)
+        while len(_SNAPSHOT_TEXTS) > _SNAPSHOT_TEXTS_KEPT:
+            del _SNAPSHOT_TEXTS[next(iter(_SNAPSHOT_TEXTS))]
+    return text
 
 
 def state_from_json(obj: Mapping[str, Any]) -> TableState:

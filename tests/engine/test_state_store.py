@@ -114,3 +114,38 @@ def test_the_states_of_commits_just_folded_are_not_folded_again(tmp_path):
             after_version) or original(stream, after_version=after_version, up_to_version=up_to_version)
         assert fresh.store.commits_between(t.uuid, first, head) == states
         assert fresh_reads  # held nothing: folded from the log
+
+
+def test_a_checkpoint_encodes_only_the_snapshots_since_the_last_one(tmp_path, monkeypatch):
+    """A checkpoint's text is the state's lossless JSON (expired snapshots and v3 row ids included), and the next
+    checkpoint encodes only the snapshots committed since: a snapshot's JSON is encoded once per process."""
+    import json
+    import zlib
+
+    import engine.state.table_state as table_state
+
+    encoded = []
+    original = table_state._snapshot_to_json
+    monkeypatch.setattr(table_state, "_snapshot_to_json", lambda s: encoded.append(s.snapshot_id) or original(s))
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    with Catalog.open(tmp_path / "wh", project=False) as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=rows.schema, properties={"format-version": "3"})
+        for _ in range(CHECKPOINT_EVERY - 2):
+            t.append(rows)
+        first = t.state.snapshots[0].snapshot_id
+        t.expire_snapshots(older_than_ms=t.state.last_updated_ms + 1, retain_last=CHECKPOINT_EVERY - 3)
+        assert t.state.version == CHECKPOINT_EVERY
+        assert len(encoded) == CHECKPOINT_EVERY - 2  # each snapshot once, the expired one among them
+        encoded.clear()
+        for _ in range(CHECKPOINT_EVERY):
+            t.append(rows)
+        assert len(encoded) == CHECKPOINT_EVERY  # only the new ones
+        state = t.state
+        blob = cat.log.checkpoint_at_or_before(t.uuid, state.version)
+    assert blob is not None and blob[0] == 2 * CHECKPOINT_EVERY
+    stored = json.loads(zlib.decompress(blob[1]))
+    assert stored == json.loads(json.dumps(table_state.state_to_json(state)))
+    assert table_state.state_from_json(stored) == state
+    assert [s.snapshot_id for s in table_state.state_from_json(stored).expired_snapshots] == [first]
+    assert state.snapshots[-1].first_row_id is not None
