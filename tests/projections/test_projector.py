@@ -172,3 +172,37 @@ def test_a_merge_reads_back_no_manifest_the_projector_wrote(tmp_path, format_ver
     assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2] + list(range(10, 19))
     assert cat.verify("db.t") == []
     cat.close()
+
+
+def test_a_stored_list_is_cut_into_records_and_only_new_ones_are_parsed(monkeypatch):
+    """A stored list's text is cut where records meet, and a record's text decoded before is not parsed again;
+    any record (partition bounds, v3 row ids, a path holding quotes, braces and the very text that separates two
+    records) reads back equal to what was stored, and text of another shape is parsed whole."""
+    import projections.manifest_list_index as index_module
+    from engine.model.data_file import FieldSummary, ManifestFile
+
+    def record(n: int, path: str, **extra) -> ManifestFile:
+        return ManifestFile(manifest_path=path, manifest_length=100 + n, partition_spec_id=0, sequence_number=n,
+                            min_sequence_number=n, added_snapshot_id=1000 + n, added_files_count=1,
+                            existing_files_count=0, deleted_files_count=0, added_rows_count=10, existing_rows_count=0,
+                            deleted_rows_count=0, **extra)
+
+    records = [record(1, "/w/t/metadata/a-m0.avro"),
+               record(2, '/w/t/metadata/odd },{"path": "x" {}[]\\ name.avro',
+                      partitions=(FieldSummary(contains_null=False, contains_nan=None, lower_bound=b"\x00\x01",
+                                               upper_bound=b"}"),)),
+               record(3, "/w/t/metadata/c-m0.avro", first_row_id=77, partitions=())]
+    text = "[" + ",".join(index_module._manifest_json_text(m) for m in records) + "]"
+    parsed = []
+    loads = index_module.json.loads
+    monkeypatch.setattr(index_module.json, "loads", lambda s: parsed.append(s) or loads(s))
+    first = index_module.decode_manifest_list(text)
+    assert first == records and len(parsed) == 3  # one parse per record, none of the whole list
+    longer = "[" + index_module._manifest_json_text(record(4, "/w/t/metadata/d-m0.avro")) + "," + text[1:]
+    parsed.clear()
+    again = index_module.decode_manifest_list(longer)
+    assert again[1:] == records and len(parsed) == 1  # only the new record is parsed
+    assert all(a is b for a, b in zip(again[1:], first))  # the records decoded before, not copies
+    assert index_module.decode_manifest_list("[]") == []
+    reordered = json.dumps([dict(reversed(list(index_module.manifest_file_to_json(m).items()))) for m in records])
+    assert index_module.decode_manifest_list(reordered) == records  # another shape: parsed whole
