@@ -485,14 +485,15 @@ def state_json_text(state: TableState) -> str:
     per process: a snapshot never changes, and the states of one table share their snapshot objects, so a
     checkpoint encodes only the snapshots since the last one (the whole history is still joined, not encoded)."""
     obj = state_to_json(state, with_snapshots=False)
-    head = json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    head = json.dumps(obj, separators=(",", ":"))
     return "".join((head[:-1], ',"snapshots":[', ",".join(map(_snapshot_json_text, state.snapshots)),
                     '],"expired-snapshots":[', ",".join(map(_snapshot_json_text, state.expired_snapshots)), "]}"))
 
 
-#: recently encoded snapshots' JSON text by object identity (the snapshot is kept with it, so its id stays its own)
+#: recently encoded snapshots' JSON text by object identity (the snapshot is kept with it, so its id stays its own);
+#: once full, the oldest encoded goes first (a table of more snapshots than this encodes them all at each checkpoint)
 _SNAPSHOT_TEXTS: dict[int, tuple[Snapshot, str]] = {}
-_SNAPSHOT_TEXTS_KEPT = 50_000
+_SNAPSHOT_TEXTS_KEPT = 20_000
 _SNAPSHOT_TEXTS_LOCK = threading.Lock()
 
 
@@ -500,7 +501,7 @@ def _snapshot_json_text(s: Snapshot) -> str:
     found = _SNAPSHOT_TEXTS.get(id(s))
     if found is not None and found[0] is s:
         return found[1]
-    text = json.dumps(_snapshot_to_json(s), separators=(",", ":"), allow_nan=False)
+    text = json.dumps(_snapshot_to_json(s), separators=(",", ":"))
     with _SNAPSHOT_TEXTS_LOCK:
         _SNAPSHOT_TEXTS[id(s)] = (s, text)
         while len(_SNAPSHOT_TEXTS) > _SNAPSHOT_TEXTS_KEPT:
