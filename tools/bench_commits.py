@@ -6,7 +6,7 @@ synchronous projection (manifest, manifest list, metadata.json and pointer publi
 returns), DuckLake's ``INSERT`` (the ``duckdb-ext-ducklake`` extension, a DuckDB file as its
 catalog, data files in a local folder), and PyIceberg's ``table.append`` on its SqlCatalog (SQLite).
 For each: p50 and p95 of the first and the last 100 commits, in milliseconds, and the ratio of
-the last p50 to the first (flat is 1.0).
+the last p50 to the first (flat is 1.0); the same ratio of the CPU time the process spent per commit.
 """
 
 from __future__ import annotations
@@ -36,16 +36,23 @@ def batch(i: int) -> pa.Table:
 
 
 def run_commits(commit: Callable[[pa.Table], Any], commits: int) -> dict[str, Any]:
-    samples = []
+    """Wall-clock milliseconds per commit, p50 and p95 of the first and last window, and the CPU milliseconds this
+    process spent per commit (p50 of each window): on a machine whose speed changes during a run, the CPU ratio
+    tells a commit path that grows with history from a machine that slowed down."""
+    samples, cpu_samples = [], []
     for i in range(commits):
         data = batch(i)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         commit(data)
         samples.append((time.perf_counter() - started) * 1000)
+        cpu_samples.append((time.process_time() - cpu_started) * 1000)
     window = min(WINDOW, len(samples))
     first, last = percentiles(samples[:window]), percentiles(samples[-window:])
+    cpu_first, cpu_last = percentiles(cpu_samples[:window])["p50"], percentiles(cpu_samples[-window:])["p50"]
     return {"commits": commits, f"first_{window}": first, f"last_{window}": last,
-            "last_over_first_p50": round(last["p50"] / first["p50"], 2) if first["p50"] else None}
+            "last_over_first_p50": round(last["p50"] / first["p50"], 2) if first["p50"] else None,
+            "cpu_ms_p50": {f"first_{window}": cpu_first, f"last_{window}": cpu_last},
+            "cpu_last_over_first_p50": round(cpu_last / cpu_first, 2) if cpu_first else None}
 
 
 def bench_icelog(root: str, commits: int, catalog_dir: str | None = None) -> dict[str, Any]:

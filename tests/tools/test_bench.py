@@ -16,6 +16,7 @@ def test_bench_prints_json_with_every_figure(capsys):
     side_by_side = result["commits_side_by_side"]
     for system in ("icelog", "ducklake", "pyiceberg"):
         assert side_by_side[system]["rows"] == 50 and side_by_side[system]["first_5"]["n"] == 5
+        assert side_by_side[system]["cpu_ms_p50"]["last_5"] > 0 and side_by_side[system]["cpu_last_over_first_p50"]
     assert side_by_side["icelog_p50_over_ducklake_p50"]["last_5"] > 0
     throughput = result["commits_per_second_one_table"]
     for kind, commits in (("python_api", 3), ("python_api_threads_one_process", 3), ("rest_pyiceberg", 2)):
