@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from projections.kept_values import KeptValues
 
@@ -34,20 +34,13 @@ def test_the_oldest_made_goes_first_once_full():
 
 def test_threads_share_it_without_errors_and_within_its_bound():
     kept: KeptValues[tuple[int, int]] = KeptValues(64)
-    errors = []
 
-    def work(offset):
-        try:
-            for i in range(5000):
-                key = (i * 7 + offset) % 200
-                assert kept.get_or_make(key, lambda: (key, key)) == (key, key)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+    def work(offset: int) -> None:
+        for i in range(5000):
+            key = (i * 7 + offset) % 200
+            assert kept.get_or_make(key, lambda: (key, key)) == (key, key)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    with ThreadPoolExecutor(4) as pool:
+        for done in [pool.submit(work, n) for n in range(4)]:
+            done.result()  # a thread's error is raised here
     assert len(kept._values) <= 64
