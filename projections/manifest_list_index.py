@@ -13,7 +13,7 @@ import json
 from typing import Mapping, Protocol, Sequence
 
 from engine.model.data_file import FieldSummary, ManifestFile
-from projections.kept_values import KeptValues
+from engine.model.kept_values import KeptValues
 from projections.manifests import avro_long
 from storage import EventLog
 

@@ -35,6 +35,7 @@ from engine.model.data_file import (
     ManifestEntry,
     ManifestFile,
 )
+from engine.model.kept_values import KeptValues
 from engine.model.types import (
     BinaryType,
     BooleanType,
@@ -63,7 +64,6 @@ from projections.avro_schemas import (
     manifest_file_schema,
     partition_avro_schema,
 )
-from projections.kept_values import KeptValues
 
 PartitionFields = Sequence[tuple[int, str, IcebergType]]
 

@@ -32,6 +32,7 @@ from engine.model.data_file import (
     ManifestEntry,
     ManifestFile,
 )
+from engine.model.kept_values import KeptForObjects
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
 from engine.state.table_state import Snapshot, TableState
@@ -134,9 +135,9 @@ class Renderer:
         if entries is None:
             try:
                 _, entries = read_manifest(self.read(m.manifest_path), m.manifest_path)
-            except (FileNotFoundError, FileNotFound) as e:
+            except (FileNotFoundError, FileNotFound) as missing:
                 raise CorruptFileError(f"Cannot merge manifests: {m.manifest_path} is missing",
-                                       path=m.manifest_path) from e
+                                       path=m.manifest_path) from missing
         out = []
         for e in entries:
             inherit = e.status == EntryStatus.ADDED
@@ -318,30 +319,19 @@ class WrittenEntries:
                 self._count -= len(self._kept.pop((m.manifest_path, m.manifest_length), ()))
 
 
-_JSON_TEXTS: dict[int, tuple[object, str]] = {}
-
-
-def _json_text_of(obj: object, make: Callable[[], str]) -> str:
-    """``make()``, kept for this very object (by identity: equal schemas may still differ in their JSON, as a
-    default of 0.0 and one of -0.0 do); at most a few dozen are kept."""
-    kept = _JSON_TEXTS.get(id(obj))
-    if kept is not None and kept[0] is obj:
-        return kept[1]
-    if len(_JSON_TEXTS) >= 64:
-        _JSON_TEXTS.clear()
-    text = make()
-    _JSON_TEXTS[id(obj)] = (obj, text)
-    return text
+#: the JSON text of recent schemas and specs, for each very object (by identity: equal schemas may still differ in
+#: their JSON, as a default of 0.0 and one of -0.0 do)
+_JSON_TEXTS: KeptForObjects[str] = KeptForObjects(64)
 
 
 def _schema_json_text(schema: Schema) -> str:
     """A schema's JSON as a manifest's ``schema`` metadata holds it (the same schema is written every commit)."""
-    return _json_text_of(schema, lambda: json.dumps(schema.to_json(), separators=(",", ":")))
+    return _JSON_TEXTS.get_or_make(schema, lambda: json.dumps(schema.to_json(), separators=(",", ":")))
 
 
 def _spec_fields_json_text(spec: PartitionSpec) -> str:
     """A spec's fields as JSON, as a manifest's ``partition-spec`` metadata holds them."""
-    return _json_text_of(spec, lambda: json.dumps(spec.to_json()["fields"], separators=(",", ":")))
+    return _JSON_TEXTS.get_or_make(spec, lambda: json.dumps(spec.to_json()["fields"], separators=(",", ":")))
 
 
 def _first_row_id(state: TableState, content: ManifestContent, entries: Sequence[ManifestEntry]) -> int | None:

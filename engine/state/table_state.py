@@ -9,7 +9,6 @@ history.
 from __future__ import annotations
 
 import json
-import threading
 from functools import singledispatch
 from typing import Any, Iterable, Mapping
 
@@ -39,6 +38,7 @@ from engine.state.events import (
     TableRegistered,
     TableRenamed,
 )
+from engine.model.kept_values import KeptForObjects
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
 from engine.model.sort_order import SortOrder
@@ -490,23 +490,14 @@ def state_json_text(state: TableState) -> str:
                     '],"expired-snapshots":[', ",".join(map(_snapshot_json_text, state.expired_snapshots)), "]}"))
 
 
-#: recently encoded snapshots' JSON text by object identity (the snapshot is kept with it, so its id stays its own);
-#: once full, the oldest encoded goes first (a table of more snapshots than this encodes them all at each checkpoint)
-_SNAPSHOT_TEXTS: dict[int, tuple[Snapshot, str]] = {}
-_SNAPSHOT_TEXTS_KEPT = 20_000
-_SNAPSHOT_TEXTS_LOCK = threading.Lock()
+#: recently encoded snapshots' JSON text, for each very object (comparing snapshots would cost more than encoding
+#: them); once full, the oldest encoded goes first (a table of more snapshots than this encodes them all at each
+#: checkpoint)
+_SNAPSHOT_TEXTS: KeptForObjects[str] = KeptForObjects(20_000)
 
 
 def _snapshot_json_text(s: Snapshot) -> str:
-    found = _SNAPSHOT_TEXTS.get(id(s))
-    if found is not None and found[0] is s:
-        return found[1]
-    text = json.dumps(_snapshot_to_json(s), separators=(",", ":"))
-    with _SNAPSHOT_TEXTS_LOCK:
-        _SNAPSHOT_TEXTS[id(s)] = (s, text)
-        while len(_SNAPSHOT_TEXTS) > _SNAPSHOT_TEXTS_KEPT:
-            del _SNAPSHOT_TEXTS[next(iter(_SNAPSHOT_TEXTS))]
-    return text
+    return _SNAPSHOT_TEXTS.get_or_make(s, lambda: json.dumps(_snapshot_to_json(s), separators=(",", ":")))
 
 
 def state_from_json(obj: Mapping[str, Any]) -> TableState:

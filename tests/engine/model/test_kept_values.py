@@ -1,10 +1,10 @@
-"""KeptValues: the bounded, thread-safe map behind the projection's process-wide caches."""
+"""KeptValues and KeptForObjects: the bounded, thread-safe maps behind the process-wide caches."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from projections.kept_values import KeptValues
+from engine.model.kept_values import KeptForObjects, KeptValues
 
 
 def test_a_value_is_made_once_and_kept():
@@ -44,3 +44,13 @@ def test_threads_share_it_without_errors_and_within_its_bound():
         for done in [pool.submit(work, n) for n in range(4)]:
             done.result()  # a thread's error is raised here
     assert len(kept._values) <= 64
+
+
+def test_objects_that_are_equal_keep_values_of_their_own():
+    kept: KeptForObjects[str] = KeptForObjects(2)
+    a, b, c = [0.0], [-0.0], [1.0]  # a == b, but their JSON differs
+    assert kept.get_or_make(a, lambda: "0.0") == "0.0"
+    assert kept.get_or_make(b, lambda: "-0.0") == "-0.0"
+    assert kept.get_or_make(a, lambda: "made again") == "0.0"
+    kept.get_or_make(c, lambda: "1.0")  # full: a, the oldest made, goes
+    assert kept.get_or_make(a, lambda: "made again") == "made again"

@@ -1,0 +1,70 @@
+"""Bounded maps of values made once and kept, oldest first out, safe to share between threads: the process-wide
+caches of values derived from immutable objects (encoded manifest-list records, their JSON in the index, records
+decoded from it, the JSON text of snapshots, schemas and specs) are each one of these.
+
+Layer: engine.model (pure; imports nothing of ours), so that the fold and the projections can both use it.
+
+::
+
+    texts = KeptValues(8192)
+    text = texts.get_or_make(record, lambda: json.dumps(...))     # by equality of the key
+    schema_texts = KeptForObjects(64)
+    text = schema_texts.get_or_make(schema, lambda: json.dumps(schema.to_json()))   # for this very object
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+class KeptValues(Generic[V]):
+    """Up to ``kept`` values by key; once full, the oldest made goes first. ``make`` runs outside the lock (two
+    threads may make the same value at once; either is kept, as both are the same).
+
+    A hit is one dictionary lookup, without the lock and without reordering: these caches are asked for every
+    record of every manifest list a commit renders, so a hit must cost next to nothing. An entry still in use when
+    it is the oldest is made once more (one record's encoding), which costs less than keeping recency on each hit.
+    """
+
+    def __init__(self, kept: int) -> None:
+        self.kept = kept
+        self._values: dict[Hashable, V] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> V | None:
+        return self._values.get(key)  # one lookup; atomic, so no lock needed to read
+
+    def put(self, key: Hashable, value: V) -> None:
+        with self._lock:
+            values = self._values
+            values[key] = value
+            while len(values) > self.kept:
+                del values[next(iter(values))]
+
+    def get_or_make(self, key: Hashable, make: Callable[[], V]) -> V:
+        value = self.get(key)
+        if value is None:
+            value = make()
+            self.put(key, value)
+        return value
+
+
+class KeptForObjects(Generic[V]):
+    """Up to ``kept`` values, each made for one object and kept with it (by identity, so the object's id stays its
+    own): for objects that are equal yet must not share a value (two schemas whose defaults 0.0 and -0.0 are equal
+    but write different JSON), or whose equality costs more than making the value again."""
+
+    def __init__(self, kept: int) -> None:
+        self._kept: KeptValues[tuple[object, V]] = KeptValues(kept)
+
+    def get_or_make(self, obj: object, make: Callable[[], V]) -> V:
+        found = self._kept.get(id(obj))
+        if found is not None and found[0] is obj:
+            return found[1]
+        value = make()
+        self._kept.put(id(obj), (obj, value))
+        return value
