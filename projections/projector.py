@@ -9,8 +9,9 @@ write the same files, and a rebuild into another folder yields identical bytes.
 
 The manifest list of each published snapshot is kept in a derived index table
 (``projections.manifest_list_index``) so the next snapshot reuses its parent's manifests without
-reading them back; merging takes the entries of the manifests it wrote from memory and reads back only
-those it does not hold (written by another process, or before this one started).
+reading them back; merging takes the entries of the manifests it wrote from memory, rebuilds those of another
+process's manifests of new files from the log, and reads back only the rest (another process's merged or rewritten
+manifests, and those of snapshots committed at format v1 or under an older schema).
 """
 
 from __future__ import annotations
@@ -65,6 +66,36 @@ def content_of(f: DataFile) -> ManifestContent:
     return ManifestContent.DATA if f.content == DataFileContent.DATA else ManifestContent.DELETES
 
 
+def _removed_and_relabelled(changes: Sequence[FileChange]) -> tuple[dict[str, DataFile], dict[str, DataFile]]:
+    """The files a snapshot removed, and those it removed and added again: the same file with new metadata (the
+    row ids an upgrade to v3 gives existing rows), whose entry stays where it is, EXISTING, with the new metadata."""
+    removed: dict[str, DataFile] = {c.file.key: c.file for c in changes if not c.added}
+    relabelled = {c.file.key: c.file for c in changes if c.added and c.file.key in removed}
+    for key in relabelled:
+        del removed[key]
+    return removed, relabelled
+
+
+def _added_groups(state: TableState, snap: Snapshot, changes: Sequence[FileChange],
+                  relabelled: Mapping[str, DataFile]) -> dict[tuple[int, ManifestContent], list[ManifestEntry]]:
+    """The entries of the files a snapshot added, by (spec, content): one new manifest each, in key order."""
+    v1 = state.format_version == 1
+    inherited = None if not v1 else snap.snapshot_id
+    groups: dict[tuple[int, ManifestContent], list[ManifestEntry]] = {}
+    for c in changes:
+        if not c.added or c.file.key in relabelled:
+            continue
+        # an explicit data sequence number other than the snapshot's is written, as Java's
+        # ManifestWriter.add(file, dataSequenceNumber) does; the file sequence number stays inherited
+        explicit = c.data_sequence_number
+        data_seq = 0 if v1 else (explicit if explicit is not None and explicit != snap.sequence_number else None)
+        groups.setdefault((c.file.spec_id, content_of(c.file)), []).append(ManifestEntry(
+            status=EntryStatus.ADDED, snapshot_id=inherited,
+            data_sequence_number=data_seq, file_sequence_number=None if not v1 else 0,
+            data_file=c.file))
+    return groups
+
+
 # ---------------------------------------------------------------- planning a snapshot's manifests
 
 
@@ -84,12 +115,16 @@ class Renderer:
     :param written: the entries of manifests written before, by path (kept between commits by the caller): a
         merge takes them instead of reading back the manifests it packs (a hundred small ones, and the last merged
         one, whose size grows with the table's history)
+    :param changes_of: the files each snapshot changed, from the log: a merge rebuilds from them the entries of a
+        manifest that holds one snapshot's new files when another process wrote it, instead of reading it back
     """
 
-    def __init__(self, read: Callable[[str], bytes], written: WrittenEntries | None = None) -> None:
+    def __init__(self, read: Callable[[str], bytes], written: WrittenEntries | None = None,
+                 changes_of: ChangesOf | None = None) -> None:
         self._read = read
         self._pending: dict[str, bytes] = {}
         self._written = written if written is not None else WrittenEntries()
+        self._changes_of = changes_of
 
     def read(self, path: str) -> bytes:
         """A manifest rendered in this commit (not yet written, perhaps never) or one published before."""
@@ -129,9 +164,14 @@ class Renderer:
         self._pending[path] = data
         return ManifestWrite(path=path, data=data, record=record)
 
-    def entries_of(self, m: ManifestFile) -> list[ManifestEntry]:
-        """The entries of a manifest this projection wrote, with inherited values made explicit."""
+    def entries_of(self, m: ManifestFile, state: TableState) -> list[ManifestEntry]:
+        """The entries of a manifest this projection wrote, with inherited values made explicit.
+
+        :param state: the table as of the commit being rendered (its log names the snapshot that wrote ``m``)
+        """
         entries = self._written.get(m)
+        if entries is None:
+            entries = self._new_file_entries(m, state)
         if entries is None:
             try:
                 _, entries = read_manifest(self.read(m.manifest_path), m.manifest_path)
@@ -150,6 +190,27 @@ class Renderer:
                 else m.sequence_number))
         return out
 
+    def _new_file_entries(self, m: ManifestFile, state: TableState) -> list[ManifestEntry] | None:
+        """The entries of ``m`` rebuilt from the log when it is a manifest of one snapshot's new files, as rendering
+        it gave (the same entries :class:`WrittenEntries` keeps for the manifests this renderer wrote); None for
+        any other manifest, which is read back. Only for a snapshot committed at format v2 or later (a v1
+        manifest holds no sequence numbers: it is read back, as it is not kept), and only while the table's schema
+        is the snapshot's (the log decodes partitions with the current one)."""
+        if self._changes_of is None or state.format_version == 1 or m.existing_files_count or \
+                m.deleted_files_count or m.added_snapshot_id is None:
+            return None
+        snap = state.snapshot_by_id(m.added_snapshot_id)
+        if snap is None or snap.sequence_number < 1 or snap.schema_id != state.current_schema_id:
+            return None
+        changes = self._changes_of(state, snap)
+        _, relabelled = _removed_and_relabelled(changes)
+        groups = _added_groups(state, snap, changes, relabelled)
+        for ordinal, (key, entries) in enumerate(sorted(groups.items())):
+            if key == (m.partition_spec_id, m.content) and len(entries) == m.added_files_count and \
+                    layout.manifest_file(state.location, snap.commit_id, snap.snapshot_id, ordinal) == m.manifest_path:
+                return entries
+        return None
+
     def snapshot_manifests(self, state: TableState, snap: Snapshot, parent: Sequence[ManifestFile],
                            changes: Sequence[FileChange]) -> tuple[list[ManifestWrite], list[ManifestFile]]:
         """Manifests to write for ``snap`` and its full manifest list.
@@ -166,26 +227,8 @@ class Renderer:
             live = [m for m in parent if m.added_files_count or m.existing_files_count]
             return self.merge(state, snap, live, [], 0, min_count=1)
         v1 = state.format_version == 1
-        inherited = None if not v1 else snap.snapshot_id
-        groups: dict[tuple[int, ManifestContent], list[ManifestEntry]] = {}
-        removed: dict[str, DataFile] = {c.file.key: c.file for c in changes if not c.added}
-        # a file removed and added again by one snapshot is the same file with new metadata (the row ids an upgrade
-        # to v3 gives existing rows): its entry stays where it is, EXISTING, with the new metadata
-        relabelled = {c.file.key: c.file for c in changes if c.added and c.file.key in removed}
-        for key in relabelled:
-            del removed[key]
-        for c in changes:
-            if not c.added or c.file.key in relabelled:
-                continue
-            # an explicit data sequence number other than the snapshot's is written, as Java's
-            # ManifestWriter.add(file, dataSequenceNumber) does; the file sequence number stays inherited
-            explicit = c.data_sequence_number
-            data_seq = 0 if v1 else (explicit if explicit is not None and explicit != snap.sequence_number
-                                     else None)
-            groups.setdefault((c.file.spec_id, content_of(c.file)), []).append(ManifestEntry(
-                status=EntryStatus.ADDED, snapshot_id=inherited,
-                data_sequence_number=data_seq, file_sequence_number=None if not v1 else 0,
-                data_file=c.file))
+        removed, relabelled = _removed_and_relabelled(changes)
+        groups = _added_groups(state, snap, changes, relabelled)
         self._pending.clear()
         writes: list[ManifestWrite] = []
         ordinal = 0
@@ -222,7 +265,7 @@ class Renderer:
             if (m.partition_spec_id, m.content) not in wanted or not (m.added_files_count or m.existing_files_count):
                 out.append(m)
                 continue
-            live = [e for e in self.entries_of(m) if e.status != EntryStatus.DELETED]
+            live = [e for e in self.entries_of(m, state) if e.status != EntryStatus.DELETED]
             hits = [e for e in live if e.data_file.key in removed or e.data_file.key in relabelled]
             if not hits:
                 out.append(m)
@@ -263,7 +306,7 @@ class Renderer:
                     continue
                 entries: list[ManifestEntry] = []
                 for m in bin_:
-                    for e in self.entries_of(m):
+                    for e in self.entries_of(m, state):
                         if e.status == EntryStatus.DELETED:
                             if e.snapshot_id == snap.snapshot_id:
                                 entries.append(e)
@@ -412,7 +455,7 @@ class Projector:
         """
         if not states:
             return None
-        renderer = Renderer(self.io.read_bytes, self._written)
+        renderer = Renderer(self.io.read_bytes, self._written, changes_of)
         index = OverlayIndex(self.index)
         on_snapshot = None
         if progress is not None:

@@ -206,3 +206,83 @@ def test_a_stored_list_is_cut_into_records_and_only_new_ones_are_parsed(monkeypa
     assert index_module.decode_manifest_list("[]") == []
     reordered = json.dumps([dict(reversed(list(index_module.manifest_file_to_json(m).items()))) for m in records])
     assert index_module.decode_manifest_list(reordered) == records  # another shape: parsed whole
+
+
+@pytest.mark.parametrize("format_version", [1, 2, 3])
+def test_entries_rebuilt_from_the_log_are_what_reading_the_manifest_gives(tmp_path, format_version):
+    """A merge rebuilds from the log the entries of another process's manifests of new files instead of reading
+    them: what it rebuilds must be exactly what reading gives (inherited values made explicit), for data and
+    delete manifests, several per snapshot, partitions, compaction's older data sequence numbers and v3 row ids.
+    Snapshots committed at v1 or under an older schema are read back, never rebuilt."""
+    from projections.projector import Renderer
+
+    cat = Catalog.open(tmp_path / "wh")
+    cat.create_namespace("db")
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": pa.array(["a", None, "c"])})
+    t = cat.create_table("db.t", schema=data.schema, partition_by=["bucket(id, 2)"], format_version=format_version,
+                         properties={"commit.manifest-merge.enabled": "false"})
+    t.append(data)
+    if format_version == 1:
+        t.append(data)
+        t.upgrade_format_version(2)
+    t.append(data)
+    before_change = {s.snapshot_id for s in t.state.snapshots}
+    t.update_schema().add_column("x", "double").commit()
+    t.set_properties({"write.delete.mode": "merge-on-read"})
+    more = pa.table({"id": pa.array([5, 6], pa.int64()), "name": pa.array(["e", None]),
+                     "x": pa.array([0.5, None], pa.float64())})
+    t.append(more)
+    t.upsert(more.slice(0, 1), ["id"])  # data and delete files in one snapshot
+    t.delete("id = 3")
+    t.rewrite_data_files()  # new files keep the older data sequence numbers of the rows they hold
+    t.append(more)
+
+    state, read = t.state, cat.io.read_bytes
+
+    class WouldRead(Exception):
+        pass
+
+    def refuse(path: str) -> bytes:
+        raise WouldRead(path)
+
+    rebuilt, expected = set(), set()
+    for snap in state.snapshots:
+        for m in manifest_list_of(t, snap.snapshot_id):
+            try:
+                entries = Renderer(refuse, changes_of=cat.store.file_changes_of).entries_of(m, state)
+            except WouldRead:
+                continue
+            rebuilt.add(m.manifest_path)
+            assert entries == Renderer(read).entries_of(m, state), m.manifest_path
+        if snap.snapshot_id not in before_change:  # its manifests of new files: in its own list, nothing existing
+            expected.update(m.manifest_path for m in manifest_list_of(t, snap.snapshot_id)
+                            if m.added_snapshot_id == snap.snapshot_id and m.added_files_count
+                            and not m.existing_files_count and not m.deleted_files_count)
+    assert rebuilt == expected and len(expected) >= 5
+    contents = {int(m.content) for snap in state.snapshots for m in manifest_list_of(t, snap.snapshot_id)
+                if m.manifest_path in rebuilt}
+    assert contents == {0, 1}  # data and delete manifests
+    cat.close()
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_a_merge_reads_back_no_manifest_of_new_files_another_process_wrote(tmp_path, format_version):
+    """Two handles of one catalog (as two processes) append in turn: each merge packs manifests of both, and the
+    other handle's manifests of new files are rebuilt from the log, not read back (its merged manifests are). What
+    both publish is still exactly what the log renders."""
+    cat, t, _ = appended(tmp_path, 2, {"commit.manifest.min-count-to-merge": "4"}, format_version)
+    other = Catalog.open(tmp_path / "wh")
+    t_other = other.load_table("db.t")
+    read, reads = other.projector.io.read_bytes, []
+    other.projector.io.read_bytes = lambda path: reads.append(path) or read(path)
+    for i in range(12):
+        (t if i % 2 else t_other).append(pa.table({"id": pa.array([10 + i], pa.int64())}))
+    assert len(manifest_list(t_other)) < 4  # merged, more than once
+    merged = {m.manifest_path for snap in t.state.snapshots for m in manifest_list_of(t, snap.snapshot_id)
+              if m.existing_files_count}
+    read_back = {p for p in reads if p.endswith(".avro")}
+    assert read_back and read_back <= merged  # only the other handle's merged manifests
+    assert sorted(t_other.scan().to_arrow().column("id").to_pylist()) == [0, 1] + list(range(10, 22))
+    assert cat.verify("db.t") == [] and other.verify("db.t") == []
+    other.close()
+    cat.close()
