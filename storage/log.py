@@ -351,6 +351,19 @@ class Log:
         finally:
             self._write_lock.release()
 
+    def write_rows(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run the write statement ``sql`` once per row, all rows or none: in a transaction of its own, or inside
+        the one open (in a savepoint when there are several rows; one statement is atomic by itself, so a single
+        row needs none). No rows: nothing is done."""
+        if not rows:
+            return
+        conn = self._live()
+        if len(rows) == 1 and conn.in_transaction:
+            conn.execute(sql, rows[0])
+            return
+        with self.transaction() as conn:
+            conn.executemany(sql, rows)
+
     def run_in_transaction(self, work: Callable[[], T]) -> T:
         """Run ``work()`` in a write transaction and return what it returns (or raise what it raises, having rolled
         back what it wrote); the transaction may be shared with other writers of this file in this process.
@@ -558,9 +571,8 @@ class Log:
 
     def record_staged_many(self, stream: str, paths: Iterable[str], time_ms: int) -> None:
         """:meth:`record_staged` for several files in one write transaction (one disk flush)."""
-        with self.transaction() as conn:
-            conn.executemany("INSERT OR IGNORE INTO staged_files (stream, path, time_ms) VALUES (?, ?, ?)",
-                             [(stream, path, time_ms) for path in paths])
+        self.write_rows("INSERT OR IGNORE INTO staged_files (stream, path, time_ms) VALUES (?, ?, ?)",
+                        [(stream, path, time_ms) for path in paths])
 
     def staged_files(self, stream: str, before_ms: int | None = None) -> list[tuple[str, int]]:
         """Files staged for ``stream`` (optionally only those staged before ``before_ms``), oldest first.

@@ -47,8 +47,8 @@ class SqliteDerived:
 
     def insert_missing(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
         marks = ", ".join("?" for _ in columns)
-        with self._errors(), self._log.transaction() as conn:
-            conn.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(rows))
+        with self._errors():
+            self._log.write_rows(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(rows))
 
     def upsert(self, table: str, keys: Sequence[str], row: dict[str, Any]) -> None:
         self.upsert_many(table, keys, list(row), [list(row.values())])
@@ -56,8 +56,9 @@ class SqliteDerived:
     def upsert_many(self, table: str, keys: Sequence[str], columns: Sequence[str],
                     rows: Iterable[Sequence[Any]]) -> None:
         marks = ", ".join("?" for _ in columns)
-        with self._errors(), self._log.transaction() as conn:
-            conn.executemany(f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(rows))
+        with self._errors():
+            self._log.write_rows(f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({marks})",
+                                 list(rows))
 
     def one_of(self, column: str) -> str:
         return f"{column} IN (SELECT value FROM json_each(?))"
@@ -67,11 +68,16 @@ class SqliteDerived:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        db = self._log.db
-        mode = db.execute("PRAGMA synchronous").fetchone()[0]
-        db.execute("PRAGMA synchronous = NORMAL")
+        """A write transaction of derived rows, committed without an fsync when it is the outermost one (inside
+        another, that one's commit decides)."""
+        log = self._log
+        db = log.db
+        relaxed = log.synchronous in ("FULL", "EXTRA") and not db.conn.in_transaction
+        if relaxed:
+            db.execute("PRAGMA synchronous = NORMAL")
         try:
-            with self._log.transaction():
+            with log.transaction():
                 yield
         finally:
-            db.execute(f"PRAGMA synchronous = {int(mode)}")
+            if relaxed:
+                db.execute(f"PRAGMA synchronous = {log.synchronous}")
