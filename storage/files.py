@@ -74,11 +74,12 @@ class _OpenDatabases:
             st: os.stat_result | None = os.lstat(local_path)
         except OSError:
             st = None
-        name = os.path.basename(local_path)
+        name = os.path.basename(local_path).casefold()  # (a file system may ignore case: CATALOG.DB is catalog.db)
         # resolving a path that is no symlink keeps its last name: only a database's own names (or a symlink, or
         # a name like "..") can resolve to one, and only those pay for resolving every folder on the way
         if (st is not None and stat.S_ISLNK(st.st_mode)) or name in ("", ".", "..") or \
-                any(name == os.path.basename(db) + suffix for db in databases for suffix in DATABASE_SUFFIXES):
+                any(name == (os.path.basename(db) + suffix).casefold()
+                    for db in databases for suffix in DATABASE_SUFFIXES):
             real = os.path.realpath(local_path)
             for db in databases:
                 if real.startswith(db) and real[len(db):] in DATABASE_SUFFIXES:
@@ -87,6 +88,8 @@ class _OpenDatabases:
                 st = os.stat(local_path)
             except OSError:
                 return None
+        elif st is not None and st.st_nlink == 1:
+            return None  # its only name is none of a database's: not a database's file, nor a hard link of one
         if st is None:
             return None
         for db in databases:
@@ -442,8 +445,12 @@ class FileIO:
 
             return _ObjectUpload(lambda data: self._put(location, data), stream)
         with self._errors("write", location):
-            if fs is self.filesystem:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                return fs.open_output_stream(path, compression=None)
+            except FileNotFoundError:
+                if fs is not self.filesystem:
+                    raise
+            os.makedirs(os.path.dirname(path), exist_ok=True)  # the first file of a folder
             return fs.open_output_stream(path, compression=None)
 
     def _put(self, location: str | os.PathLike[str], data: bytes) -> None:
@@ -480,10 +487,14 @@ class FileIO:
             otherwise flush its delayed allocation at the rename, which costs the small version hint more than the
             write; a file system without ``fallocate`` writes as usual)"""
         directory, name = os.path.split(path)
-        os.makedirs(directory, exist_ok=True)
         temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}{_TEMP_SUFFIX}")
         try:
-            with open(temp, "xb") as out:
+            try:
+                out = open(temp, "xb")
+            except FileNotFoundError:
+                os.makedirs(directory, exist_ok=True)  # the first file of a folder
+                out = open(temp, "xb")
+            with out:
                 if preallocate and data and hasattr(os, "posix_fallocate"):
                     with contextlib.suppress(OSError):
                         os.posix_fallocate(out.fileno(), 0, len(data))

@@ -52,9 +52,11 @@ def spellings(tmp_path: Path) -> list[str]:
     db = tmp_path / "wh" / "catalog.db"
     os.symlink(db, tmp_path / "link.parquet")
     os.link(db, tmp_path / "hardlink.parquet")
+    os.link(str(db) + "-wal", tmp_path / "hardlink-of-the-wal.avro")
     os.symlink(tmp_path / "wh", tmp_path / "linked-folder")
     return [str(db), f"file://{db}", str(tmp_path / "wh" / "db" / ".." / "catalog.db"), str(tmp_path / "link.parquet"),
-            str(tmp_path / "hardlink.parquet"), str(db) + "-wal", str(db) + "-shm", str(db) + "-writer-lock",
+            str(tmp_path / "hardlink.parquet"), str(tmp_path / "hardlink-of-the-wal.avro"), str(db) + "-wal",
+            str(db) + "-shm", str(db) + "-writer-lock",
             str(tmp_path / "linked-folder" / "catalog.db"), str(tmp_path / "linked-folder" / "catalog.db-wal")]
 
 
@@ -73,6 +75,25 @@ def test_file_io_refuses_the_open_database_by_every_name(cat, tmp_path):
         with pytest.raises(ProtectedFileError):
             io.write_bytes(name, b"x")
     assert (tmp_path / "wh" / "catalog.db").stat().st_size > 0
+
+
+def test_a_file_with_one_name_that_is_no_database_name_is_cleared_by_its_own_stat(cat, tmp_path, monkeypatch):
+    """Every file operation checks its path: a file whose only name is none of a database's cannot be a database
+    file nor a hard link of one, so it is cleared without a stat of the database's five files (a hard link, with
+    two names, is compared by inode, as the test above shows)."""
+    import storage.files as files_module
+
+    ordinary = tmp_path / "wh" / "db" / "t" / "data" / "ordinary.parquet"
+    ordinary.parent.mkdir(parents=True, exist_ok=True)
+    ordinary.write_bytes(b"data")
+    stats: list[str] = []
+    real_stat = os.stat
+    monkeypatch.setattr(files_module.os, "stat", lambda path, *a, **k: stats.append(path) or real_stat(path, *a, **k))
+    check_not_database(str(ordinary))
+    assert stats == []
+    os.link(ordinary, tmp_path / "second-name.parquet")
+    check_not_database(str(ordinary))
+    assert len(stats) >= 5  # two names now: compared with the database's files by inode
 
 
 def test_append_files_and_register_refuse_the_database(cat, tmp_path):
