@@ -352,9 +352,8 @@ class Log:
             self._write_lock.release()
 
     def write_rows(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Run the write statement ``sql`` once per row, all rows or none: in a transaction of its own, or inside
-        the one open (in a savepoint when there are several rows; one statement is atomic by itself, so a single
-        row needs none). No rows: nothing is done."""
+        """Run the write statement ``sql`` once per row, all rows or none: in a transaction of its own, or in the one
+        open (in a savepoint for several rows; one statement is atomic by itself). No rows: nothing is done."""
         if not rows:
             return
         conn = self._live()
