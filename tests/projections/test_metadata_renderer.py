@@ -17,8 +17,16 @@ def rows(ids: range) -> pa.Table:
     return pa.table({"id": pa.array(list(ids), pa.int64())})
 
 
+@pytest.fixture(params=[2, 128], ids=["chunks-of-2", "chunks-of-128"])
+def chunk(request, monkeypatch) -> int:
+    """How many encoded snapshots (and log entries) the renderer joins into one kept piece: 2 crosses a piece's
+    boundary at almost every commit of these short histories."""
+    monkeypatch.setattr(metadata_json._JoinedTexts, "CHUNK", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("format_version", [1, 2, 3])
-def test_every_commit_renders_the_reference_bytes(tmp_path, format_version):
+def test_every_commit_renders_the_reference_bytes(tmp_path, format_version, chunk):
     """Appends, a rollback (a snapshot-log entry for an old snapshot), a branch, an expiry (history removed from
     the front), a snapshot limit switched on and off, a schema change: after each, one long-lived renderer gives
     exactly the bytes of a fresh full render (and of the JSON document the REST server returns)."""
@@ -116,7 +124,7 @@ def test_a_commit_encodes_only_its_own_metadata_log_entry(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("format_version", [2, 3])
 def test_a_sliding_snapshot_window_renders_the_reference_bytes_encoding_only_the_new_snapshot(
-        tmp_path, monkeypatch, format_version):
+        tmp_path, monkeypatch, format_version, chunk):
     """Under ``icelog.metadata.max-snapshots`` each commit drops the oldest published snapshot (and its log entry)
     off the front: the renderer drops their JSON instead of encoding the whole window again, and still gives the
     reference bytes; a branch head outside the window, a rollback and a smaller limit included."""
@@ -161,3 +169,22 @@ def test_a_sliding_snapshot_window_renders_the_reference_bytes_encoding_only_the
             assert renderer.render(t.state) == render_metadata(t.state)
         assert open(t.metadata_location, "rb").read() == render_metadata(t.state)
         assert cat.verify("db.t") == []
+
+
+def test_a_render_joins_the_kept_history_in_a_few_pieces(tmp_path, monkeypatch):
+    """The JSON of the kept snapshots and log entries is joined into one piece per chunk as the history grows, so
+    a render joins a few pieces and the newest snapshots, not one piece per snapshot; the bytes stay the
+    reference's."""
+    monkeypatch.setattr(metadata_json._JoinedTexts, "CHUNK", 4)
+    renderer = MetadataRenderer()
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+        for i in range(18):
+            t.append(rows(range(i, i + 1)))
+            assert renderer.render(t.state) == render_metadata(t.state)
+        kept = renderer._last[t.uuid]
+        # 18 snapshots: four pieces of four, the last two one by one, and the commas between the pieces
+        assert [len(p.split(b'{"sequence-number"')) - 1 for p in kept.snapshot_texts.pieces() if p != b","] == \
+            [4, 4, 4, 4, 2]
+        assert len([p for p in kept.snapshot_log_texts.pieces() if p != b","]) == 5
