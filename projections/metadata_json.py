@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import attrs
 
@@ -139,9 +139,6 @@ class _JoinedTexts:
         self.texts: list[bytes] = []
         self.chunks: list[bytes] = []
         self.extend(texts)
-
-    def __len__(self) -> int:
-        return len(self.texts)
 
     def extend(self, texts: Sequence[bytes]) -> None:
         for text in texts:

@@ -202,6 +202,9 @@ class Renderer:
         snap = state.snapshot_by_id(m.added_snapshot_id)
         if snap is None or snap.sequence_number < 1 or snap.schema_id != state.current_schema_id:
             return None
+        named = layout.manifest_file(state.location, snap.commit_id, snap.snapshot_id, 0)
+        if m.manifest_path.rpartition("-m")[0] != named.rpartition("-m")[0]:
+            return None  # not named by the snapshot's commit (a REST client's manifest, an imported one): no lookup
         changes = self._changes_of(state, snap)
         _, relabelled = _removed_and_relabelled(changes)
         groups = _added_groups(state, snap, changes, relabelled)

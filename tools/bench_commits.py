@@ -37,8 +37,8 @@ def batch(i: int) -> pa.Table:
 
 def run_commits(commit: Callable[[pa.Table], Any], commits: int) -> dict[str, Any]:
     """Wall-clock milliseconds per commit, p50 and p95 of the first and last window, and the CPU milliseconds this
-    process spent per commit (p50 of each window): on a machine whose speed changes during a run, the CPU ratio
-    tells a commit path that grows with history from a machine that slowed down."""
+    process spent per commit (p50 of each window): a second view when the machine's speed changes during a run,
+    though CPU time follows that speed too (appending to an old and a new table in turns tells growth best)."""
     samples, cpu_samples = [], []
     for i in range(commits):
         data = batch(i)
