@@ -70,13 +70,14 @@ def bench_icelog(root: str, commits: int, catalog_dir: str | None = None) -> dic
         catalog.close()
 
 
-def ducklake_extension() -> str:
+def duckdb_extension(name: str) -> str:
+    """The file of DuckDB 1.4.4's extension ``name`` as its PyPI package (``duckdb-ext-<name>``) installs it."""
     import duckdb_ext  # type: ignore[import-not-found]
 
     found = [path for base in duckdb_ext.__path__
-             for path in glob.glob(os.path.join(base, "extensions", "v1.4.4", "*", "ducklake.duckdb_extension"))]
+             for path in glob.glob(os.path.join(base, "extensions", "v1.4.4", "*", f"{name}.duckdb_extension"))]
     if not found:
-        raise RuntimeError("duckdb-ext-ducklake 1.4.4 is not installed (pip install -e .[test])")
+        raise RuntimeError(f"duckdb-ext-{name} 1.4.4 is not installed (pip install -e .[test])")
     return found[0]
 
 
@@ -85,7 +86,7 @@ def bench_ducklake(root: str, commits: int) -> dict[str, Any]:
 
     con = duckdb.connect()
     try:
-        con.execute(f"LOAD '{ducklake_extension()}'")
+        con.execute(f"LOAD '{duckdb_extension('ducklake')}'")
         data_path = os.path.join(root, "data") + os.sep
         con.execute(f"ATTACH 'ducklake:{os.path.join(root, 'catalog.ducklake')}' AS lake (DATA_PATH '{data_path}')")
         con.execute("CREATE TABLE lake.events (id BIGINT, name VARCHAR, x DOUBLE)")

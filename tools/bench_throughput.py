@@ -1,12 +1,15 @@
 """Benchmark: commits per second on one table with 1, 4 and 8 concurrent writers. Prints JSON.
 
-Layer: tools. Three kinds of writers, each appending 10-row batches (Parquet file included) to one shared table:
+Layer: tools. Four kinds of writers, each appending 10-row batches (Parquet file included) to one shared table:
 processes using icelog's Python API on one catalog folder (``Table.append`` with synchronous projection), threads
 of one process doing the same with a catalog handle each (their commits share log transactions: group commit),
-and PyIceberg ``RestCatalog`` clients of ``icelog serve`` (PyIceberg writes the data file and manifests, the server
-commits; a client whose commit is refused reloads the table and tries again, as Iceberg clients do). Every
-writer is started and ready before the clock starts; the figure is the commits that landed over the wall time
-from the start signal to the last writer finishing. The table's snapshot count is checked against the commits.
+PyIceberg ``RestCatalog`` clients of ``icelog serve`` (PyIceberg writes the data file and manifests, the server
+commits; a client whose commit is refused reloads the table and tries again, as Iceberg clients do), and DuckDB
+clients of the same server (its iceberg extension, ``INSERT`` into the attached catalog). Every writer is started
+and ready before the clock starts; the figure is the commits that landed over the wall time from the start signal
+to the last writer finishing. The table's snapshot count is checked against the commits. The writers' CPU time
+per commit (and, for REST, the server's) is reported beside it: on a machine of few cores it says whose work
+bounds the figure.
 """
 
 from __future__ import annotations
@@ -45,9 +48,10 @@ def _api_writer(warehouse: str, commits: int, writer: int, ready: Any, go: Any, 
         table = catalog.load_table("bench.events")
         ready.put(writer)
         go.wait()
+        cpu = time.process_time()
         for i in range(commits):
             table.append(batch(writer, i))
-        out.put((writer, commits, 0))
+        out.put((writer, commits, 0, time.process_time() - cpu))
 
 
 def _rest_writer(uri: str, token: str, commits: int, writer: int, ready: Any, go: Any, out: Any) -> None:
@@ -61,6 +65,7 @@ def _rest_writer(uri: str, token: str, commits: int, writer: int, ready: Any, go
     table = catalog.load_table("bench.events")
     ready.put(writer)
     go.wait()
+    cpu = time.process_time()
     refused = 0
     for i in range(commits):
         data = batch(writer, i)
@@ -71,12 +76,35 @@ def _rest_writer(uri: str, token: str, commits: int, writer: int, ready: Any, go
             except CommitFailedException:
                 refused += 1
                 table = catalog.load_table("bench.events")
-    out.put((writer, commits, refused))
+    out.put((writer, commits, refused, time.process_time() - cpu))
 
 
-def _run(target: Any, args: tuple[Any, ...], writers: int, **kwargs: Any) -> tuple[float, int, int]:
+def _duckdb_rest_writer(uri: str, token: str, commits: int, writer: int, ready: Any, go: Any, out: Any) -> None:
+    """A DuckDB 1.4.4 client of ``icelog serve`` (its iceberg extension attached to the REST catalog) inserting the
+    same batches: a client whose own cost per commit is small, so the figure is the server's."""
+    import duckdb
+
+    from tools.bench_commits import duckdb_extension
+
+    con = duckdb.connect()
+    for name in ("httpfs", "avro", "iceberg"):
+        con.execute(f"LOAD '{duckdb_extension(name)}'")
+    con.execute(f"ATTACH 'warehouse' AS ice (TYPE iceberg, ENDPOINT '{uri}', AUTHORIZATION_TYPE 'oauth2', "
+                f"TOKEN '{token}')")
+    ready.put(writer)
+    go.wait()
+    cpu = time.process_time()
+    for i in range(commits):
+        con.register("batch", batch(writer, i))
+        con.execute("INSERT INTO ice.bench.events SELECT * FROM batch")
+        con.unregister("batch")
+    out.put((writer, commits, 0, time.process_time() - cpu))
+    con.close()
+
+
+def _run(target: Any, args: tuple[Any, ...], writers: int, **kwargs: Any) -> tuple[float, int, int, float, float]:
     """Start ``writers`` processes of ``target(*args, writer, ready, go, out, **kwargs)``; (seconds, commits,
-    refused)."""
+    refused, the writers' CPU seconds, this process's CPU seconds: the REST server's, which runs in a thread here)."""
     ctx = multiprocessing.get_context("spawn")
     ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [ctx.Process(target=target, args=(*args, w, ready, go, out), kwargs=kwargs) for w in range(writers)]
@@ -84,13 +112,13 @@ def _run(target: Any, args: tuple[Any, ...], writers: int, **kwargs: Any) -> tup
         p.start()
     for _ in procs:
         ready.get(timeout=300)
-    started = time.perf_counter()
+    started, own_cpu = time.perf_counter(), time.process_time()
     go.set()
     results = [out.get(timeout=900) for _ in procs]
-    elapsed = time.perf_counter() - started
+    elapsed, own_cpu = time.perf_counter() - started, time.process_time() - own_cpu
     for p in procs:
         p.join(timeout=60)
-    return elapsed, sum(r[1] for r in results), sum(r[2] for r in results)
+    return elapsed, sum(r[1] for r in results), sum(r[2] for r in results), sum(r[3] for r in results), own_cpu
 
 
 def _fresh_table(warehouse: str, properties: dict[str, str] | None = None, catalog_dir: str | None = None) -> None:
@@ -114,10 +142,13 @@ def bench_api(root: str, writer_counts: list[int], commits: int,
         warehouse = os.path.join(root, f"api-{writers}")
         catalog_dir = fresh_catalog(writers) if fresh_catalog is not None else None
         _fresh_table(warehouse, catalog_dir=catalog_dir)
-        elapsed, landed, _ = _run(_api_writer, (warehouse, commits), writers, catalog_dir=catalog_dir)
+        elapsed, landed, _, writers_cpu, _ = _run(_api_writer, (warehouse, commits), writers,
+                                                  catalog_dir=catalog_dir)
         snapshots, rows = _landed(warehouse, catalog_dir)
         out[str(writers)] = {"writers": writers, "commits": landed, "seconds": round(elapsed, 3),
-                             "commits_per_second": round(landed / elapsed, 1), "snapshots": snapshots, "rows": rows}
+                             "commits_per_second": round(landed / elapsed, 1),
+                             "writer_cpu_ms_per_commit": round(writers_cpu * 1000 / landed, 2),
+                             "snapshots": snapshots, "rows": rows}
     return out
 
 
@@ -127,7 +158,7 @@ def _run_threads(target: Any, args: tuple[Any, ...], writers: int) -> float:
     import threading
 
     ready: queue.Queue[int] = queue.Queue()
-    out: queue.Queue[tuple[int, int, int]] = queue.Queue()
+    out: queue.Queue[tuple[int, int, int, float]] = queue.Queue()
     go = threading.Event()
     threads = [threading.Thread(target=target, args=(*args, w, ready, go, out), daemon=True) for w in range(writers)]
     for t in threads:
@@ -165,18 +196,25 @@ def bench_threads(root: str, writer_counts: list[int], commits: int) -> dict[str
 
 
 def bench_rest(root: str, writer_counts: list[int], commits: int,
-               properties: dict[str, str] | None = None) -> dict[str, Any]:
+               properties: dict[str, str] | None = None, client: str = "pyiceberg") -> dict[str, Any]:
+    """Clients of one in-process ``icelog serve`` on one table: PyIceberg's ``RestCatalog`` (``client="pyiceberg"``)
+    or DuckDB's iceberg extension (``"duckdb"``); the clients' and the server's CPU per commit say which side bounds
+    the figure."""
     from tools.rest_server import running_server
 
+    writer = {"pyiceberg": _rest_writer, "duckdb": _duckdb_rest_writer}[client]
     out: dict[str, Any] = {}
     for writers in writer_counts:
-        warehouse = os.path.join(root, f"rest-{writers}-{len(properties or ())}")
+        warehouse = os.path.join(root, f"rest-{client}-{writers}-{len(properties or ())}")
         _fresh_table(warehouse, properties)
         with running_server(warehouse) as server:
-            elapsed, landed, refused = _run(_rest_writer, (server.uri, server.token, commits), writers)
+            elapsed, landed, refused, clients_cpu, server_cpu = _run(writer, (server.uri, server.token, commits),
+                                                                     writers)
         snapshots, rows = _landed(warehouse)
         out[str(writers)] = {"writers": writers, "commits": landed, "refused_and_retried": refused,
                              "seconds": round(elapsed, 3), "commits_per_second": round(landed / elapsed, 1),
+                             "client_cpu_ms_per_commit": round(clients_cpu * 1000 / landed, 2),
+                             "server_cpu_ms_per_commit": round(server_cpu * 1000 / landed, 2),
                              "snapshots": snapshots, "rows": rows}
     return out
 
@@ -190,7 +228,9 @@ def run(root: str, writer_counts: list[int], api_commits: int, rest_commits: int
             # PyIceberg deep-copies the whole table metadata several times per append, so its clients slow down
             # as snapshots pile up; with the published metadata listing only the newest 20 they do not
             "rest_pyiceberg_metadata_max_snapshots_20": bench_rest(root, writer_counts, rest_commits,
-                                                                   {MAX_SNAPSHOTS: "20"})}
+                                                                   {MAX_SNAPSHOTS: "20"}),
+            # the same server with DuckDB clients, whose own CPU per commit is a tenth of PyIceberg's
+            "rest_duckdb": bench_rest(root, writer_counts, rest_commits, client="duckdb")}
 
 
 def main(argv: list[str] | None = None) -> None:

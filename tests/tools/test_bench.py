@@ -19,11 +19,16 @@ def test_bench_prints_json_with_every_figure(capsys):
         assert side_by_side[system]["cpu_ms_p50"]["last_5"] > 0 and side_by_side[system]["cpu_last_over_first_p50"]
     assert side_by_side["icelog_p50_over_ducklake_p50"]["last_5"] > 0
     throughput = result["commits_per_second_one_table"]
-    for kind, commits in (("python_api", 3), ("python_api_threads_one_process", 3), ("rest_pyiceberg", 2)):
+    for kind, commits in (("python_api", 3), ("python_api_threads_one_process", 3), ("rest_pyiceberg", 2),
+                          ("rest_duckdb", 2)):
         for writers in (1, 2):
             figure = throughput[kind][str(writers)]
             assert figure["commits"] == figure["snapshots"] == writers * commits  # every append landed once
             assert figure["rows"] == 10 * writers * commits and figure["commits_per_second"] > 0
+            if kind.startswith("rest"):
+                assert figure["client_cpu_ms_per_commit"] > 0 and figure["server_cpu_ms_per_commit"] > 0
+            elif kind == "python_api":
+                assert figure["writer_cpu_ms_per_commit"] > 0
     assert throughput["python_api_threads_one_process"]["2"]["log_transactions"] <= 6  # shared when they wait
     for size in ("10", "120"):
         ours = result["icelog"]["append_1_file"][size]
