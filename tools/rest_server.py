@@ -292,6 +292,16 @@ def app(warehouse: str | os.PathLike, token: str, *, max_body_bytes: int = DEFAU
     return application
 
 
+def server_config(application: Any, host: str, port: int) -> Any:
+    """uvicorn's settings for serving ``application`` (an ASGI app) on ``host:port``: its h11 protocol that
+    acknowledges a request's headers at once (:class:`tools.rest_http.PromptAckH11Protocol`)."""
+    import uvicorn
+
+    from tools.rest_http import PromptAckH11Protocol
+
+    return uvicorn.Config(application, host=host, port=port, log_level="warning", http=PromptAckH11Protocol)
+
+
 def serve(warehouse: str | os.PathLike, host: str = "127.0.0.1", port: int = 8181, token: str = "", *,
           max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, catalog_dir: str | os.PathLike | None = None,
           properties: Mapping[str, str] | None = None, ready: Callable[[], None] | None = None) -> None:
@@ -305,7 +315,7 @@ def serve(warehouse: str | os.PathLike, host: str = "127.0.0.1", port: int = 818
                       properties=properties)
     if ready is not None:
         ready()
-    uvicorn.run(application, host=host, port=port, log_level="warning")
+    uvicorn.Server(server_config(application, host, port)).run()
 
 
 def connection_settings(uri: str, token: str, warehouse: str) -> list[str]:
@@ -348,9 +358,8 @@ def running_server(warehouse: str | os.PathLike, token: str | None = None, *, ho
     from tools.ports import free_port
 
     port = port or free_port(host)
-    server = uvicorn.Server(uvicorn.Config(app(warehouse, token, max_body_bytes=max_body_bytes,
-                                               catalog_dir=catalog_dir, properties=properties),
-                                           host=host, port=port, log_level="warning"))
+    server = uvicorn.Server(server_config(app(warehouse, token, max_body_bytes=max_body_bytes,
+                                              catalog_dir=catalog_dir, properties=properties), host, port))
     thread = threading.Thread(target=server.run, name=f"icelog-rest-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
