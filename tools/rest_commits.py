@@ -227,8 +227,8 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
                                             f"not exist")
                 location = cat.place_table(p.namespace, p.name, p.table_uuid, p.owned.location, must_be_empty=False)
                 events = commit_events(None, p.commit, ctx, client_snapshots=p.client,
-                                       live_entries=cat.store.live_entries, stream=p.table_uuid,
-                                       default_location=location)
+                                       live_entries=cat.store.live_entries, live_files=cat.store.live_files_by_key,
+                                       stream=p.table_uuid, default_location=location)
                 _check_added_files(p, events)
                 registered.append(TableRegistered(namespace=p.namespace, name=p.name, table_uuid=p.table_uuid))
                 out.append((p.table_uuid, 0, events))
@@ -237,7 +237,8 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
                 raise TableNotFound(f"Cannot commit to table {label}: it was dropped or replaced")
             base = cat.store.table(p.table_uuid)
             events = commit_events(base, p.commit, ctx, client_snapshots=p.client,
-                                   live_entries=cat.store.live_entries, stream=p.table_uuid)
+                                   live_entries=cat.store.live_entries, live_files=cat.store.live_files_by_key,
+                                   stream=p.table_uuid)
             _check_added_files(p, events)
             out.append((p.table_uuid, base.version, events))
         if registered:

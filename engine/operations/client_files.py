@@ -140,9 +140,12 @@ class RebasedSnapshot:
     changes: tuple[FileChange, ...]
 
 
+#: the files live in a snapshot of a state by ``DataFile.key`` (``StateStore.live_files_by_key``)
+LiveFilesOf = Callable[[TableState, int | None], Mapping[str, DataFile]]
+
+
 def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots: Mapping[int, ClientSnapshot],
-                  live_entries: Callable[[TableState, int | None], Sequence[Any]], stream: str
-                  ) -> tuple[TableCommit, RebasedSnapshot] | None:
+                  live_files: LiveFilesOf, stream: str) -> tuple[TableCommit, RebasedSnapshot] | None:
     """A commit whose only failed requirement is its branch's ``assert-ref-snapshot-id``, and which only appends
     data files on that branch, rebased onto the branch's head, as Iceberg Java's own append retries on a refreshed
     base (an append reads nothing, so what landed meanwhile cannot conflict with it). Returns the rebased commit
@@ -208,7 +211,7 @@ def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots
         attrs.evolve(m, sequence_number=sequence_number, min_sequence_number=sequence_number,
                      first_row_id=None if m.first_row_id is None else m.first_row_id + row_id_shift)
         if m.added_snapshot_id == sid else m for m in client.manifests))
-    before = {} if built_on is None else {e.file.key: e.file for e in live_entries(base, built_on)}
+    before = {} if built_on is None else live_files(base, built_on)
     try:
         changes = client_file_changes(base, client, before, sequence_number)
     except ValidationError:
@@ -290,7 +293,9 @@ def client_file_changes(state: TableState, client: ClientSnapshot, before: Mappi
         removed = [f for p, f in before.items() if p not in new_live]
     else:
         gone = {e.data_file.key for e in client.gone_entries if e.status != EntryStatus.DELETED}
-        removed = [f for p, f in before.items() if (p in gone or p in deleted) and p not in new_live]
+        # an append removes nothing: the parent's files are looked up one by one, never all decoded
+        removed = [f for p, f in before.items() if (p in gone or p in deleted) and p not in new_live] \
+            if gone or deleted else []
     changes: list[FileChange] = []
     for p, (e, data_seq) in sorted(new_live.items()):
         if p in before:

@@ -27,6 +27,7 @@ last one, or whose parent is gone, failed a requirement in effect (409, so the c
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Mapping, Sequence
 
 import attrs
@@ -54,7 +55,7 @@ from engine.model.data_file import DataFile
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from engine.model.schema import Schema, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
-from engine.operations.client_files import ClientSnapshot, client_file_changes, rebase_append
+from engine.operations.client_files import ClientSnapshot, LiveFilesOf, client_file_changes, rebase_append
 from engine.operations.commit import CommitContext, apply_in_commit
 from engine.operations.schema_changes import is_promotion
 from engine.operations.snapshot import row_id_backfill_events
@@ -83,7 +84,7 @@ class _Running:
         self.last_order_id: int | None = None
         #: files live in the snapshots this commit adds (their parents may be earlier snapshots of the same commit,
         #: which the log's file index does not know yet)
-        self.live: dict[int, dict[str, DataFile]] = {}
+        self.live: dict[int, Callable[[], Mapping[str, DataFile]]] = {}
         #: a rebased append's snapshot id -> the files it adds (found against the snapshot the client built on)
         self.rebased: dict[int, tuple[FileChange, ...]] = {}
 
@@ -222,21 +223,26 @@ def _new_table(updates: Sequence[Mapping[str, Any]], default_location: str, defa
 def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitContext, *,
                   client_snapshots: Mapping[int, ClientSnapshot],
                   live_entries: Callable[[TableState, int | None], Sequence[Any]],
-                  stream: str, default_location: str = "") -> list[Event]:
+                  stream: str, default_location: str = "", live_files: LiveFilesOf | None = None) -> list[Event]:
     """The events of ``commit`` on ``base`` (None: the table does not exist yet and the commit creates it).
 
     :param client_snapshots: what :func:`load_client_snapshots` read for the commit's snapshots
     :param live_entries: the files live in a snapshot of a state (``StateStore.live_entries``)
+    :param live_files: the same files by ``DataFile.key`` (``StateStore.live_files_by_key``, which decodes only
+        the files looked up); by default a mapping made from ``live_entries``
     :param stream: the table's stream id (a created table's uuid when the commit assigns none)
     :param default_location: the location of a created table when the commit sets none
     :raises RequirementFailed: a requirement does not hold (or a snapshot was built on a stale base)
     :raises ValidationError: an update that is invalid on the table
     """
     rebased: dict[int, tuple[FileChange, ...]] = {}
+    if live_files is None:
+        live_files = lambda state, snapshot_id: {e.file.key: e.file  # noqa: E731
+                                                 for e in live_entries(state, snapshot_id)}
     try:
         check_requirements(base, commit, stream)
     except RequirementFailed:
-        found = rebase_append(base, commit, client_snapshots, live_entries, stream)
+        found = rebase_append(base, commit, client_snapshots, live_files, stream)
         if found is None:
             raise
         commit, moved = found
@@ -259,7 +265,7 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
         run.last_schema_id, run.last_spec_id, run.last_order_id = 0, 0, base.default_sort_order_id
     updates = _merged_removals(updates)
     for i, u in enumerate(updates):
-        _apply_update(run, u, updates[i + 1:], client_snapshots, live_entries, stream)
+        _apply_update(run, u, updates[i + 1:], client_snapshots, live_entries, live_files, stream)
     return run.events
 
 
@@ -278,7 +284,7 @@ def _merged_removals(updates: list[Mapping[str, Any]]) -> list[Mapping[str, Any]
 
 def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[str, Any]],
                   client_snapshots: Mapping[int, ClientSnapshot],
-                  live_entries: Callable[[TableState, int | None], Sequence[Any]],
+                  live_entries: Callable[[TableState, int | None], Sequence[Any]], live_files: LiveFilesOf,
                   stream: str) -> None:
     state = run.state
     action = u["action"]
@@ -355,7 +361,7 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
         if present:
             run.add(PropertiesRemoved(removals=present))
     elif action == "add-snapshot":
-        _add_snapshot(run, u["snapshot"], later, client_snapshots, live_entries, stream)
+        _add_snapshot(run, u["snapshot"], later, client_snapshots, live_files, stream)
     elif action == "set-snapshot-ref":
         name = need_field(u, "ref-name", str, action)
         sid = need_field(u, "snapshot-id", int, action)
@@ -427,7 +433,7 @@ def _last_or(last: int | None, given: int, what: str) -> int:
 
 def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mapping[str, Any]],
                   client_snapshots: Mapping[int, ClientSnapshot],
-                  live_entries: Callable[[TableState, int | None], Sequence[Any]], stream: str) -> None:
+                  live_files: LiveFilesOf, stream: str) -> None:
     state = run.state
     sid = snap["snapshot-id"]
     if state.snapshot_by_id(sid) is not None or any(s.snapshot_id == sid for s in state.expired_snapshots):
@@ -454,21 +460,15 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     if parent_id is None:
         before = {}
     elif parent_id in run.live:
-        before = run.live[parent_id]
+        before = run.live[parent_id]()
     else:
-        before = {e.file.key: e.file for e in live_entries(state, parent_id)}
+        before = live_files(state, parent_id)
     first_row_id = added_rows = None
     if state.format_version >= 3:
         first_row_id, added_rows = _row_lineage(state, snap, stream)
     # a rebased append adds what it added to the snapshot the client built on (rebase_append found it)
     changes = run.rebased[sid] if sid in run.rebased else client_file_changes(state, client, before, seq)
-    after = dict(before)
-    for c in changes:
-        if c.added:
-            after[c.file.key] = c.file
-        else:
-            after.pop(c.file.key, None)
-    run.live[sid] = after
+    run.live[sid] = functools.cache(functools.partial(_live_after, before, changes))
     if state.format_version < 2 and any(c.added and c.file.content != 0 for c in changes):
         raise ValidationError(f"Cannot add snapshot {sid}: delete files need format version 2")
     branch = UNREFERENCED_BRANCH
@@ -484,6 +484,18 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     if branch == UNREFERENCED_BRANCH and not any(
             u["action"] == "set-snapshot-ref" and u.get("snapshot-id") == sid for u in later):
         run.add(RefRemoved(name=UNREFERENCED_BRANCH))
+
+
+def _live_after(before: Mapping[str, DataFile], changes: Sequence[FileChange]) -> dict[str, DataFile]:
+    """The files live after a snapshot of the commit: made only when a later snapshot of the same commit is its
+    child (a copy of the parent's whole set, which a single append never needs)."""
+    after = dict(before)
+    for c in changes:
+        if c.added:
+            after[c.file.key] = c.file
+        else:
+            after.pop(c.file.key, None)
+    return after
 
 
 def _row_lineage(state: TableState, snap: Mapping[str, Any], stream: str) -> tuple[int, int]:

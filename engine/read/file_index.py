@@ -37,6 +37,7 @@ import sqlite3
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -456,11 +457,20 @@ class FileIndex:
         """The files live in a snapshot, oldest first, as :class:`FileItem` (entries decoded on demand): files
         its ancestry added minus those a later snapshot removed; a file a snapshot both removes and adds again
         is live with that snapshot's sequence numbers."""
+        return list(self.live_set(state, snapshot_id).values())
+
+    def live_files(self, state: TableState, snapshot_id: int | None) -> LiveFiles:
+        """The files live in a snapshot by ``DataFile.key``, each decoded when it is looked up (:class:`LiveFiles`)."""
+        return LiveFiles(self.live_set(state, snapshot_id))
+
+    def live_set(self, state: TableState, snapshot_id: int | None) -> Mapping[str, FileItem]:
+        """:meth:`live_items` by key, oldest first: the kept set itself, read-only, so asking costs nothing once
+        the snapshot (or its parent) has been planned."""
         if snapshot_id is None:
-            return []
+            return {}
         ancestry = state.ancestors(snapshot_id, through_expired=True)
         if not ancestry:
-            return []
+            return {}
         _, type_id = self._types(state)
         start: dict[str, FileItem] = {}
         todo = ancestry
@@ -471,7 +481,7 @@ class FileIndex:
             if cached is not None:
                 self._live.move_to_end((state.table_uuid, snap.snapshot_id, type_id))
                 if i == 0:
-                    return list(cached.values())
+                    return MappingProxyType(cached)
                 start, todo = cached, ancestry[:i]
                 break
         changes = self.changes(state, [s for s in todo if s.staged_changes is None])
@@ -488,11 +498,11 @@ class FileIndex:
                 live.pop(item.path, None)
                 live[item.path] = item
         if ancestry[0].staged_changes is not None:
-            return list(live.values())
+            return live
         self._live[(state.table_uuid, snapshot_id, type_id)] = live
         while len(self._live) > MAX_LIVE_SETS:
             self._live.popitem(last=False)
-        return list(live.values())
+        return MappingProxyType(live)
 
     def has_live_set(self, state: TableState, snapshot_id: int) -> bool:
         """Whether the live set of the snapshot or of one of its ancestors is cached (planning from it is cheap)."""
@@ -570,6 +580,29 @@ class FileIndex:
         """The :class:`engine.model.data_file.LiveEntry` of every file live in a snapshot, oldest first (what
         ``StateStore.live_entries`` gives)."""
         return entries_of(self.live_items(state, snapshot_id))
+
+
+class LiveFiles(Mapping[str, DataFile]):
+    """A snapshot's live files by ``DataFile.key``, over its kept live set: a file is decoded when it is looked up,
+    so a commit that asks about a few files of a large table (a REST append: are its new files new?) pays for
+    those alone, not for a copy of the whole set."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, FileItem]) -> None:
+        self._items = items
+
+    def __getitem__(self, key: str) -> DataFile:
+        return self._items[key].file()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 def _digest_array(digests: bytes) -> pa.Array:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections import OrderedDict
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from engine.errors import IntegrityError, TableNotFound
 from engine.state.events import CATALOG_STREAM, Event, FileChange, decode, decode_file_change
@@ -187,6 +187,10 @@ class StateStore:
         """Data and delete files live in a snapshot, from the log: files its ancestry added minus those it removed,
         each with the sequence numbers and snapshot of the commit that added it, oldest first."""
         return self.file_index.live_entries(state, snapshot_id)
+
+    def live_files_by_key(self, state: TableState, snapshot_id: int | None) -> Mapping[str, DataFile]:
+        """The files of :meth:`live_entries` by ``DataFile.key``, each decoded when looked up (no copy of the set)."""
+        return self.file_index.live_files(state, snapshot_id)
 
     def live_files(self, state: TableState, snapshot_id: int | None) -> list[DataFile]:
         """The files of :meth:`live_entries`, without their sequence numbers."""

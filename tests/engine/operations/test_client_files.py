@@ -1,16 +1,19 @@
 """Reading what a REST client wrote for a commit: the parent's manifests come from the projector's index, so only
-the client's new manifests are read."""
+the client's new manifests are read; an append's changes are found by looking up its own files among the parent's
+live files, which are decoded only when looked up."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 
 import attrs
 import pyarrow as pa
 
 from engine import Catalog
-from engine.operations.client_files import load_client_snapshots
+from engine.model.data_file import EntryStatus, ManifestEntry
+from engine.operations.client_files import ClientSnapshot, client_file_changes, load_client_snapshots
 from engine.operations.table_commit import parse_table_commit
 from projections import layout
 from projections.manifests import render_manifest_list
@@ -57,3 +60,80 @@ def test_the_parents_manifests_come_from_the_projectors_index(tmp_path) -> None:
     assert unknown.parent_manifests is None  # without the index and the list: every manifest is read
     assert set(unknown.entries) == {m.manifest_path for m in manifests}
     cat.close()
+
+
+class _LookupsOnly(Mapping):
+    """A parent's live files that answer lookups of one key and refuse to be listed (or copied) whole."""
+
+    def __init__(self, files: dict) -> None:
+        self.files, self.looked_up = files, []
+
+    def __getitem__(self, key):
+        self.looked_up.append(key)
+        return self.files[key]
+
+    def __contains__(self, key) -> bool:
+        self.looked_up.append(key)
+        return key in self.files
+
+    def __iter__(self):
+        raise AssertionError("the parent's whole live set was listed")
+
+    def __len__(self) -> int:
+        raise AssertionError("the parent's whole live set was counted")
+
+
+def _table_of_many_files(tmp_path, files: int):
+    cat = Catalog.open(str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    schema = pa.schema([("id", pa.int64()), ("part", pa.int64())])
+    table = cat.create_table("db.t", schema, partition_by=["part"])
+    table.append(pa.table({"id": pa.array(range(files), pa.int64()), "part": pa.array(range(files), pa.int64())}))
+    return cat, table
+
+
+def test_an_append_looks_up_only_its_own_files_among_the_parents(tmp_path) -> None:
+    """A REST append on a large table: its changes are found by looking up its new files among the parent's, never
+    by listing or decoding the parent's whole live set; a commit that drops a parent file still finds it."""
+    cat, table = _table_of_many_files(tmp_path, 40)
+    state = table.state
+    parent = state.current_snapshot
+    live = {e.file.key: e.file for e in cat.store.live_entries(state, parent.snapshot_id)}
+    manifest = cat.projector.index.get(table.uuid, parent.snapshot_id)[0]
+    some = next(iter(live.values()))
+    new_file = attrs.evolve(some, file_path=some.file_path.replace(".parquet", "-new.parquet"))
+    client = ClientSnapshot(
+        snapshot_id=42, manifest_list="list.avro",
+        manifests=(attrs.evolve(manifest, manifest_path="new-m0.avro", added_snapshot_id=42),),
+        entries={"new-m0.avro": (ManifestEntry(status=EntryStatus.ADDED, snapshot_id=None, data_sequence_number=None,
+                                               file_sequence_number=None, data_file=new_file),)},
+        parent_manifests=frozenset({manifest.manifest_path}))
+    before = _LookupsOnly(live)
+    changes = client_file_changes(state, client, before, parent.sequence_number + 1)
+    assert [(c.added, c.file.file_path) for c in changes] == [(True, new_file.file_path)]
+    assert before.looked_up == [new_file.key]
+
+    # the client's list dropped a manifest of the parent: its files are removed (the whole set is read then)
+    dropped = attrs.evolve(client, gone_entries=(ManifestEntry(status=EntryStatus.EXISTING, snapshot_id=1,
+                                                               data_sequence_number=1, file_sequence_number=1,
+                                                               data_file=some),))
+    changes = client_file_changes(state, dropped, live, parent.sequence_number + 1)
+    assert sorted((c.added, c.file.file_path) for c in changes) == [(False, some.file_path),
+                                                                   (True, new_file.file_path)]
+    cat.close()
+
+
+def test_the_live_files_of_a_snapshot_are_decoded_only_when_looked_up(tmp_path) -> None:
+    cat, table = _table_of_many_files(tmp_path, 40)
+    uuid = table.uuid
+    cat.close()
+    with Catalog.open(str(tmp_path / "wh")) as cat:  # a cold catalog: nothing decoded yet
+        store = cat.store
+        state = store.table(uuid)
+        sid = state.current_snapshot.snapshot_id
+        by_key = store.live_files_by_key(state, sid)
+        key = next(iter(by_key))
+        assert by_key[key].file_path == key and len(by_key) == 40
+        items = store.file_index.live_set(state, sid)
+        assert sum(item._file is not None for item in items.values()) == 1  # only the file looked up
+        assert dict(by_key) == {e.file.key: e.file for e in store.live_entries(state, sid)}
