@@ -48,11 +48,18 @@ class _OpenDatabases:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
+        #: every last name of an open database's files, case folded (the cheap first test of database_of)
+        self._names: frozenset[str] = frozenset()
+
+    def _named(self) -> None:
+        self._names = frozenset((os.path.basename(db) + suffix).casefold()
+                                for db in self._counts for suffix in DATABASE_SUFFIXES)
 
     def add(self, path: str) -> None:
         real = os.path.realpath(path)
         with self._lock:
             self._counts[real] = self._counts.get(real, 0) + 1
+            self._named()
 
     def discard(self, path: str) -> None:
         real = os.path.realpath(path)
@@ -62,12 +69,13 @@ class _OpenDatabases:
                 self._counts[real] = left
             else:
                 self._counts.pop(real, None)
+                self._named()
 
     def database_of(self, local_path: str) -> str | None:
         """The open database ``local_path`` is (or is a companion of), by name after resolving symlinks or by
         inode (hard links); None for any other file."""
         with self._lock:
-            databases = list(self._counts)
+            databases, names = list(self._counts), self._names
         if not databases:
             return None
         try:
@@ -77,9 +85,7 @@ class _OpenDatabases:
         name = os.path.basename(local_path).casefold()  # (a file system may ignore case: CATALOG.DB is catalog.db)
         # resolving a path that is no symlink keeps its last name: only a database's own names (or a symlink, or
         # a name like "..") can resolve to one, and only those pay for resolving every folder on the way
-        if (st is not None and stat.S_ISLNK(st.st_mode)) or name in ("", ".", "..") or \
-                any(name == (os.path.basename(db) + suffix).casefold()
-                    for db in databases for suffix in DATABASE_SUFFIXES):
+        if (st is not None and stat.S_ISLNK(st.st_mode)) or name in ("", ".", "..") or name in names:
             real = os.path.realpath(local_path)
             for db in databases:
                 if real.startswith(db) and real[len(db):] in DATABASE_SUFFIXES:
