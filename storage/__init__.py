@@ -22,6 +22,7 @@ from storage.errors import (
     LogIntegrityError,
     StreamVersionConflict,
     TransactionFailed,
+    WrongThread,
 )
 from storage.contract import (
     APPEND_ONLY_MESSAGE,
@@ -56,5 +57,6 @@ __all__ = [
     "StreamVersionConflict",
     "StreamWrite",
     "TransactionFailed",
+    "WrongThread",
     "event_hash",
 ]

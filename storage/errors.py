@@ -15,6 +15,11 @@ class LogClosed(LogError):
     """The log was used after :meth:`storage.Log.close`."""
 
 
+class WrongThread(LogError):
+    """A log handle on SQLite was used from a thread other than the one that opened it. Each thread opens its own
+    handle (writers of one process that wait at the same moment still share one transaction)."""
+
+
 class LogBusy(LogError):
     """The write lock could not be taken within the busy timeout. Nothing was written; retry later."""
 

@@ -62,16 +62,8 @@ from storage.sqlite_file import (
     create_database_file,
     first_undecodable_position,
 )
-from storage.errors import (
-    LogDamaged,
-    InvalidWrite,
-    LogBusy,
-    LogClosed,
-    LogError,
-    LogIntegrityError,
-    StreamVersionConflict,
-    TransactionFailed,
-)
+from storage.errors import (InvalidWrite, LogBusy, LogClosed, LogDamaged, LogError, LogIntegrityError,
+                            StreamVersionConflict, TransactionFailed, WrongThread)
 from storage.write_lock import writer_lock
 
 T = TypeVar("T")
@@ -665,11 +657,10 @@ class Log:
         return f"Log({str(self.path)!r})"
 
 
-
-
 def _translate_damage(method: Callable[..., Any]) -> Callable[..., Any]:
     """Turn SQLite's reports of a damaged file (malformed pages, text that is not UTF-8) into :class:`LogDamaged`
-    naming the file and, for damaged text, the first damaged position."""
+    naming the file and, for damaged text, the first damaged position; a use from another thread into
+    :class:`WrongThread`."""
 
     @functools.wraps(method)
     def translated(self: Log, *args: Any, **kwargs: Any) -> Any:
@@ -678,6 +669,9 @@ def _translate_damage(method: Callable[..., Any]) -> Callable[..., Any]:
         except sqlite3.DatabaseError as e:
             if getattr(e, "sqlite_errorcode", None) in DAMAGE_CODES:
                 raise LogDamaged(f"Cannot read the log: {self.path} is damaged ({e})", path=str(self.path)) from e
+            if isinstance(e, sqlite3.ProgrammingError) and "same thread" in str(e):
+                raise WrongThread(f"Cannot use the log from this thread: {self.path} was opened by another one, and a "
+                                  f"catalog handle belongs to the thread that opened it (open one per thread)") from e
             if isinstance(e, sqlite3.OperationalError) and "decode" in str(e).lower():
                 position = first_undecodable_position(self.path)
                 where = f" at position {position}" if position is not None else ""
