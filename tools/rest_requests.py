@@ -15,8 +15,9 @@ import os
 import threading
 from typing import Any, Mapping
 
+import attrs
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from engine.catalog import Catalog
 from engine.table import Table
@@ -39,7 +40,6 @@ from engine.errors import (
 )
 from engine.state.table_state import TableState
 from projections import layout
-from projections.metadata_json import metadata_dict
 from storage.errors import FileError
 from storage.postgres_url import is_postgres_url
 from storage.files import is_s3
@@ -285,10 +285,34 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
 async def json_body(request: Request, limit: int) -> dict[str, Any]:
     return parse_json_body(await read_body(request, limit))
 
+@attrs.frozen
+class RenderedMetadata:
+    """A table's metadata as the projection renders it (the bytes of its ``metadata.json``), placed in a response
+    as they are (:func:`json_response`) rather than decoded and encoded again.
+
+    :param table_location: the table's location (where vended credentials reach)
+    """
+
+    data: bytes
+    table_location: str
+
+
+def json_response(result: Mapping[str, Any]) -> Response:
+    """The JSON response of a handler's result; a :class:`RenderedMetadata` value goes in as its bytes."""
+    if not any(isinstance(value, RenderedMetadata) for value in result.values()):
+        return JSONResponse(result)
+    return Response(b"{" + b",".join(
+        json.dumps(key).encode() + b":" + (value.data if isinstance(value, RenderedMetadata) else
+                                           json.dumps(value, separators=(",", ":")).encode())
+        for key, value in result.items()) + b"}", media_type="application/json")
+
+
 def with_storage(rc: RestCatalog, request: Request, result: dict[str, Any]) -> dict[str, Any]:
     """A LoadTableResult with the FileIO properties clients need, and the server's credentials when the client
     asked for them (``X-Iceberg-Access-Delegation: vended-credentials``)."""
-    location = str(result.get("metadata", {}).get("location") or "")
+    metadata = result.get("metadata", {})
+    location = metadata.table_location if isinstance(metadata, RenderedMetadata) else \
+        str(metadata.get("location") or "")
     config = {**result.get("config", {}), **rc.client_config()}
     if "vended-credentials" in request.headers.get(ACCESS_DELEGATION_HEADER, ""):
         credentials = rc.storage_credentials(location)
@@ -300,11 +324,12 @@ def with_storage(rc: RestCatalog, request: Request, result: dict[str, Any]) -> d
 
 
 def table_result(cat: Catalog, table: Table, state: TableState | None = None) -> dict[str, Any]:
-    """LoadTableResult of the table's newest published version (published first when behind)."""
+    """LoadTableResult of the table's newest published version (published first when behind); its metadata is the
+    published file's bytes, as the renderer (which extends its last render) gives them."""
     if state is None:
         table.publish()
         version = cat.projector.published_version(table.uuid) or cat.store.log.head(table.uuid)
         state = cat.store.table(table.uuid, version)
     return {"metadata-location": layout.metadata_file_of(state),
-            "metadata": metadata_dict(state), "config": {}}
+            "metadata": RenderedMetadata(cat.projector.metadata.render(state), state.location), "config": {}}
 

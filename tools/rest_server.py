@@ -62,6 +62,7 @@ from tools.rest_requests import (
     shortened,
     string_list,
     string_map,
+    json_response,
     table_result,
     with_storage,
 )
@@ -95,7 +96,7 @@ def _route(rc: RestCatalog, handler: Callable[..., Any], *, auth: bool = True, b
             return result
         if result is None:
             return Response(status_code=204)
-        return JSONResponse(result)
+        return json_response(result)
 
     return endpoint
 

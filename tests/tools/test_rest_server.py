@@ -223,6 +223,21 @@ def test_a_commit_answers_with_the_metadata_it_published(client: RestCatalog, se
     assert answer["metadata"]["properties"]["x"] == "ü" and len(answer["metadata"]["snapshots"]) == 2
 
 
+def test_a_table_loads_with_the_bytes_of_its_published_metadata(client: RestCatalog, server: str) -> None:
+    """The metadata a load answers with is the published file's bytes, placed as they are (the renderer extends its
+    last render), not the file's JSON decoded and encoded again (which would write "ü" where the file has
+    "\\u00fc")."""
+    client.create_namespace("db")
+    client.create_table("db.t", schema=SCHEMA, properties={"comment": "ü"}).append(_rows([1, 2]))
+    r = requests.get(_table_url(server, "db", "t"), headers=_auth())
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    answer = r.json()
+    published = Path(answer["metadata-location"]).read_bytes()
+    assert b'"metadata":' + published + b"," in r.content
+    assert answer["metadata"]["properties"]["comment"] == "ü" and len(answer["metadata"]["snapshots"]) == 1
+    assert set(answer) == {"metadata-location", "metadata", "config"}
+
+
 def _table_url(server: str, ns: str, name: str) -> str:
     return f"{server}/v1/namespaces/{ns}/tables/{name}"
 
