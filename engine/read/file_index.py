@@ -214,6 +214,7 @@ class FileIndex:
         self._bodies: OrderedDict[int, BlockBody] = OrderedDict()
         self._changes: OrderedDict[tuple[int, int], Changes] = OrderedDict()
         self._cached_files = 0
+        self._held_paths = 0  # the paths the kept bodies hold (kept as they come and go: trimming never counts)
         self._live: OrderedDict[tuple[str, int, int], dict[str, FileItem]] = OrderedDict()
         self._type_keys: dict[Hashable, int] = {}
         self._state_types: dict[int, tuple[TableState, dict[int, StructType], int]] = {}
@@ -243,6 +244,7 @@ class FileIndex:
         self._changes.clear()
         self._live.clear()
         self._cached_files = 0
+        self._held_paths = 0
 
     # ------------------------------------------------------------ blocks
     def record_commit(self, positions: Sequence[int],
@@ -299,8 +301,15 @@ class FileIndex:
                     bad.append(p)
             for p, (h, b) in self._rebuild(state, bad).items():
                 head = heads[p] = decode_head(h, zlib.crc32(h))
-                self._bodies[p] = decode_body(b, zlib.crc32(b), head)
+                self._keep_body(p, decode_body(b, zlib.crc32(b), head))
         return {p: heads[p] for p in positions}
+
+    def _keep_body(self, position: int, body: BlockBody) -> None:
+        old = self._bodies.get(position)
+        if old is not None:
+            self._held_paths -= len(old.paths)
+        self._bodies[position] = body
+        self._held_paths += len(body.paths)
 
     def _load_bodies(self, state: TableState, positions: list[int]) -> dict[int, tuple[BlockHead, BlockBody]]:
         bodies = self._bodies
@@ -329,7 +338,8 @@ class FileIndex:
                 head = decode_head(h, zlib.crc32(h))
                 out[p] = (head, decode_body(b, zlib.crc32(b), head))
             for p in missing:
-                self._heads[p], bodies[p] = out[p]
+                self._heads[p] = out[p][0]
+                self._keep_body(p, out[p][1])
             self._trim()
         return out
 
@@ -337,11 +347,10 @@ class FileIndex:
         while self._cached_files > MAX_CACHED_FILES and len(self._changes) > 1:
             _, dropped = self._changes.popitem(last=False)
             self._cached_files -= len(dropped.added)
-        held = sum(len(b.paths) for b in self._bodies.values())
-        if held > MAX_CACHED_FILES:
-            while held > MAX_CACHED_FILES and len(self._bodies) > 1:
+        if self._held_paths > MAX_CACHED_FILES:
+            while self._held_paths > MAX_CACHED_FILES and len(self._bodies) > 1:
                 _, dropped_body = self._bodies.popitem(last=False)
-                held -= len(dropped_body.paths)
+                self._held_paths -= len(dropped_body.paths)
             self._decoded = {k: v for k, v in self._decoded.items() if k[0] in self._bodies}
 
     # ------------------------------------------------------------ decoding

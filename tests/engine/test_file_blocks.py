@@ -295,3 +295,27 @@ def test_blocks_of_file_changes_equal_blocks_of_the_parts_they_encode_to(warehou
         compared += len(parts)
     assert compared > 10
     cat.close()
+
+
+def test_the_kept_blocks_stay_within_their_bound_and_their_count_stays_true(warehouse, monkeypatch):
+    """The index keeps decoded block bodies up to MAX_CACHED_FILES paths, counting them as they come and go (a
+    trim never walks the kept blocks to count them); plans stay the same under a bound that forces trimming."""
+    import engine.read.file_index as file_index
+
+    expected = full_plans(warehouse)
+    monkeypatch.setattr(file_index, "MAX_CACHED_FILES", 3)
+    cat = Catalog.open(warehouse)
+    index = FileIndex.of(cat.store)
+    t = cat.load_table("db.t")
+    for snap in t.state.snapshots:
+        for where in FILTERS:
+            assert plan_key(t.scan(where=where, snapshot_id=snap.snapshot_id)) == expected[(snap.snapshot_id, where)]
+            held = sum(len(body.paths) for body in index._bodies.values())
+            assert index._held_paths == held
+            assert held <= 3 or len(index._bodies) == 1
+    index.clear()
+    assert index._held_paths == 0
+    head = t.state.current_snapshot.snapshot_id
+    assert plan_key(t.scan(snapshot_id=head)) == expected[(head, None)]
+    assert index._held_paths == sum(len(body.paths) for body in index._bodies.values())
+    cat.close()
