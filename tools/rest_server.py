@@ -294,13 +294,15 @@ def app(warehouse: str | os.PathLike, token: str, *, max_body_bytes: int = DEFAU
 
 
 def server_config(application: Any, host: str, port: int) -> Any:
-    """uvicorn's settings for serving ``application`` (an ASGI app) on ``host:port``: its h11 protocol that
-    acknowledges a request's headers at once (:class:`tools.rest_http.PromptAckH11Protocol`)."""
+    """uvicorn's settings for serving ``application`` (an ASGI app) on ``host:port``: the protocol that acknowledges
+    a request's headers at once (:func:`tools.rest_http.server_protocol`: httptools' when installed), and uvloop's
+    event loop when installed."""
     import uvicorn
 
-    from tools.rest_http import PromptAckH11Protocol
+    from tools.rest_http import server_protocol
 
-    return uvicorn.Config(application, host=host, port=port, log_level="warning", http=PromptAckH11Protocol)
+    return uvicorn.Config(application, host=host, port=port, log_level="warning", http=server_protocol(),
+                          loop="auto")
 
 
 def serve(warehouse: str | os.PathLike, host: str = "127.0.0.1", port: int = 8181, token: str = "", *,

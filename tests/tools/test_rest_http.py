@@ -16,9 +16,10 @@ import pytest
 import uvicorn
 
 from tools.ports import free_port
+from tools.rest_http import PromptAckH11Protocol, PromptAckHttpToolsProtocol
 from tools.rest_server import server_config
 
-pytestmark = pytest.mark.skipif(not hasattr(socket, "TCP_INFO"), reason="reads the client's TCP_INFO (Linux)")
+PROTOCOLS = [PromptAckH11Protocol, PromptAckHttpToolsProtocol]
 
 
 def _unacked(sock: socket.socket) -> int:
@@ -39,7 +40,15 @@ def _response(sock: socket.socket) -> tuple[int, bytes]:
     return int(lines[0].split()[1]), body
 
 
-def test_headers_of_a_request_whose_body_is_to_come_are_acknowledged_at_once() -> None:
+def test_the_server_runs_httptools_and_uvloop_when_installed() -> None:
+    config = server_config(lambda *_: None, "127.0.0.1", 1)
+    assert config.http is PromptAckHttpToolsProtocol  # the server extra installs httptools
+    assert config.loop == "auto"                        # uvicorn's choice: uvloop when installed
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_INFO"), reason="reads the client's TCP_INFO (Linux)")
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.__name__)
+def test_headers_of_a_request_whose_body_is_to_come_are_acknowledged_at_once(protocol: type) -> None:
     headers_in = threading.Event()
 
     async def echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -61,7 +70,9 @@ def test_headers_of_a_request_whose_body_is_to_come_are_acknowledged_at_once() -
         await send({"type": "http.response.body", "body": body})
 
     port = free_port("127.0.0.1")
-    server = uvicorn.Server(server_config(echo, "127.0.0.1", port))
+    config = server_config(echo, "127.0.0.1", port)
+    config.http = protocol
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
