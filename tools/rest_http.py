@@ -38,12 +38,14 @@ def _acknowledge_now(transport: asyncio.BaseTransport) -> None:
     if QUICKACK is not None and sock is not None:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
-        except OSError:  # the connection is gone: nothing to acknowledge
+        except (OSError, ValueError):  # the connection is gone (uvloop says so with ValueError): nothing to ack
             pass
 
 
 class PromptAckH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol that acknowledges at once the headers of a request whose body is still to come."""
+    """uvicorn's h11 protocol that acknowledges at once the headers of a request whose body is still to come (not
+    those of a pipelined request parsed only once the one before it is answered: clients that wait for the ACK
+    do not pipeline)."""
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)

@@ -293,8 +293,8 @@ def client_file_changes(state: TableState, client: ClientSnapshot, before: Mappi
         removed = [f for p, f in before.items() if p not in new_live]
     else:
         gone = {e.data_file.key for e in client.gone_entries if e.status != EntryStatus.DELETED}
-        # an append removes nothing: the parent's files are looked up one by one, never all decoded
-        removed = [f for p, f in before.items() if (p in gone or p in deleted) and p not in new_live] \
+        # an append removes nothing; a commit that does decodes only the parent files it removes (in their order)
+        removed = [before[p] for p in before if (p in gone or p in deleted) and p not in new_live] \
             if gone or deleted else []
     changes: list[FileChange] = []
     for p, (e, data_seq) in sorted(new_live.items()):

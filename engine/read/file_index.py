@@ -473,8 +473,9 @@ class FileIndex:
         return LiveFiles(self.live_set(state, snapshot_id))
 
     def live_set(self, state: TableState, snapshot_id: int | None) -> Mapping[str, FileItem]:
-        """:meth:`live_items` by key, oldest first: the kept set itself, read-only, so asking costs nothing once
-        the snapshot (or its parent) has been planned."""
+        """:meth:`live_items` by key, oldest first: a read-only view of the kept set, so asking costs nothing once
+        the snapshot (or its parent) has been planned; for a snapshot staged in a transaction, a set of its own
+        (never kept)."""
         if snapshot_id is None:
             return {}
         ancestry = state.ancestors(snapshot_id, through_expired=True)

@@ -63,3 +63,16 @@ def test_a_catalog_handle_used_from_another_thread_is_refused_by_name(tmp_path: 
     assert _in_thread(own_handle) == [1, 3]
     cat.close()
 
+
+
+def test_a_publish_from_another_thread_is_refused_by_name_too(tmp_path: Path) -> None:
+    """A catalog that leaves publishing to ``publish()``: the first thing a publish from another thread touches is
+    the derived tables beside the log, and they refuse the same way."""
+    cat = Catalog.open(tmp_path / "wh", project=False)
+    cat.create_namespace("db")
+    table = cat.create_table("db.t", SCHEMA)
+    table.append(pa.table({"id": [1]}, schema=SCHEMA))
+    refused = _in_thread(table.publish)
+    assert isinstance(refused, WrongThread) and "open one per thread" in str(refused)
+    assert table.publish() is not None  # the owner's thread publishes
+    cat.close()

@@ -187,3 +187,31 @@ def test_a_rebased_append_of_files_the_table_does_not_own_is_refused_and_lands_n
         assert sorted(cat.load_table("db.t").scan().to_arrow().column("id").to_pylist()) == [5, 6, 6]
         assert cat.load_table("db.victim").scan().to_arrow().column("id").to_pylist() == [1]
         assert cat.verify("db.victim") == []
+
+
+def test_rest_appends_look_up_their_files_without_listing_the_tables(tmp_path: Path, monkeypatch) -> None:
+    """A REST append, fresh or rebased, finds its changes by looking up its own files among the parent's live
+    files (``StateStore.live_files_by_key``): the parent's whole live set is never listed, however large."""
+    from engine.read.file_index import LiveFiles
+    from engine.state.store import StateStore
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=SCHEMA, properties=NO_CLIENT_RETRY)
+        for i in range(5):
+            t.append(_rows([i], "icelog"))
+
+    def listed(*_: object) -> None:
+        raise AssertionError("a REST append listed a snapshot's whole live set")
+
+    monkeypatch.setattr(StateStore, "live_entries", listed)
+    monkeypatch.setattr(LiveFiles, "__iter__", listed)
+    with running_server(tmp_path / "wh", TOKEN) as server:
+        stale = _client(server.uri).load_table("db.t")
+        _client(server.uri).load_table("db.t").append(_rows([10], "pyiceberg"))  # on the head
+        stale.append(_rows([20], "pyiceberg"))                                   # rebased onto it
+    monkeypatch.undo()
+    with Catalog.open(tmp_path / "wh") as cat:
+        t = cat.load_table("db.t")
+        assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2, 3, 4, 10, 20]
+        assert len(t.snapshots()) == 7 and cat.verify("db.t") == []
