@@ -61,9 +61,10 @@ from storage.sqlite_file import (
     check_database_file,
     create_database_file,
     first_undecodable_position,
+    wrong_thread,
 )
 from storage.errors import (InvalidWrite, LogBusy, LogClosed, LogDamaged, LogError, LogIntegrityError,
-                            StreamVersionConflict, TransactionFailed, WrongThread)
+                            StreamVersionConflict, TransactionFailed)
 from storage.write_lock import writer_lock
 
 T = TypeVar("T")
@@ -669,9 +670,9 @@ def _translate_damage(method: Callable[..., Any]) -> Callable[..., Any]:
         except sqlite3.DatabaseError as e:
             if getattr(e, "sqlite_errorcode", None) in DAMAGE_CODES:
                 raise LogDamaged(f"Cannot read the log: {self.path} is damaged ({e})", path=str(self.path)) from e
-            if isinstance(e, sqlite3.ProgrammingError) and "same thread" in str(e):
-                raise WrongThread(f"Cannot use the log from this thread: {self.path} was opened by another one, and a "
-                                  f"catalog handle belongs to the thread that opened it (open one per thread)") from e
+            refused = wrong_thread(e, self.path, "the log")
+            if refused is not None:
+                raise refused from e
             if isinstance(e, sqlite3.OperationalError) and "decode" in str(e).lower():
                 position = first_undecodable_position(self.path)
                 where = f" at position {position}" if position is not None else ""

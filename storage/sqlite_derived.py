@@ -12,7 +12,8 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from storage.errors import LogError, WrongThread
+from storage.errors import LogError
+from storage.sqlite_file import wrong_thread
 
 if TYPE_CHECKING:
     from storage.log import Log
@@ -30,14 +31,9 @@ class SqliteDerived:
     def _errors(self) -> Iterator[None]:
         try:
             yield
-        except sqlite3.ProgrammingError as e:
-            if "same thread" in str(e):
-                raise WrongThread(f"Cannot use the derived tables from this thread: {self._log.path} was opened by "
-                                  f"another one, and a catalog handle belongs to the thread that opened it (open "
-                                  f"one per thread)") from e
-            raise LogError(f"Cannot use the derived tables of {self._log.path}: {e}") from e
         except sqlite3.Error as e:
-            raise LogError(f"Cannot use the derived tables of {self._log.path}: {e}") from e
+            raise wrong_thread(e, self._log.path, "the derived tables") or \
+                LogError(f"Cannot use the derived tables of {self._log.path}: {e}") from e
 
     def create(self, statement: str) -> None:
         with self._errors():

@@ -1,5 +1,5 @@
 """The catalog's SQLite file itself: made atomically when missing, refused when empty or foreign, searched for the
-first damaged text when SQLite reports one.
+first damaged text when SQLite reports one; a connection used from a thread not its own, told by name.
 
 Layer: storage. May touch: the file at a path (``os``, ``sqlite3``) and ``storage.errors``; nothing of Iceberg.
 :class:`storage.log.Log` calls these before it opens its connection, and when a read reports a damaged file.
@@ -13,12 +13,21 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from storage.errors import LogDamaged
+from storage.errors import LogDamaged, WrongThread
 
 #: the first 16 bytes of every SQLite database file
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: the SQLite error codes that mean a damaged file or not a database at all
 DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def wrong_thread(error: sqlite3.Error, path: str | os.PathLike[str], what: str) -> WrongThread | None:
+    """:class:`WrongThread` naming the file when ``error`` is SQLite's refusal of a connection used from a thread
+    other than the one that opened it (``what``: the thing used, "the log" or "the derived tables"); else None."""
+    if isinstance(error, sqlite3.ProgrammingError) and "same thread" in str(error):
+        return WrongThread(f"Cannot use {what} from this thread: {path} was opened by another one, and a catalog "
+                           f"handle belongs to the thread that opened it (open one per thread)")
+    return None
 
 
 def create_database_file(path: Path) -> None:

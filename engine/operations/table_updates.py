@@ -223,22 +223,19 @@ def _new_table(updates: Sequence[Mapping[str, Any]], default_location: str, defa
 def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitContext, *,
                   client_snapshots: Mapping[int, ClientSnapshot],
                   live_entries: Callable[[TableState, int | None], Sequence[Any]],
-                  stream: str, default_location: str = "", live_files: LiveFilesOf | None = None) -> list[Event]:
+                  live_files: LiveFilesOf, stream: str, default_location: str = "") -> list[Event]:
     """The events of ``commit`` on ``base`` (None: the table does not exist yet and the commit creates it).
 
     :param client_snapshots: what :func:`load_client_snapshots` read for the commit's snapshots
     :param live_entries: the files live in a snapshot of a state (``StateStore.live_entries``)
     :param live_files: the same files by ``DataFile.key`` (``StateStore.live_files_by_key``, which decodes only
-        the files looked up); by default a mapping made from ``live_entries``
+        the files looked up)
     :param stream: the table's stream id (a created table's uuid when the commit assigns none)
     :param default_location: the location of a created table when the commit sets none
     :raises RequirementFailed: a requirement does not hold (or a snapshot was built on a stale base)
     :raises ValidationError: an update that is invalid on the table
     """
     rebased: dict[int, tuple[FileChange, ...]] = {}
-    if live_files is None:
-        live_files = lambda state, snapshot_id: {e.file.key: e.file  # noqa: E731
-                                                 for e in live_entries(state, snapshot_id)}
     try:
         check_requirements(base, commit, stream)
     except RequirementFailed:

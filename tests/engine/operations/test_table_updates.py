@@ -45,7 +45,8 @@ def table(tmp_warehouse: Path) -> Any:
 def _events(table: Any, updates: list[dict], requirements: list[dict] | None = None) -> list[Any]:
     commit = parse_table_commit(requirements or [], updates)
     return commit_events(table.state, commit, CTX, client_snapshots={},
-                         live_entries=table.catalog.store.live_entries, stream=table.uuid)
+                         live_entries=table.catalog.store.live_entries,
+                         live_files=table.catalog.store.live_files_by_key, stream=table.uuid)
 
 
 def _schema(*names: str) -> dict:
