@@ -230,14 +230,32 @@ class _AvroSchema:
         return cls(json.dumps(schema), fastavro.parse_schema(copy.deepcopy(schema)))
 
 
+@attrs.frozen(eq=False)
+class _ManifestEntryAvro:
+    """The Avro schemas a manifest of one format version and partition type is written with."""
+
+    #: the ``manifest_entry`` schema (the file's header holds it)
+    entry: _AvroSchema
+    #: its ``data_file`` record alone, to encode a data file's part of an entry
+    data_file: _AvroSchema
+    #: the partition fields' Avro names
+    partition_names: list[str]
+
+
 @functools.lru_cache(maxsize=256)
 def _manifest_entry_avro(format_version: int,
-                         partition_fields: tuple[tuple[int, str, IcebergType], ...]) -> tuple[_AvroSchema, list[str]]:
-    """The ``manifest_entry`` schema for a format version and partition type, and the partition fields' Avro
-    names."""
+                         partition_fields: tuple[tuple[int, str, IcebergType], ...]) -> _ManifestEntryAvro:
+    """The schemas of manifests for a format version and partition type."""
     partition_schema = partition_avro_schema(partition_fields)
-    return (_AvroSchema.of(manifest_entry_schema(format_version, partition_schema)),
-            [f["name"] for f in partition_schema["fields"]])
+    entry_schema = manifest_entry_schema(format_version, partition_schema)
+    (data_file_schema,) = [f["type"] for f in entry_schema["fields"] if f["name"] == "data_file"]
+    return _ManifestEntryAvro(_AvroSchema.of(entry_schema), _AvroSchema.of(data_file_schema),
+                              [f["name"] for f in partition_schema["fields"]])
+
+
+#: the Avro encoding of recently rendered data files (an entry's ``data_file`` record), each kept with its file
+#: object and the schemas it was encoded for; a merge finds here the files of the manifests it packs
+_ENCODED_DATA_FILES: KeptValues[tuple[DataFile, _ManifestEntryAvro, bytes]] = KeptValues(50_000)
 
 
 @functools.lru_cache(maxsize=None)
@@ -312,8 +330,10 @@ def _data_file_record(f: DataFile, format_version: int, partition: dict[str, Any
     return out
 
 
-def _entry_record(e: ManifestEntry, format_version: int, content: ManifestContent, spec_id: int,
-                  partition: dict[str, Any], snapshot_id_for_v1: int | None) -> dict[str, Any]:
+def _checked_entry(e: ManifestEntry, format_version: int, content: ManifestContent, spec_id: int,
+                   snapshot_id_for_v1: int | None) -> tuple[int, int | None, int | None, int | None]:
+    """An entry's status, snapshot id, data and file sequence numbers as its manifest writes them (v1: the snapshot
+    id only, the others None), once the entry is known to belong in the manifest."""
     f = e.data_file
     if f.spec_id != spec_id:
         raise ValidationError(f"Cannot render manifest: file {f.file_path} has partition spec {f.spec_id}, "
@@ -327,15 +347,52 @@ def _entry_record(e: ManifestEntry, format_version: int, content: ManifestConten
         if snapshot_id is None:
             raise ValidationError(f"Cannot render v1 manifest: entry for {f.file_path} has no snapshot id "
                                   "and no snapshot_id_for_v1 was given")
-        return {"status": int(e.status), "snapshot_id": avro_long(snapshot_id),
-                "data_file": _data_file_record(f, format_version, partition)}
+        return int(e.status), avro_long(snapshot_id), None, None
     if e.status != EntryStatus.ADDED and (e.snapshot_id is None or e.data_sequence_number is None):
         raise ValidationError(f"Cannot render manifest: {e.status.name} entry for {f.file_path} needs an explicit "
                               "snapshot id and data sequence number (only ADDED entries inherit them)")
-    return {"status": int(e.status), "snapshot_id": avro_long(e.snapshot_id),
-            "sequence_number": avro_long(e.data_sequence_number),
-            "file_sequence_number": avro_long(e.file_sequence_number),
-            "data_file": _data_file_record(f, format_version, partition)}
+    return (int(e.status), avro_long(e.snapshot_id), avro_long(e.data_sequence_number),
+            avro_long(e.file_sequence_number))
+
+
+def _entry_record(e: ManifestEntry, format_version: int, content: ManifestContent, spec_id: int,
+                  partition: dict[str, Any], snapshot_id_for_v1: int | None) -> dict[str, Any]:
+    """An entry as the record fastavro writes (what :func:`_encoded_entry`'s bytes must equal)."""
+    status, snapshot_id, sequence_number, file_sequence_number = _checked_entry(
+        e, format_version, content, spec_id, snapshot_id_for_v1)
+    data_file = _data_file_record(e.data_file, format_version, partition)
+    if format_version == 1:
+        return {"status": status, "snapshot_id": snapshot_id, "data_file": data_file}
+    return {"status": status, "snapshot_id": snapshot_id, "sequence_number": sequence_number,
+            "file_sequence_number": file_sequence_number, "data_file": data_file}
+
+
+def _optional_long(value: int | None) -> bytes:
+    """Avro's encoding of a ``["null", "long"]`` union: the branch, then the long."""
+    return b"\x00" if value is None else b"\x02" + _zigzag_long(value)
+
+
+def _encoded_entry(e: ManifestEntry, entry_avro: _ManifestEntryAvro, format_version: int,
+                   content: ManifestContent, spec_id: int, write_partition: Callable[[tuple[Any, ...]], dict[str, Any]],
+                   snapshot_id_for_v1: int | None) -> bytes:
+    """One entry's Avro encoding: its own fields, then its data file's, which are encoded once per file object and
+    schema (a merge writes the entries of every manifest it packs again, each with a new status, and with them
+    the bytes of every file of the table)."""
+    status, snapshot_id, sequence_number, file_sequence_number = _checked_entry(
+        e, format_version, content, spec_id, snapshot_id_for_v1)
+    if format_version == 1:
+        prefix = _zigzag_long(status) + _zigzag_long(snapshot_id)  # type: ignore[arg-type]
+    else:
+        prefix = b"".join((_zigzag_long(status), _optional_long(snapshot_id), _optional_long(sequence_number),
+                           _optional_long(file_sequence_number)))
+    f = e.data_file
+    kept = _ENCODED_DATA_FILES.get(id(f))
+    if kept is not None and kept[0] is f and kept[1] is entry_avro:
+        return prefix + kept[2]
+    data = _encoded(entry_avro.data_file, _data_file_record(f, format_version, write_partition(f.partition)),
+                    "manifest")
+    _ENCODED_DATA_FILES.put(id(f), (f, entry_avro, data))
+    return prefix + data
 
 
 def manifest_metadata(*, format_version: int, content: ManifestContent, schema_json: str, schema_id: int,
@@ -376,14 +433,13 @@ def render_manifest(entries: Sequence[ManifestEntry], *, format_version: int, co
     if format_version == 1 and content != ManifestContent.DATA:
         raise ValidationError("Cannot render v1 manifest: format version 1 has no delete manifests")
     partition_fields = tuple(tuple(f) for f in partition_fields)  # type: ignore[misc]
-    schema, avro_names = _manifest_entry_avro(format_version, partition_fields)
-    write_partition = _partition_writer(partition_fields, avro_names)
-    records = [_encoded(schema, _entry_record(e, format_version, content, spec_id,
-                                              write_partition(e.data_file.partition), snapshot_id_for_v1),
-                        "manifest") for e in entries]
+    entry_avro = _manifest_entry_avro(format_version, partition_fields)
+    write_partition = _partition_writer(partition_fields, entry_avro.partition_names)
+    records = [_encoded_entry(e, entry_avro, format_version, content, spec_id, write_partition, snapshot_id_for_v1)
+               for e in entries]
     metadata = manifest_metadata(format_version=format_version, content=content, schema_json=schema_json,
                                  schema_id=schema_id, spec_id=spec_id, spec_fields_json=spec_fields_json)
-    return _write_avro(schema, records, metadata, sync_marker, codec)
+    return _write_avro(entry_avro.entry, records, metadata, sync_marker, codec)
 
 
 def avro_long(value: int | None) -> int | None:
@@ -470,9 +526,14 @@ def _encoded_manifest_file(m: ManifestFile, format_version: int) -> bytes:
         _manifest_file_avro(format_version), _manifest_file_record(m, format_version), "manifest list"))
 
 
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]
+
+
 def _zigzag_long(value: int) -> bytes:
     """Avro's zig-zag variable-length encoding of a long."""
     n = (value << 1) ^ (value >> 63)
+    if n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while n & ~0x7F:
         out.append((n & 0x7F) | 0x80)

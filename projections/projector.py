@@ -181,6 +181,10 @@ class Renderer:
         out = []
         for e in entries:
             inherit = e.status == EntryStatus.ADDED
+            if e.snapshot_id is not None and (not inherit or (e.data_sequence_number is not None and
+                                                              e.file_sequence_number is not None)):
+                out.append(e)  # nothing inherited (a merged manifest's entries): the entry as it is
+                continue
             out.append(attrs.evolve(
                 e,
                 snapshot_id=e.snapshot_id if e.snapshot_id is not None else m.added_snapshot_id,
@@ -322,7 +326,8 @@ class Renderer:
                                                         file_sequence_number=None if state.format_version > 1
                                                         else 0))
                         else:
-                            entries.append(attrs.evolve(e, status=EntryStatus.EXISTING))
+                            entries.append(e if e.status == EntryStatus.EXISTING else
+                                           attrs.evolve(e, status=EntryStatus.EXISTING))
                 w = self.manifest(state, snap, ordinal, spec_id, ManifestContent(content), entries)
                 self._written.forget(bin_)  # packed into w: the next merge takes w instead
                 if state.format_version > 1:  # v1 manifests write no sequence numbers: reading gives None, not 0

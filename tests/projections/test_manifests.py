@@ -11,6 +11,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+import attrs
 import fastavro
 import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
@@ -591,6 +592,51 @@ def test_a_manifest_is_byte_for_byte_what_fastavro_writes(format_version: int, c
     assert data == buf.getvalue()
     assert read_manifest(data, "m.avro")[1][:3] == (expected_entries(2) if format_version > 1 else expected_entries(1))
     assert avro_header(data)[1]["avro.codec"] == codec
+
+
+def _fastavro_manifest(data: bytes, format_version: int, es: list[ManifestEntry], partition_fields: Any,
+                       codec: str = "deflate") -> bytes:
+    """What fastavro.writer writes for the entries ``data`` holds, with ``data``'s header metadata."""
+    from projections.avro_schemas import manifest_entry_schema
+    from projections.manifests import _entry_record, _partition_writer
+
+    partition_schema = partition_avro_schema(partition_fields)
+    write_partition = _partition_writer(partition_fields, [f["name"] for f in partition_schema["fields"]])
+    records = [_plain(_entry_record(e, format_version, ManifestContent.DATA, 5, write_partition(e.data_file.partition),
+                                    SNAPSHOT_ID)) for e in es]
+    buf = io.BytesIO()
+    metadata = {k: v for k, v in avro_header(data)[1].items() if not k.startswith("avro.")}
+    fastavro.writer(buf, manifest_entry_schema(format_version, partition_schema), records, codec=codec,
+                    metadata=metadata, sync_marker=SYNC)
+    return buf.getvalue()
+
+
+def test_files_rendered_again_under_new_entries_are_byte_for_byte_what_fastavro_writes() -> None:
+    """A merge writes the files of the manifests it packs again, with new statuses, snapshot ids and sequence numbers
+    (None, small, past 2**63): each file's encoding is kept from its first render, and every manifest it goes into
+    must still be fastavro's bytes, under another format version or partition type too."""
+    first = entries(2)
+    render(2, first)
+    files = [e.data_file for e in first]
+    again = [ManifestEntry(status=status, snapshot_id=snapshot_id, data_sequence_number=seq, file_sequence_number=fseq,
+                           data_file=f)
+             for status, snapshot_id, seq, fseq in [
+                 (EntryStatus.EXISTING, 1, 0, 0), (EntryStatus.EXISTING, SNAPSHOT_ID, 2**62, 2**62 + 1),
+                 (EntryStatus.DELETED, -5, 7, 300), (EntryStatus.ADDED, None, None, None),
+                 (EntryStatus.ADDED, 2**64 - 1, None, 12)]
+             for f in files]
+    for format_version in (2, 3, 2):
+        data = render(format_version, again)
+        assert data == _fastavro_manifest(data, format_version, again, PARTITION_FIELDS)
+        assert [e.data_file for e in read_manifest(data, "m.avro")[1]] == files * 5
+    # the same files under a partition type whose float field is now a double: their encoding is made again
+    promoted = tuple((field_id, name, DoubleType() if isinstance(t, FloatType) else t)
+                     for field_id, name, t in PARTITION_FIELDS)
+    data = render(2, again, partition_fields=promoted)
+    assert data == _fastavro_manifest(data, 2, again, promoted)
+    v1 = [attrs.evolve(e, data_sequence_number=None, file_sequence_number=None) for e in again]
+    data = render(1, v1)
+    assert data == _fastavro_manifest(data, 1, v1, PARTITION_FIELDS)
 
 
 def test_v1_manifest_list_reads_with_zero_sequence_numbers() -> None:
