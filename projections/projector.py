@@ -467,7 +467,7 @@ class Projector:
         index = OverlayIndex(self.index)
         on_snapshot = None
         if progress is not None:
-            total = sum(1 for state in states for snap in state.snapshots if snap.commit_id == state.commit_id)
+            total = sum(len(commit_snapshots(state)) for state in states)
             written = iter(range(1, total + 1))
             progress(0, total)
             on_snapshot = lambda: progress(next(written), total)  # noqa: E731
@@ -552,9 +552,7 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
     """Render and write one commit's files (manifests, manifest list, metadata.json); returns what was written.
     ``on_snapshot()`` is called after each snapshot's files are written."""
     written: dict[str, bytes] = {}
-    for snap in state.snapshots:
-        if snap.commit_id != state.commit_id:
-            continue
+    for snap in commit_snapshots(state):
         parent: list[ManifestFile] = []
         if snap.parent_snapshot_id is not None:
             found = index.get(state.table_uuid, snap.parent_snapshot_id)
@@ -585,6 +583,16 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
     write(meta_path, meta)
     written[meta_path] = meta
     return written
+
+
+def commit_snapshots(state: TableState) -> tuple[Snapshot, ...]:
+    """The snapshots ``state``'s commit added: the last ones of its snapshots (a snapshot goes on the end when it is
+    added, and an expiry keeps the others' order), found from the end in the time they take, not the history's."""
+    snapshots, commit_id = state.snapshots, state.commit_id
+    start = len(snapshots)
+    while start and snapshots[start - 1].commit_id == commit_id:
+        start -= 1
+    return snapshots[start:]
 
 
 def _in_log(state: TableState, snapshot_id: int) -> bool:

@@ -122,6 +122,33 @@ def test_a_commit_encodes_only_its_own_metadata_log_entry(tmp_path, monkeypatch)
         assert open(t.metadata_location, "rb").read() == render_metadata(t.state)
 
 
+def test_a_render_goes_on_from_another_folds_snapshots_without_comparing_them_field_by_field(tmp_path, monkeypatch):
+    """States folded by another handle (another process, the REST server after a reload) hold other objects for
+    the same snapshots: the renderer still goes on from its last render, encoding only the new snapshot, and tells
+    the snapshots apart by id and log position, not by comparing every field (a millisecond at 1,000 snapshots)."""
+    from engine.state.table_state import Snapshot
+
+    renderer = MetadataRenderer()
+    with Catalog.open(tmp_path / "wh") as cat, Catalog.open(tmp_path / "wh") as other:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+        for i in range(5):
+            t.append(rows(range(i, i + 1)))
+        renderer.render(t.state)
+        o = other.load_table("db.t")
+        o.append(rows(range(5, 6)))
+        state = o.state
+        assert state.snapshots[0] is not t.state.snapshots[0] and state.snapshots[0] == t.state.snapshots[0]
+        encoded, compared = [], []
+        original = metadata_json.snapshot_json
+        monkeypatch.setattr(metadata_json, "snapshot_json", lambda s, snap: encoded.append(snap) or original(s, snap))
+        monkeypatch.setattr(Snapshot, "__eq__", lambda a, b: compared.append(a) or NotImplemented)
+        rendered = renderer.render(state)
+        assert [s.snapshot_id for s in encoded] == [state.snapshots[-1].snapshot_id]
+        assert compared == []
+        assert rendered == render_metadata(state)
+
+
 @pytest.mark.parametrize("format_version", [2, 3])
 def test_a_sliding_snapshot_window_renders_the_reference_bytes_encoding_only_the_new_snapshot(
         tmp_path, monkeypatch, format_version, chunk):

@@ -286,3 +286,31 @@ def test_a_merge_reads_back_no_manifest_of_new_files_another_process_wrote(tmp_p
     assert cat.verify("db.t") == [] and other.verify("db.t") == []
     other.close()
     cat.close()
+
+
+def test_a_commit_s_snapshots_are_the_last_of_its_state(tmp_path):
+    """A commit's files are rendered for the snapshots it added, found from the end of its state's snapshots (a
+    commit's own go on the end; an expiry keeps the others' order): the same as picking them out of the whole
+    history, after one-snapshot commits, a transaction of three, an expiry and a branch."""
+    from projections.projector import commit_snapshots
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", pa.schema([("id", pa.int64())]))
+        table = lambda n: pa.table({"id": pa.array([n], pa.int64())})  # noqa: E731
+        for i in range(3):
+            t.append(table(i))
+        with t.transaction() as tx:
+            for i in range(3, 6):
+                tx.append(table(i))
+        t.expire_snapshots(retain_last=2)
+        t.manage_snapshots().create_branch(t.current_snapshot().snapshot_id, "audit").commit()
+        t.append(table(6))
+        store = cat.store
+        states = store.commits_between(t.uuid, 0, store.log.head(t.uuid))
+        counts = []
+        for state in states:
+            expected = tuple(s for s in state.snapshots if s.commit_id == state.commit_id)
+            assert commit_snapshots(state) == expected
+            counts.append(len(expected))
+        assert 3 in counts and counts.count(0) >= 2  # the transaction; the create and the expiry add none
