@@ -149,3 +149,21 @@ def test_a_checkpoint_encodes_only_the_snapshots_since_the_last_one(tmp_path, mo
     assert table_state.state_from_json(stored) == state
     assert [s.snapshot_id for s in table_state.state_from_json(stored).expired_snapshots] == [first]
     assert state.snapshots[-1].first_row_id is not None
+
+
+def test_a_publish_of_more_commits_than_the_store_keeps_states_for_gives_the_log_s_files(tmp_path):
+    """The store keeps the states of the last few commit boundaries only (their snapshot tuples grow with the
+    history); publishing a longer run of commits folds the rest from the log and publishes the same files."""
+    from engine.state.store import RECENT_STATES
+
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    with Catalog.open(tmp_path / "wh", project=False) as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=rows.schema)
+        for _ in range(2 * RECENT_STATES + 10):
+            t.append(rows)
+        assert len(cat.store._recent) <= RECENT_STATES
+        t.publish()
+        assert cat.verify("db.t") == []
+        assert t.scan().count() == 2 * RECENT_STATES + 10
+        assert open(t.metadata_location, "rb").read() == t.publisher.render()[t.metadata_location]
