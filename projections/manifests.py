@@ -10,11 +10,13 @@ stable for a given zlib build) or ``null``. Parsing, of ours and every other wri
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import io
 import json
 import math
+import operator
 import struct
 import uuid
 import zlib
@@ -35,7 +37,7 @@ from engine.model.data_file import (
     ManifestEntry,
     ManifestFile,
 )
-from engine.model.kept_values import KeptValues
+from engine.model.kept_values import KeptValues, KeptWhileAlive
 from engine.model.types import (
     BinaryType,
     BooleanType,
@@ -253,9 +255,10 @@ def _manifest_entry_avro(format_version: int,
                               [f["name"] for f in partition_schema["fields"]])
 
 
-#: the Avro encoding of recently rendered data files (an entry's ``data_file`` record), each kept with its file
-#: object and the schemas it was encoded for; a merge finds here the files of the manifests it packs
-_ENCODED_DATA_FILES: KeptValues[tuple[DataFile, _ManifestEntryAvro, bytes]] = KeptValues(50_000)
+#: the Avro encoding of recently rendered data files (an entry's ``data_file`` record), by file object and the
+#: schemas it was encoded for, while the file object lives (the kept entries of written manifests hold the files a
+#: merge packs)
+_ENCODED_DATA_FILES: KeptWhileAlive[bytes] = KeptWhileAlive(50_000)
 
 
 @functools.lru_cache(maxsize=None)
@@ -347,17 +350,30 @@ def _checked_entry(e: ManifestEntry, format_version: int, content: ManifestConte
         if snapshot_id is None:
             raise ValidationError(f"Cannot render v1 manifest: entry for {f.file_path} has no snapshot id "
                                   "and no snapshot_id_for_v1 was given")
-        return int(e.status), avro_long(snapshot_id), None, None
+        return int(e.status), avro_long(_long(snapshot_id, f, "snapshot id")), None, None
     if e.status != EntryStatus.ADDED and (e.snapshot_id is None or e.data_sequence_number is None):
         raise ValidationError(f"Cannot render manifest: {e.status.name} entry for {f.file_path} needs an explicit "
                               "snapshot id and data sequence number (only ADDED entries inherit them)")
-    return (int(e.status), avro_long(e.snapshot_id), avro_long(e.data_sequence_number),
-            avro_long(e.file_sequence_number))
+    return (int(e.status), avro_long(_long(e.snapshot_id, f, "snapshot id")),
+            avro_long(_long(e.data_sequence_number, f, "data sequence number")),
+            avro_long(_long(e.file_sequence_number, f, "file sequence number")))
+
+
+def _long(value: Any, f: DataFile, what: str) -> int | None:
+    """An entry's id or sequence number as a Python int (None stays None): the entry's own fields are encoded here,
+    not by fastavro, so whatever is not an integer is refused as fastavro would refuse it."""
+    if value is None or type(value) is int:
+        return value
+    if not isinstance(value, bool):
+        with contextlib.suppress(TypeError):
+            return operator.index(value)
+    raise ValidationError(f"Cannot render manifest: the {what} of the entry for {f.file_path} is not an integer "
+                          f"({value!r})")
 
 
 def _entry_record(e: ManifestEntry, format_version: int, content: ManifestContent, spec_id: int,
                   partition: dict[str, Any], snapshot_id_for_v1: int | None) -> dict[str, Any]:
-    """An entry as the record fastavro writes (what :func:`_encoded_entry`'s bytes must equal)."""
+    """An entry as the record fastavro writes: the tests' reference for :func:`_encoded_entry`'s bytes."""
     status, snapshot_id, sequence_number, file_sequence_number = _checked_entry(
         e, format_version, content, spec_id, snapshot_id_for_v1)
     data_file = _data_file_record(e.data_file, format_version, partition)
@@ -386,12 +402,11 @@ def _encoded_entry(e: ManifestEntry, entry_avro: _ManifestEntryAvro, format_vers
         prefix = b"".join((_zigzag_long(status), _optional_long(snapshot_id), _optional_long(sequence_number),
                            _optional_long(file_sequence_number)))
     f = e.data_file
-    kept = _ENCODED_DATA_FILES.get(id(f))
-    if kept is not None and kept[0] is f and kept[1] is entry_avro:
-        return prefix + kept[2]
-    data = _encoded(entry_avro.data_file, _data_file_record(f, format_version, write_partition(f.partition)),
-                    "manifest")
-    _ENCODED_DATA_FILES.put(id(f), (f, entry_avro, data))
+    data = _ENCODED_DATA_FILES.get(f, entry_avro)
+    if data is None:
+        data = _encoded(entry_avro.data_file, _data_file_record(f, format_version, write_partition(f.partition)),
+                        "manifest")
+        _ENCODED_DATA_FILES.put(f, entry_avro, data)
     return prefix + data
 
 
@@ -532,7 +547,7 @@ _ONE_BYTE = [bytes((n,)) for n in range(0x80)]
 def _zigzag_long(value: int) -> bytes:
     """Avro's zig-zag variable-length encoding of a long."""
     n = (value << 1) ^ (value >> 63)
-    if n < 0x80:
+    if 0 <= n < 0x80:
         return _ONE_BYTE[n]
     out = bytearray()
     while n & ~0x7F:

@@ -10,13 +10,16 @@ Layer: engine.model (pure; imports nothing of ours), so that the fold and the pr
     text = texts.get_or_make(record, lambda: json.dumps(...))     # by equality of the key
     schema_texts = KeptForObjects(64)
     text = schema_texts.get_or_make(schema, lambda: json.dumps(schema.to_json()))   # for this very object
+    encoded = KeptWhileAlive(50_000)
+    encoded.put(data_file, schema, data); encoded.get(data_file, schema)         # gone when data_file is
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
 
@@ -68,3 +71,44 @@ class KeptForObjects(Generic[V]):
         value = make()
         self._kept.put(id(obj), (obj, value))
         return value
+
+
+class KeptWhileAlive(Generic[V]):
+    """Up to ``kept`` values, each made for one object under one tag and kept only while that object lives (the
+    cache holds a weak reference to it, so it keeps nothing alive): for values derived from objects that other
+    structures hold for a while, such as the encoding of a data file that a manifest merge writes again. Once full,
+    the oldest goes first."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept = kept
+        self._values: dict[int, tuple[weakref.ref[Any], object, V]] = {}
+        #: reentrant: an object may die (and its entry go) while this thread is inside put
+        self._lock = threading.RLock()
+
+    def get(self, obj: object, tag: object) -> V | None:
+        """The value made for ``obj`` under ``tag`` (compared by identity), or None."""
+        found = self._values.get(id(obj))  # one lookup; atomic, so no lock needed to read
+        if found is not None and found[0]() is obj and found[1] is tag:
+            return found[2]
+        return None
+
+    def put(self, obj: object, tag: object, value: V) -> None:
+        key = id(obj)
+        ref = weakref.ref(obj, lambda dead, key=key: self._forget(key, dead))
+        with self._lock:
+            values = self._values
+            values.pop(key, None)
+            values[key] = (ref, tag, value)
+            while len(values) > self.kept:
+                del values[next(iter(values))]
+
+    def _forget(self, key: int, dead: weakref.ref[Any]) -> None:
+        """Drop the value of an object that has just died (its id may be taken by a new object next); runs in
+        whatever thread freed it."""
+        with self._lock:
+            found = self._values.get(key)
+            if found is not None and found[0] is dead:
+                del self._values[key]
+
+    def __len__(self) -> int:
+        return len(self._values)

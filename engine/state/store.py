@@ -33,7 +33,8 @@ CHECKPOINT_EVERY = 100
 #: how many commit-boundary states a store keeps for the publish of the commits just made (a round publishes the
 #: commits of the writers waiting on it, a few); each holds its own tuple of the table's snapshots, so 256 of them
 #: cost 12 MB at 3,000 snapshots per catalog handle (one per REST worker thread), and the garbage collector walked
-#: them all. A longer range is folded from the log (30 µs a commit).
+#: them all. A longer range is folded from the log: from the state before it (kept, or folded from the last
+#: checkpoint, at most 99 commits back) on, about 30 µs a commit.
 RECENT_STATES = 32
 
 

@@ -53,6 +53,7 @@ from projections.avro_schemas import (
 )
 from projections.manifest_reader import read_manifest, read_manifest_list
 from projections.manifests import (
+    avro_long,
     partition_summaries,
     render_manifest,
     render_manifest_list,
@@ -615,9 +616,17 @@ def test_files_rendered_again_under_new_entries_are_byte_for_byte_what_fastavro_
     """A merge writes the files of the manifests it packs again, with new statuses, snapshot ids and sequence numbers
     (None, small, past 2**63): each file's encoding is kept from its first render, and every manifest it goes into
     must still be fastavro's bytes, under another format version or partition type too."""
+    import projections.manifests as manifests
+
     first = entries(2)
     render(2, first)
     files = [e.data_file for e in first]
+    encoded: list[str] = []
+    original = manifests._data_file_record
+
+    def counting(f, format_version, partition):
+        encoded.append(f.file_path)
+        return original(f, format_version, partition)
     again = [ManifestEntry(status=status, snapshot_id=snapshot_id, data_sequence_number=seq, file_sequence_number=fseq,
                            data_file=f)
              for status, snapshot_id, seq, fseq in [
@@ -625,10 +634,22 @@ def test_files_rendered_again_under_new_entries_are_byte_for_byte_what_fastavro_
                  (EntryStatus.DELETED, -5, 7, 300), (EntryStatus.ADDED, None, None, None),
                  (EntryStatus.ADDED, 2**64 - 1, None, 12)]
              for f in files]
-    for format_version in (2, 3, 2):
-        data = render(format_version, again)
-        assert data == _fastavro_manifest(data, format_version, again, PARTITION_FIELDS)
-        assert [e.data_file for e in read_manifest(data, "m.avro")[1]] == files * 5
+    manifests._data_file_record = counting
+    try:
+        for i, format_version in enumerate((2, 3, 2)):
+            data = render(format_version, again)
+            made = sorted(encoded)
+            encoded.clear()
+            # the first v2 render finds every file's encoding kept from entries(2)'s; a new schema makes it once a
+            # file, not once an entry
+            assert made == ([] if i == 0 else sorted(f.file_path for f in files))
+            assert data == _fastavro_manifest(data, format_version, again, PARTITION_FIELDS)
+            # read back whole: the entry's own fields as written (ids past 2**63 - 1 as the long with the same bits)
+            assert read_manifest(data, "m.avro")[1] == [
+                attrs.evolve(e, snapshot_id=avro_long(e.snapshot_id)) for e in again]
+            encoded.clear()
+    finally:
+        manifests._data_file_record = original
     # the same files under a partition type whose float field is now a double: their encoding is made again
     promoted = tuple((field_id, name, DoubleType() if isinstance(t, FloatType) else t)
                      for field_id, name, t in PARTITION_FIELDS)
@@ -637,6 +658,23 @@ def test_files_rendered_again_under_new_entries_are_byte_for_byte_what_fastavro_
     v1 = [attrs.evolve(e, data_sequence_number=None, file_sequence_number=None) for e in again]
     data = render(1, v1)
     assert data == _fastavro_manifest(data, 1, v1, PARTITION_FIELDS)
+
+
+@pytest.mark.parametrize("bad", [True, 1.5, "7"])
+def test_an_entry_id_that_is_no_integer_is_refused_by_name(bad: Any) -> None:
+    """An entry's own fields are encoded by icelog, not fastavro: whatever is not an integer is refused as a
+    ValidationError naming the file, as fastavro refused it."""
+    e = attrs.evolve(entries(2)[1], data_sequence_number=bad)
+    with pytest.raises(ValidationError, match="data sequence number of the entry for s3://b/t/data/b.parquet"):
+        render(2, [e])
+
+
+def test_an_entry_id_that_is_an_integer_of_another_type_is_written_as_the_int() -> None:
+    import numpy as np
+
+    plain = entries(2)
+    typed = [attrs.evolve(e, snapshot_id=None if e.snapshot_id is None else np.int64(e.snapshot_id)) for e in plain]
+    assert render(2, typed) == render(2, plain)
 
 
 def test_v1_manifest_list_reads_with_zero_sequence_numbers() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pyarrow as pa
 import pytest
 
@@ -147,6 +148,12 @@ def test_a_render_goes_on_from_another_folds_snapshots_without_comparing_them_fi
         assert [s.snapshot_id for s in encoded] == [state.snapshots[-1].snapshot_id]
         assert compared == []
         assert rendered == render_metadata(state)
+        # a snapshot with a kept id but logged at another position is another snapshot: a full render
+        moved = attrs.evolve(state, snapshots=(attrs.evolve(state.snapshots[0], log_position=10**9),
+                                               *state.snapshots[1:]))
+        encoded.clear()
+        assert renderer.render(moved) == render_metadata(moved)
+        assert len(encoded) == len(state.snapshots) + len(moved.snapshots)  # the renderer's and the reference's
 
 
 @pytest.mark.parametrize("format_version", [2, 3])

@@ -54,3 +54,27 @@ def test_objects_that_are_equal_keep_values_of_their_own():
     assert kept.get_or_make(a, lambda: "made again") == "0.0"
     kept.get_or_make(c, lambda: "1.0")  # full: a, the oldest made, goes
     assert kept.get_or_make(a, lambda: "made again") == "made again"
+
+
+def test_a_value_kept_while_its_object_lives_goes_with_it() -> None:
+    """KeptWhileAlive keeps nothing alive: once the object is gone its value is too (a new object that takes its
+    id finds nothing), a value is found only under the tag it was made for, and the oldest go beyond the bound."""
+    import gc
+
+    from engine.model.kept_values import KeptWhileAlive
+
+    class Thing:
+        pass
+
+    kept: KeptWhileAlive[str] = KeptWhileAlive(3)
+    tag, other_tag = object(), object()
+    a = Thing()
+    kept.put(a, tag, "a")
+    assert kept.get(a, tag) == "a" and kept.get(a, other_tag) is None
+    del a
+    gc.collect()
+    assert len(kept) == 0
+    things = [Thing() for _ in range(5)]
+    for i, t in enumerate(things):
+        kept.put(t, tag, str(i))
+    assert len(kept) == 3 and kept.get(things[0], tag) is None and kept.get(things[4], tag) == "4"
