@@ -285,6 +285,7 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
 async def json_body(request: Request, limit: int) -> dict[str, Any]:
     return parse_json_body(await read_body(request, limit))
 
+
 @attrs.frozen
 class RenderedMetadata:
     """A table's metadata as the projection renders it (the bytes of its ``metadata.json``), placed in a response

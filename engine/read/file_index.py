@@ -468,7 +468,7 @@ class FileIndex:
         is live with that snapshot's sequence numbers."""
         return list(self.live_set(state, snapshot_id).values())
 
-    def live_files(self, state: TableState, snapshot_id: int | None) -> LiveFiles:
+    def live_files_by_key(self, state: TableState, snapshot_id: int | None) -> LiveFiles:
         """The files live in a snapshot by ``DataFile.key``, each decoded when it is looked up (:class:`LiveFiles`)."""
         return LiveFiles(self.live_set(state, snapshot_id))
 

@@ -195,7 +195,7 @@ class StateStore:
 
     def live_files_by_key(self, state: TableState, snapshot_id: int | None) -> Mapping[str, DataFile]:
         """The files of :meth:`live_entries` by ``DataFile.key``, each decoded when looked up (no copy of the set)."""
-        return self.file_index.live_files(state, snapshot_id)
+        return self.file_index.live_files_by_key(state, snapshot_id)
 
     def live_files(self, state: TableState, snapshot_id: int | None) -> list[DataFile]:
         """The files of :meth:`live_entries`, without their sequence numbers."""
