@@ -294,7 +294,9 @@ def main(argv: list[str] | None = None) -> None:
             from tools.bench_commits import SYSTEMS, run as bench_commits
 
             systems = [name for name in SYSTEMS if name != "pyiceberg" or not args.skip_pyiceberg]
-            result["commits_side_by_side"] = bench_commits(args.commits, systems)
+            # their folders stay in root until the end: deleting thousands of files just before the next
+            # benchmark would slow its file creation (see bench_commits.run)
+            result["commits_side_by_side"] = bench_commits(args.commits, systems, root)
         writer_counts = [int(w) for w in args.writers.split(",") if w]
         if writer_counts:
             from tools.bench_throughput import run as bench_throughput

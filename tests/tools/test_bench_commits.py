@@ -29,3 +29,11 @@ def test_each_system_runs_beside_the_files_of_those_before_and_nothing_is_left(m
     # first would have made its file creations pay for icelog's cleanup on an ext4 without a journal
     assert [p for p in seen["ducklake"] if p.startswith("icelog-bench-commits-icelog-")]
     assert os.listdir(tmp_path) == []
+
+
+def test_folders_in_a_given_parent_are_left_for_its_owner(tmp_path):
+    result = bench_commits.run(2, ["icelog"], str(tmp_path))
+
+    assert result["icelog"]["rows"] == 20
+    (left,) = os.listdir(tmp_path)  # tools.bench deletes its whole folder after the benchmarks that follow
+    assert left.startswith("icelog-bench-commits-icelog-") and os.listdir(tmp_path / left)
