@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -411,6 +412,41 @@ def pack_end(items: list[ManifestFile], target: int) -> list[list[ManifestFile]]
     return [list(reversed(b)) for b in reversed(bins)]
 
 
+class KeptBetweenPublishes:
+    """What a projector keeps between publishes to render the next commit without reading or encoding again: the
+    entries of the manifests written (for merges) and each table's encoded snapshot history (for metadata.json).
+
+    Every projector of one log in a process shares one (see :func:`kept_for_log`): threads that each open the
+    catalog (a REST server's workers, writers of one process) publish one another's commits, and a handle that
+    kept only what it wrote itself read back the merged manifests the others wrote (all of the table's files, every
+    hundred commits) and encoded again the snapshots it had not rendered. Both are safe to share: what they hold
+    is keyed by the file's path and length, or checked against the state rendered, and each guards itself with a
+    lock; a table's publishes are serialized by its publish lock.
+    """
+
+    def __init__(self) -> None:
+        self.written = WrittenEntries()
+        self.metadata = MetadataRenderer()
+
+
+_KEPT_BY_LOG: weakref.WeakValueDictionary[str, KeptBetweenPublishes] = weakref.WeakValueDictionary()
+_KEPT_BY_LOG_LOCK = threading.Lock()
+
+
+def kept_for_log(log: EventLog) -> KeptBetweenPublishes:
+    """The :class:`KeptBetweenPublishes` of the projectors of ``log``'s database in this process (by the class and
+    path of the log), kept while one of them lives; a log that names no path gets its own."""
+    path = getattr(log, "path", None)
+    if path is None:
+        return KeptBetweenPublishes()
+    key = f"{type(log).__name__}:{path}"
+    with _KEPT_BY_LOG_LOCK:
+        kept = _KEPT_BY_LOG.get(key)
+        if kept is None:
+            kept = _KEPT_BY_LOG[key] = KeptBetweenPublishes()
+        return kept
+
+
 # ---------------------------------------------------------------- publishing
 
 
@@ -434,10 +470,11 @@ class Projector:
         self.io = io
         self.catalog_name = catalog_name
         self.index = StoredIndex(log)
-        #: keeps each table's encoded snapshot history between publishes
-        self.metadata = MetadataRenderer()
-        #: keeps the entries of the manifests it wrote between publishes, for the next merge
-        self._written = WrittenEntries()
+        self._kept = kept_for_log(log)
+        #: keeps each table's encoded snapshot history between publishes (of every handle of the log in the process)
+        self.metadata = self._kept.metadata
+        #: keeps the entries of the manifests written between publishes, for the next merge (likewise shared)
+        self._written = self._kept.written
         derived = log.derived
         derived.create(f"CREATE TABLE IF NOT EXISTS {self.STATUS} (table_uuid TEXT PRIMARY KEY, version BIGINT "
                        f"NOT NULL, metadata_location TEXT NOT NULL)")

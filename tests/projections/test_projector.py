@@ -11,6 +11,8 @@ import pytest
 from engine import Catalog
 from engine.model.data_file import EntryStatus
 from projections.manifest_reader import read_manifest, read_manifest_list
+from projections.metadata_json import MetadataRenderer
+from projections.projector import WrittenEntries
 
 
 def manifest_list(table) -> list:
@@ -272,6 +274,8 @@ def test_a_merge_reads_back_no_manifest_of_new_files_another_process_wrote(tmp_p
     both publish is still exactly what the log renders."""
     cat, t, _ = appended(tmp_path, 2, {"commit.manifest.min-count-to-merge": "4"}, format_version)
     other = Catalog.open(tmp_path / "wh")
+    # another process keeps nothing of this one's: handles of one process share what they keep (next test)
+    other.projector._written, other.projector.metadata = WrittenEntries(), MetadataRenderer()
     t_other = other.load_table("db.t")
     read, reads = other.projector.io.read_bytes, []
     other.projector.io.read_bytes = lambda path: reads.append(path) or read(path)
@@ -286,6 +290,35 @@ def test_a_merge_reads_back_no_manifest_of_new_files_another_process_wrote(tmp_p
     assert cat.verify("db.t") == [] and other.verify("db.t") == []
     other.close()
     cat.close()
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_handles_of_one_process_merge_without_reading_back_what_the_other_wrote(tmp_path, format_version):
+    """Two handles of one catalog in one process (a REST server's worker threads, writers of one process) keep
+    the entries of the manifests either wrote, and the encoded history either rendered, in one place: appending in
+    turn, neither reads back a manifest the other wrote, merged ones included, and what both publish is exactly
+    what the log renders."""
+    cat, t, _ = appended(tmp_path, 2, {"commit.manifest.min-count-to-merge": "4"}, format_version)
+    other = Catalog.open(tmp_path / "wh")
+    assert other.projector.metadata is cat.projector.metadata and other.projector._written is cat.projector._written
+    t_other = other.load_table("db.t")
+    reads = []
+    for handle in (cat, other):
+        read = handle.projector.io.read_bytes
+        handle.projector.io.read_bytes = lambda path, read=read: reads.append(path) or read(path)
+    for i in range(12):
+        (t if i % 2 else t_other).append(pa.table({"id": pa.array([10 + i], pa.int64())}))
+    merged = {m.manifest_path for snap in t.state.snapshots for m in manifest_list_of(t, snap.snapshot_id)
+              if m.existing_files_count}
+    assert len(merged) >= 2 and len(manifest_list(t_other)) < 4  # merged, more than once
+    assert [p for p in reads if p.endswith(".avro")] == []
+    assert sorted(t_other.scan().to_arrow().column("id").to_pylist()) == [0, 1] + list(range(10, 22))
+    assert cat.verify("db.t") == [] and other.verify("db.t") == []
+    other.close()
+    cat.close()
+    elsewhere = Catalog.open(tmp_path / "other")  # another catalog keeps its own
+    assert elsewhere.projector.metadata is not other.projector.metadata
+    elsewhere.close()
 
 
 def test_a_commit_s_snapshots_are_the_last_of_its_state(tmp_path):
