@@ -223,6 +223,9 @@ class Catalog:
 
     def close(self) -> None:
         self.log.close()
+        # a closed handle shares nothing more with the process's open handles of the log (nor a later one)
+        self.store.stop_sharing()
+        self.projector.stop_sharing()
 
     def __enter__(self) -> Catalog:
         return self

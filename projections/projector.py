@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import threading
-import weakref
 from collections import OrderedDict
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -34,7 +33,7 @@ from engine.model.data_file import (
     ManifestEntry,
     ManifestFile,
 )
-from engine.model.kept_values import KeptForObjects
+from engine.model.kept_values import KeptForObjects, SharedPerLog
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
 from engine.state.table_state import Snapshot, TableState
@@ -416,7 +415,7 @@ class KeptBetweenPublishes:
     """What a projector keeps between publishes to render the next commit without reading or encoding again: the
     entries of the manifests written (for merges) and each table's encoded snapshot history (for metadata.json).
 
-    Every projector of one log in a process shares one (see :func:`kept_for_log`): threads that each open the
+    Every projector of one log in a process shares one (:data:`KEPT_BY_LOG`): threads that each open the
     catalog (a REST server's workers, writers of one process) publish one another's commits, and a handle that
     kept only what it wrote itself read back the merged manifests the others wrote (all of the table's files, every
     hundred commits) and encoded again the snapshots it had not rendered. Both are safe to share: what they hold
@@ -429,22 +428,8 @@ class KeptBetweenPublishes:
         self.metadata = MetadataRenderer()
 
 
-_KEPT_BY_LOG: weakref.WeakValueDictionary[str, KeptBetweenPublishes] = weakref.WeakValueDictionary()
-_KEPT_BY_LOG_LOCK = threading.Lock()
-
-
-def kept_for_log(log: EventLog) -> KeptBetweenPublishes:
-    """The :class:`KeptBetweenPublishes` of the projectors of ``log``'s database in this process (by the class and
-    path of the log), kept while one of them lives; a log that names no path gets its own."""
-    path = getattr(log, "path", None)
-    if path is None:
-        return KeptBetweenPublishes()
-    key = f"{type(log).__name__}:{path}"
-    with _KEPT_BY_LOG_LOCK:
-        kept = _KEPT_BY_LOG.get(key)
-        if kept is None:
-            kept = _KEPT_BY_LOG[key] = KeptBetweenPublishes()
-        return kept
+#: what the projectors of each log database in this process keep between publishes
+KEPT_BY_LOG: SharedPerLog[KeptBetweenPublishes] = SharedPerLog(KeptBetweenPublishes)
 
 
 # ---------------------------------------------------------------- publishing
@@ -470,7 +455,7 @@ class Projector:
         self.io = io
         self.catalog_name = catalog_name
         self.index = StoredIndex(log)
-        self._kept = kept_for_log(log)
+        self._kept = KEPT_BY_LOG.of(log)
         #: keeps each table's encoded snapshot history between publishes (of every handle of the log in the process)
         self.metadata = self._kept.metadata
         #: keeps the entries of the manifests written between publishes, for the next merge (likewise shared)
@@ -485,6 +470,11 @@ class Projector:
         derived.create("CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (catalog_name VARCHAR(255) NOT NULL, "
                    "namespace VARCHAR(255) NOT NULL, property_key VARCHAR(255) NOT NULL, "
                    "property_value VARCHAR(1000), PRIMARY KEY (catalog_name, namespace, property_key))")
+
+    def stop_sharing(self) -> None:
+        """Keep nothing more with the process's other projectors of the log (the log was closed)."""
+        self._kept = KeptBetweenPublishes()
+        self.metadata, self._written = self._kept.metadata, self._kept.written
 
     def published_version(self, table_uuid: str) -> int:
         rows = self.log.derived.query(f"SELECT version FROM {self.STATUS} WHERE table_uuid = ?", [table_uuid])

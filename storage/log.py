@@ -387,6 +387,11 @@ class Log:
                 return work()
         return self._write_lock.group.run(self, work)
 
+    def in_transaction(self) -> bool:
+        """Whether this log's reads now run inside a write transaction (its own, or the one a write group shares
+        with it), and so may see writes that have not landed yet."""
+        return self._live().in_transaction
+
     def group_commit_counts(self) -> tuple[int, int]:
         """How many transactions :meth:`run_in_transaction` committed for this file in this process, and how many
         works they carried (equal when no transaction was shared)."""
@@ -471,6 +476,12 @@ class Log:
         if stored is None:
             return None
         return self._stored_result(conn, commit_id, stored)[0]
+
+    def commit_id_at(self, stream: str, version: int) -> str | None:
+        """The commit that wrote the stream's event at ``version`` (None when there is none): one index seek, to tell
+        a state kept from an earlier read still belongs to this log's history."""
+        row = self._live().execute(_SELECT_COMMIT_AT, (stream, version)).fetchone()
+        return row[0] if row is not None else None
 
     def head(self, stream: str) -> int:
         """The stream's current version (0 when it has no events).

@@ -355,6 +355,10 @@ class PostgresLog:
         finally:
             self._depth = 0
 
+    def in_transaction(self) -> bool:
+        """:meth:`storage.log.Log.in_transaction`: inside a transaction of this log's."""
+        return self._depth > 0
+
     def run_in_transaction(self, work: Callable[[], T]) -> T:
         """Run ``work()`` in one write transaction and return what it returns (see
         :meth:`storage.log.Log.run_in_transaction`; here every writer has a transaction of its own)."""
@@ -504,6 +508,11 @@ class PostgresLog:
         if not rows:
             return None
         return self._stored_result(self._live(), commit_id, rows[0])[0]
+
+    def commit_id_at(self, stream: str, version: int) -> str | None:
+        """:meth:`storage.log.Log.commit_id_at`."""
+        rows = self._read(_SELECT_COMMIT_AT, (stream, version))
+        return rows[0][0] if rows else None
 
     def head(self, stream: str) -> int:
         """The stream's current version (0 when it has no events)."""

@@ -12,6 +12,8 @@ Layer: engine.model (pure; imports nothing of ours), so that the fold and the pr
     text = schema_texts.get_or_make(schema, lambda: json.dumps(schema.to_json()))   # for this very object
     encoded = KeptWhileAlive(50_000)
     encoded.put(data_file, schema, data); encoded.get(data_file, schema)         # gone when data_file is
+    per_log = SharedPerLog(make_caches)
+    kept = per_log.of(log)          # the same object for every handle of that log's database in this process
 """
 
 from __future__ import annotations
@@ -112,3 +114,26 @@ class KeptWhileAlive(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._values)
+
+
+class SharedPerLog(Generic[V]):
+    """One value per log database in this process, made on the first ask and shared by every handle of that
+    database (each thread that opens the catalog has its own), kept while one of them holds it: what the handles
+    derive from the log and would otherwise each derive again from one another's commits. A log that names no
+    ``path`` gets a value of its own."""
+
+    def __init__(self, make: Callable[[], V]) -> None:
+        self._make = make
+        self._values: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+        self._lock = threading.Lock()
+
+    def of(self, log: object) -> V:
+        path = getattr(log, "path", None)
+        if path is None:
+            return self._make()
+        key = f"{type(log).__name__}:{path}"
+        with self._lock:
+            value = self._values.get(key)
+            if value is None:
+                value = self._values[key] = self._make()
+            return value  # type: ignore[no-any-return]

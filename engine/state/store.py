@@ -9,14 +9,16 @@ Checkpoints are derived and disposable; deleting them only makes the next load s
 from __future__ import annotations
 
 import json
+import threading
 import zlib
 from collections import OrderedDict
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from engine.errors import IntegrityError, TableNotFound
 from engine.state.events import CATALOG_STREAM, Event, FileChange, decode, decode_file_change
 from engine.read.file_index import FileIndex
 from engine.model.data_file import DataFile, LiveEntry
+from engine.model.kept_values import SharedPerLog
 from engine.model.types import StructType
 from engine.state.table_state import (
     CatalogState,
@@ -36,6 +38,54 @@ CHECKPOINT_EVERY = 100
 #: them all. A longer range is folded from the log: from the state before it (kept, or folded from the last
 #: checkpoint, at most 99 commits back) on, about 30 µs a commit.
 RECENT_STATES = 32
+
+
+#: how many commit-boundary states the stores of one log in a process share (:class:`LandedStates`), and of how
+#: many tables the newest state
+SHARED_RECENT_STATES = 64
+SHARED_NEWEST_TABLES = 256
+
+
+class LandedStates:
+    """States folded from commits that had landed (read outside any write transaction), shared by the stores of one
+    log database in this process (:data:`LANDED_BY_LOG`): each table's newest, and those at recent commit
+    boundaries, each with the boundary before it. Threads that each open the catalog (a REST server's workers,
+    writers of one process) take the states another folded instead of each folding every commit of the others.
+
+    A state read inside a write transaction may hold writes that never land, so it stays with the store that read
+    it. A store checks that the log still holds a shared state's last commit at its version before it takes it.
+    """
+
+    def __init__(self) -> None:
+        self._newest: OrderedDict[str, TableState] = OrderedDict()
+        self._recent: OrderedDict[tuple[str, int], tuple[TableState, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def newest(self, table_uuid: str) -> TableState | None:
+        return self._newest.get(table_uuid)  # one lookup; atomic, so no lock needed to read
+
+    def at(self, table_uuid: str, version: int) -> tuple[TableState, int] | None:
+        """The state at the commit boundary ``version``, with the version of the boundary before it."""
+        return self._recent.get((table_uuid, version))
+
+    def add(self, boundaries: Sequence[tuple[TableState, int]]) -> None:
+        """Keep states at commit boundaries (each with the version of the boundary before it), oldest first."""
+        with self._lock:
+            recent, newest = self._recent, self._newest
+            for state, previous in boundaries:
+                recent[(state.table_uuid, state.version)] = (state, previous)
+                kept = newest.get(state.table_uuid)
+                if kept is None or kept.version < state.version:
+                    newest.pop(state.table_uuid, None)
+                    newest[state.table_uuid] = state
+            while len(recent) > SHARED_RECENT_STATES:
+                recent.popitem(last=False)
+            while len(newest) > SHARED_NEWEST_TABLES:
+                newest.popitem(last=False)
+
+
+#: the states the stores of each log database in this process share
+LANDED_BY_LOG: SharedPerLog[LandedStates] = SharedPerLog(LandedStates)
 
 
 def position_of(e: StoredEvent) -> LogPosition:
@@ -67,10 +117,17 @@ class StateStore:
         self._catalog = CatalogState()
         #: decoded file changes and live file sets per snapshot (derived, rebuildable): see engine.read.file_index
         self.file_index = FileIndex(log)
+        #: what this process's other stores of the log folded from landed commits
+        self._landed = LANDED_BY_LOG.of(log)
+
+    def stop_sharing(self) -> None:
+        """Keep nothing more with the process's other stores of the log (the log was closed)."""
+        self._landed = LandedStates()
 
     def forget_cached(self) -> None:
         """Drop every cached state (after a write transaction failed whose reads may have seen writes that never
-        landed); the next load folds from the log again."""
+        landed); the next load folds from the log again, or takes a state another store of the log folded from
+        landed commits."""
         self._tables.clear()
         self._recent.clear()
         self._catalog = CatalogState()
@@ -101,7 +158,14 @@ class StateStore:
         base: TableState | None = None
         if cached is not None and cached.version < head:
             base = cached
-        else:
+        shared = self._landed_state(table_uuid, head, newer_than=base.version if base is not None else 0)
+        if shared is not None:
+            if shared.version == head:
+                if version is None:
+                    self._tables[table_uuid] = shared
+                return shared
+            base = shared
+        if base is None:
             found = self.log.checkpoint_at_or_before(table_uuid, head)
             if found is not None:
                 base = state_from_json(json.loads(zlib.decompress(found[1])))
@@ -116,20 +180,36 @@ class StateStore:
             self._checkpoint(state)
         return state
 
+    def _landed_state(self, table_uuid: str, version: int, newer_than: int) -> TableState | None:
+        """The newest state another store of this log in the process folded from landed commits, at or before
+        ``version`` and after ``newer_than``, when this log still holds its last commit at its version."""
+        state = self._landed.newest(table_uuid)
+        if state is None or state.version > version:
+            found = self._landed.at(table_uuid, version)
+            state = found[0] if found is not None else None
+        if state is None or state.version <= newer_than:
+            return None
+        return state if self.log.commit_id_at(table_uuid, state.version) == state.commit_id else None
+
     def _fold_commits(self, base: TableState | None, events: list[StoredEvent]) -> list[TableState]:
         """Fold ``events`` onto ``base``; the states at each commit boundary, oldest first (and remembered, so
-        publishing the commits just made does not fold them again)."""
+        publishing the commits just made does not fold them again; shared with the other stores of the log in the
+        process when the events were read outside a write transaction, so they have landed)."""
         out: list[TableState] = []
+        boundaries: list[tuple[TableState, int]] = []
         state = base
         previous = base.version if base is not None else 0
         for i, (event, at) in enumerate(decoded(events)):
             state = apply(event, state, at)
             if i + 1 == len(events) or events[i + 1].commit_id != events[i].commit_id:
                 out.append(state)  # type: ignore[arg-type]
+                boundaries.append((state, previous))  # type: ignore[arg-type]
                 self._recent[(state.table_uuid, state.version)] = (state, previous)  # type: ignore[union-attr]
                 previous = state.version  # type: ignore[union-attr]
         while len(self._recent) > RECENT_STATES:
             self._recent.popitem(last=False)
+        if boundaries and not self.log.in_transaction():
+            self._landed.add(boundaries)
         return out
 
     def _checkpoint(self, state: TableState) -> None:
@@ -163,7 +243,9 @@ class StateStore:
         while version > after_version:
             found = self._recent.get((table_uuid, version))
             if found is None:
-                return None
+                found = self._landed.at(table_uuid, version)  # another store's, checked as still the log's
+                if found is None or self.log.commit_id_at(table_uuid, version) != found[0].commit_id:
+                    return None
             out.append(found[0])
             version = found[1]
         if version != after_version:

@@ -67,6 +67,7 @@ def test_a_checkpoint_another_handle_is_writing_is_not_computed_again(tmp_path):
     warehouse = tmp_path / "wh"
     rows = pa.table({"id": pa.array([1], pa.int64())})
     with Catalog.open(warehouse, project=False) as writer, Catalog.open(warehouse, project=False) as other:
+        other.store.stop_sharing()  # folds for itself, as another process would
         writer.create_namespace("db")
         t = writer.create_table("db.t", schema=rows.schema)
         writer.log.put_checkpoint = lambda *args: None  # this writer leaves the checkpoint to others
@@ -77,6 +78,7 @@ def test_a_checkpoint_another_handle_is_writing_is_not_computed_again(tmp_path):
             assert other.load_table("db.t").state == t.state
             assert other.log.checkpoint_version_at_or_before(t.uuid, t.state.version) == 0
         other.store.forget_cached()
+        other.store.stop_sharing()  # and keeps no state folded before, so it folds the commits again
         assert other.load_table("db.t").state == t.state
         assert other.log.checkpoint_version_at_or_before(t.uuid, t.state.version) >= CHECKPOINT_EVERY
 
@@ -167,3 +169,58 @@ def test_a_publish_of_more_commits_than_the_store_keeps_states_for_gives_the_log
         assert cat.verify("db.t") == []
         assert t.scan().count() == 2 * RECENT_STATES + 10
         assert open(t.metadata_location, "rb").read() == t.publisher.render()[t.metadata_location]
+
+
+def _stream_reads(cat, stream):
+    """The ``(after, up to)`` of every read of ``stream`` through ``cat``'s log from now on."""
+    reads, original = [], cat.log.read_stream
+
+    def spy(s, after_version=0, up_to_version=None):
+        if s == stream:
+            reads.append((after_version, up_to_version))
+        return original(s, after_version=after_version, up_to_version=up_to_version)
+
+    cat.log.read_stream = spy
+    return reads
+
+
+def test_handles_of_one_process_take_the_states_another_folded_from_landed_commits(tmp_path):
+    """Threads that each open the catalog (a REST server's workers) fold each commit once between them: a handle
+    takes the state another folded outside a write transaction (the same object, no read of the log), but never one
+    folded inside one (it may hold writes that never land), nor one whose last commit the log does not hold at its
+    version. A closed handle shares nothing more."""
+    import attrs
+
+    from engine.state.store import LANDED_BY_LOG
+
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    with Catalog.open(tmp_path / "wh") as a, Catalog.open(tmp_path / "wh") as b, \
+            Catalog.open(tmp_path / "wh") as apart:
+        apart.store.stop_sharing()
+        a.create_namespace("db")
+        t = a.create_table("db.t", schema=rows.schema)
+        t.append(rows)
+        reads = _stream_reads(b, t.uuid)
+        t_b = b.load_table("db.t")
+        assert t_b.state is t.state and reads == []
+        t_b.append(rows)
+        reads = _stream_reads(a, t.uuid)
+        assert t.state is t_b.state and reads == []
+
+        apart.load_table("db.t").append(rows)  # a commit neither has folded
+        with a.log.transaction():  # folded inside a write transaction: kept by a alone
+            inside = a.store.table(t.uuid)
+        assert inside.version == apart.load_table("db.t").state.version
+        reads = _stream_reads(b, t.uuid)
+        assert b.store.table(t.uuid) == inside and reads != []
+
+        landed = LANDED_BY_LOG.of(b.log)
+        head = b.store.table(t.uuid)
+        apart.load_table("db.t").append(rows)
+        newer = apart.load_table("db.t").state
+        landed.add([(attrs.evolve(newer, commit_id="not-in-this-log"), head.version)])
+        reads = _stream_reads(b, t.uuid)
+        assert b.store.table(t.uuid) == newer and reads != []  # not taken: folded from the log
+
+        b.close()
+        assert b.store._landed is not landed and a.store._landed is landed

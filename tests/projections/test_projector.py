@@ -11,8 +11,6 @@ import pytest
 from engine import Catalog
 from engine.model.data_file import EntryStatus
 from projections.manifest_reader import read_manifest, read_manifest_list
-from projections.metadata_json import MetadataRenderer
-from projections.projector import WrittenEntries
 
 
 def manifest_list(table) -> list:
@@ -275,7 +273,7 @@ def test_a_merge_reads_back_no_manifest_of_new_files_another_process_wrote(tmp_p
     cat, t, _ = appended(tmp_path, 2, {"commit.manifest.min-count-to-merge": "4"}, format_version)
     other = Catalog.open(tmp_path / "wh")
     # another process keeps nothing of this one's: handles of one process share what they keep (next test)
-    other.projector._written, other.projector.metadata = WrittenEntries(), MetadataRenderer()
+    other.projector.stop_sharing()
     t_other = other.load_table("db.t")
     read, reads = other.projector.io.read_bytes, []
     other.projector.io.read_bytes = lambda path: reads.append(path) or read(path)

@@ -175,6 +175,22 @@ def test_run_in_transaction_returns_the_work_result_and_rolls_back_a_failing_wor
     assert log.head("s") == 2 and log.verify() == []
 
 
+def test_a_log_says_when_its_reads_are_inside_a_write_transaction_and_which_commit_wrote_a_version(
+        log: EventLog) -> None:
+    """What a state store needs to share states between handles: whether a read may see writes that have not landed
+    (inside a transaction of its own, or inside a work of run_in_transaction), and the commit at a stream version."""
+    assert not log.in_transaction()
+    log.commit("c1", (write("s", 0, ev("s", 1), ev("s", 2)),), time_ms=1)
+    with log.transaction():
+        assert log.in_transaction()
+        log.commit("c2", (write("s", 2),), time_ms=2)
+        assert log.commit_id_at("s", 3) == "c2"  # seen inside, not landed yet
+    assert log.run_in_transaction(log.in_transaction) is True
+    assert not log.in_transaction()
+    assert [log.commit_id_at("s", v) for v in (1, 2, 3, 4)] == ["c1", "c1", "c2", None]
+    assert log.commit_id_at("other", 1) is None
+
+
 # --- beside the hashed log -------------------------------------------------------------------------------------------
 
 def test_staged_files_and_checkpoints(log: EventLog) -> None:
