@@ -113,9 +113,7 @@ _PUT_CHECKPOINT = "INSERT OR REPLACE INTO checkpoints (stream, version, blob) VA
 _SELECT_CHECKPOINT = (
     "SELECT version, blob FROM checkpoints WHERE stream = ? AND version <= ? ORDER BY version DESC LIMIT 1"
 )
-_SELECT_CHECKPOINT_VERSION = (
-    "SELECT max(version) FROM checkpoints WHERE stream = ? AND version <= ?"
-)
+_SELECT_CHECKPOINT_VERSION = "SELECT max(version) FROM checkpoints WHERE stream = ? AND version <= ?"
 
 
 class Log:
@@ -381,22 +379,19 @@ class Log:
             read may include writes that did not land either
         :raises LogBusy: the write lock was not free within the busy timeout
         """
-        conn = self._live()
-        if conn.in_transaction:  # inside this connection's (or a leader's) transaction already: a savepoint
+        if self.in_transaction():  # inside this connection's (or a leader's) transaction already: a savepoint
             with self.transaction():
                 return work()
         return self._write_lock.group.run(self, work)
 
     def in_transaction(self) -> bool:
-        """Whether this log's reads now run inside a write transaction (its own, or the one a write group shares
-        with it), and so may see writes that have not landed yet."""
+        """Whether reads run inside a write transaction (own, or a write group's), so may see writes not landed."""
         return self._live().in_transaction
 
     def group_commit_counts(self) -> tuple[int, int]:
         """How many transactions :meth:`run_in_transaction` committed for this file in this process, and how many
         works they carried (equal when no transaction was shared)."""
-        group = self._write_lock.group
-        return group.transactions, group.works
+        return self._write_lock.group.transactions, self._write_lock.group.works
 
     def commit(self, commit_id: str, writes: Sequence[StreamWrite], *, time_ms: int, actor: str | None = None,
                message: str | None = None, after: Callable[[sqlite3.Connection], None] | None = None
@@ -478,8 +473,7 @@ class Log:
         return self._stored_result(conn, commit_id, stored)[0]
 
     def commit_id_at(self, stream: str, version: int) -> str | None:
-        """The commit that wrote the stream's event at ``version`` (None when there is none): one index seek, to tell
-        a state kept from an earlier read still belongs to this log's history."""
+        """The commit that wrote the stream's event at ``version`` (None when there is none); one index seek."""
         row = self._live().execute(_SELECT_COMMIT_AT, (stream, version)).fetchone()
         return row[0] if row is not None else None
 
