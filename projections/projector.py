@@ -455,11 +455,8 @@ class Projector:
         self.io = io
         self.catalog_name = catalog_name
         self.index = StoredIndex(log)
+        #: what it keeps between publishes, shared with every projector of the log in the process
         self._kept = KEPT_BY_LOG.of(log)
-        #: keeps each table's encoded snapshot history between publishes (of every handle of the log in the process)
-        self.metadata = self._kept.metadata
-        #: keeps the entries of the manifests written between publishes, for the next merge (likewise shared)
-        self._written = self._kept.written
         derived = log.derived
         derived.create(f"CREATE TABLE IF NOT EXISTS {self.STATUS} (table_uuid TEXT PRIMARY KEY, version BIGINT "
                        f"NOT NULL, metadata_location TEXT NOT NULL)")
@@ -471,10 +468,19 @@ class Projector:
                    "namespace VARCHAR(255) NOT NULL, property_key VARCHAR(255) NOT NULL, "
                    "property_value VARCHAR(1000), PRIMARY KEY (catalog_name, namespace, property_key))")
 
+    @property
+    def metadata(self) -> MetadataRenderer:
+        """Renders metadata.json, keeping each table's encoded snapshot history between publishes."""
+        return self._kept.metadata
+
+    @property
+    def _written(self) -> WrittenEntries:
+        """The entries of the manifests written, for the next merge."""
+        return self._kept.written
+
     def stop_sharing(self) -> None:
         """Keep nothing more with the process's other projectors of the log (the log was closed)."""
         self._kept = KeptBetweenPublishes()
-        self.metadata, self._written = self._kept.metadata, self._kept.written
 
     def published_version(self, table_uuid: str) -> int:
         rows = self.log.derived.query(f"SELECT version FROM {self.STATUS} WHERE table_uuid = ?", [table_uuid])
