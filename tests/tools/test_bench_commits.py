@@ -1,33 +1,44 @@
-"""The side-by-side commit benchmark deletes no system's files until every system has run."""
+"""The side-by-side commit benchmark: the systems commit in turns, and no system's files are deleted until
+every system is done."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
 import tools.bench_commits as bench_commits
 
 
-def test_each_system_runs_beside_the_files_of_those_before_and_nothing_is_left(monkeypatch, tmp_path):
+def test_the_systems_commit_in_turns_beside_each_others_files_and_nothing_is_left(monkeypatch, tmp_path):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    seen: dict[str, list[str]] = {}
+    turns: list[tuple[str, int, list[str]]] = []
 
     def recording(name):
         real = bench_commits.SYSTEMS[name]
 
-        def run(root, commits):
-            seen[name] = sorted(os.listdir(tmp_path))  # the roots that exist while this system commits
-            return real(root, commits)
-        return run
+        @contextlib.contextmanager
+        def table(root):
+            with real(root) as opened:
+                def commit(data):
+                    # the roots that exist while this system commits
+                    turns.append((name, data["id"][0].as_py(), sorted(os.listdir(tmp_path))))
+                    return opened.commit(data)
+                yield bench_commits.Committer(commit=commit, rows=opened.rows)
+        return table
 
     for name in ("icelog", "ducklake"):
         monkeypatch.setitem(bench_commits.SYSTEMS, name, recording(name))
     result = bench_commits.run(3, ["icelog", "ducklake"])
 
     assert result["icelog"]["rows"] == result["ducklake"]["rows"] == 30
-    # DuckLake committed while icelog's folder (thousands of files in a real run) was still there: deleting them
-    # first would have made its file creations pay for icelog's cleanup on an ext4 without a journal
-    assert [p for p in seen["ducklake"] if p.startswith("icelog-bench-commits-icelog-")]
+    assert result["icelog"]["commits"] == result["ducklake"]["commits"] == 3 and result["systems_in_turns"]
+    # one commit of each system in turn, the same batch: a machine that slows down mid-run slows both alike
+    assert [(name, first_id) for name, first_id, _ in turns] == [
+        ("icelog", 0), ("ducklake", 0), ("icelog", 10), ("ducklake", 10), ("icelog", 20), ("ducklake", 20)]
+    # no system's folder (thousands of files in a real run) was deleted while another committed: on an ext4 without
+    # a journal the others' file creations would have paid for the cleanup
+    assert all(len(roots) == 2 for _, _, roots in turns)
     assert os.listdir(tmp_path) == []
 
 
