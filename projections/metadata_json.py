@@ -216,13 +216,16 @@ class MetadataRenderer:
                                  _JoinedTexts([_encode_log_entry(entry) for entry in log_entries]))
         head, middle = _encode(_head_dict(state)), _encode(_middle_dict(state))
         metadata_log = b",".join(self._metadata_log_parts(rendered, state))
+        document = b"".join((head[:-1], b',"snapshots":[', *rendered.snapshot_texts.pieces(), b"],", middle[1:-1],
+                             b',"snapshot-log":[', *rendered.snapshot_log_texts.pieces(), b'],"metadata-log":[',
+                             metadata_log, b"]}"))
+        # kept for the next render only once this one is done with it: the handles of a log in a process share the
+        # renderer, and the next render (another thread's) extends the kept texts in place
         with self._lock:
             self._last[state.table_uuid] = rendered
             while len(self._last) > self.max_tables:
                 self._last.popitem(last=False)
-        return b"".join((head[:-1], b',"snapshots":[', *rendered.snapshot_texts.pieces(), b"],", middle[1:-1],
-                         b',"snapshot-log":[', *rendered.snapshot_log_texts.pieces(), b'],"metadata-log":[',
-                         metadata_log, b"]}"))
+        return document
 
     @staticmethod
     def _metadata_log_parts(rendered: _Rendered, state: TableState) -> list[bytes]:

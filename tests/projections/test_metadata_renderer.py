@@ -223,3 +223,43 @@ def test_a_render_joins_the_kept_history_in_a_few_pieces(tmp_path, monkeypatch):
         assert [len(p.split(b'{"sequence-number"')) - 1 for p in kept.snapshot_texts.pieces() if p != b","] == \
             [4, 4, 4, 4, 2]
         assert len([p for p in kept.snapshot_log_texts.pieces() if p != b","]) == 5
+
+
+class _RenderNextOnRelease:
+    """The renderer's lock, which runs ``then()`` once, right after the ``times``-th release: another thread's
+    render taking the kept render at the worst moment, deterministically."""
+
+    def __init__(self, lock, times: int, then) -> None:
+        self.lock, self.times, self.then = lock, times, then
+
+    def __enter__(self):
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc):
+        self.lock.__exit__(*exc)
+        self.times -= 1
+        if self.times == 0:
+            self.then()
+
+
+def test_a_render_is_not_changed_by_the_next_one_extending_what_it_kept(tmp_path):
+    """Handles of one log in a process (a REST server's workers) share one renderer: a render that kept its texts
+    for the next while still joining them returned the next version's snapshots in its own document."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+        for i in range(6):
+            t.append(rows(range(i, i + 1)))
+        newer = t.state
+        older, oldest = cat.store.table(t.uuid, newer.version - 1), cat.store.table(t.uuid, newer.version - 2)
+    renderer = MetadataRenderer()
+    renderer.render(oldest)  # a render kept, for the next to go on from
+    rendered_newer: list[bytes] = []
+    # the older render's second release is the one after it kept its texts: the newer render runs right then
+    renderer._lock = _RenderNextOnRelease(renderer._lock, 2, lambda: rendered_newer.append(renderer.render(newer)))
+
+    document = renderer.render(older)
+
+    assert document == render_metadata(older)
+    assert len(json.loads(document)["snapshots"]) == len(older.snapshots)
+    assert rendered_newer == [render_metadata(newer)]
