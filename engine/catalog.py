@@ -222,10 +222,11 @@ class Catalog:
         return cls(root, log, name=name, project=project, io=io)
 
     def close(self) -> None:
-        self.log.close()
-        # a closed handle shares nothing more with the process's open handles of the log (nor a later one)
+        # a closed handle shares nothing more with the process's open handles of the log (nor a later one), even
+        # when closing the log fails
         self.store.stop_sharing()
         self.projector.stop_sharing()
+        self.log.close()
 
     def __enter__(self) -> Catalog:
         return self
