@@ -8,8 +8,9 @@ commit with synchronous projection (manifest, manifest list, metadata.json, hint
 same appends through PyIceberg's SqlCatalog on SQLite (``add_files``), and PyIceberg's fast
 append (``table.append``) at the first commits and after 200 commits, against icelog's; the same 1-file
 append on an S3 warehouse (loopback server), with the S3 requests each sends (tools/bench_s3.py); and 1,000
-10-row commits side by side with DuckLake and PyIceberg (tools/bench_commits.py), and commits per second on one
-table with concurrent writers through the Python API and the REST server (tools/bench_throughput.py).
+10-row commits side by side with DuckLake and PyIceberg, in turns (tools/bench_commits.py), and commits per
+second on one table with concurrent writers through the Python API and the REST server
+(tools/bench_throughput.py).
 """
 
 from __future__ import annotations
