@@ -171,14 +171,22 @@ class StateStore:
                 base = state_from_json(json.loads(zlib.decompress(found[1])))
         after = base.version if base is not None else 0
         events = self.log.read_stream(table_uuid, after_version=after, up_to_version=head)
-        states = self._fold_commits(base, events)
+        # the head ends a commit (a commit's events land together); a version asked for may be inside one
+        ends_commit = version is None or self._ends_commit(table_uuid, events)
+        states = self._fold_commits(base, events, ends_commit=ends_commit)
         state = states[-1] if states else base
         assert state is not None
         if version is None:
             self._tables[table_uuid] = state
+        # a checkpoint may be inside a commit (time travel into a large one starts there): a state to fold on,
+        # never taken for a commit's end
         if events and events[-1].version // CHECKPOINT_EVERY > after // CHECKPOINT_EVERY:
             self._checkpoint(state)
         return state
+
+    def _ends_commit(self, table_uuid: str, events: list[StoredEvent]) -> bool:
+        """Whether the last of ``events`` (read up to a version asked for) is the last event of its commit."""
+        return not events or self.log.commit_id_at(table_uuid, events[-1].version + 1) != events[-1].commit_id
 
     def _landed_state(self, table_uuid: str, version: int, newer_than: int) -> TableState | None:
         """The newest state another store of this log in the process folded from landed commits, at or before
@@ -191,18 +199,24 @@ class StateStore:
             return None
         return state if self.log.commit_id_at(table_uuid, state.version) == state.commit_id else None
 
-    def _fold_commits(self, base: TableState | None, events: list[StoredEvent]) -> list[TableState]:
-        """Fold ``events`` onto ``base``; the states at each commit boundary, oldest first (and remembered, so
-        publishing the commits just made does not fold them again; shared with the other stores of the log in the
-        process when the events were read outside a write transaction, so they have landed)."""
+    def _fold_commits(self, base: TableState | None, events: list[StoredEvent], *,
+                      ends_commit: bool = True) -> list[TableState]:
+        """Fold ``events`` onto ``base``; the states at each commit boundary, oldest first, and the state after the
+        last event (remembered as a boundary only when ``ends_commit``: events read up to a version inside a
+        commit end halfway through it, in a state no commit ever had). Boundaries are remembered, so publishing the
+        commits just made does not fold them again, and shared with the other stores of the log in the process
+        when the events were read outside a write transaction, so they have landed."""
         out: list[TableState] = []
         boundaries: list[tuple[TableState, int]] = []
         state = base
         previous = base.version if base is not None else 0
         for i, (event, at) in enumerate(decoded(events)):
             state = apply(event, state, at)
-            if i + 1 == len(events) or events[i + 1].commit_id != events[i].commit_id:
+            last = i + 1 == len(events)
+            if last or events[i + 1].commit_id != events[i].commit_id:
                 out.append(state)  # type: ignore[arg-type]
+                if last and not ends_commit:
+                    break
                 boundaries.append((state, previous))  # type: ignore[arg-type]
                 self._recent[(state.table_uuid, state.version)] = (state, previous)  # type: ignore[union-attr]
                 previous = state.version  # type: ignore[union-attr]
@@ -233,7 +247,7 @@ class StateStore:
             return recent
         base = self.table(table_uuid, after_version) if after_version else None
         events = self.log.read_stream(table_uuid, after_version=after_version, up_to_version=up_to_version)
-        return self._fold_commits(base, events)
+        return self._fold_commits(base, events, ends_commit=self._ends_commit(table_uuid, events))
 
     def _recent_between(self, table_uuid: str, after_version: int, up_to_version: int) -> list[TableState] | None:
         """The recent states at every boundary in ``(after_version, up_to_version]``, oldest first, or None when

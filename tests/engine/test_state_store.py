@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 
 from engine import Catalog
@@ -224,3 +226,38 @@ def test_handles_of_one_process_take_the_states_another_folded_from_landed_commi
 
         b.close()
         assert b.store._landed is not landed and a.store._landed is landed
+
+
+def test_a_state_asked_for_inside_a_commit_is_never_taken_for_the_end_of_one(tmp_path):
+    """A transaction's commit spans several versions; a time-travel read stopping inside it folds a state no commit
+    ever had. Kept as a commit boundary, it made the next publish write a metadata.json for that version (which
+    verify then called foreign), and another handle of the process go on from it."""
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        cat.create_table("db.t", schema=rows.schema).append(rows)
+    with Catalog.open(tmp_path / "wh", project=False) as cat:
+        t = cat.load_table("db.t")
+        with t.transaction() as tx:
+            tx.set_properties(a="1")
+            tx.append(rows)
+            tx.append(rows)
+        entries = [(e.version, e.commit_id) for e in cat.log.read_stream(t.uuid)]
+    one_commit = [v for v, c in entries if c == entries[-1][1]]
+    assert len(one_commit) == 3 and one_commit[-1] == entries[-1][0]  # versions 3, 4 and 5: one commit
+    inside, end, before = one_commit[1], one_commit[-1], one_commit[0] - 1
+
+    with Catalog.open(tmp_path / "wh") as cat, Catalog.open(tmp_path / "wh") as other:
+        t = cat.load_table("db.t")
+        assert t.as_of(version=inside).state.version == inside
+        assert t.as_of(version=inside).render()  # a past state's own files, folded the same way
+        t.publish()
+        # another handle of the process goes on from a boundary, and publishing covers the one commit
+        assert [s.version for s in other.store.commits_between(t.uuid, before, end)] == [end]
+        assert other.store.table(t.uuid) == cat.store.table(t.uuid)
+        names = sorted(n for n in os.listdir(tmp_path / "wh" / "db" / "t" / "metadata") if n.endswith(".json"))
+        assert names == [f"v{v}.metadata.json" for v in range(1, before + 1)] + [f"v{end}.metadata.json"]
+    with Catalog.open(tmp_path / "wh") as fresh:
+        fresh.store.stop_sharing()
+        fresh.projector.stop_sharing()
+        assert fresh.load_table("db.t").verify_projection() == []
