@@ -197,7 +197,7 @@ def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, An
 
 def _stage_refused(cat: Catalog, table_uuid: str, commit: TableCommit, owned: Ownership) -> None:
     """Record the files a refused commit named (those the table owns) as staged, as a failed job's."""
-    paths = [p for p in named_files(cat.io, commit) if owned.owns(p)]
+    paths = named_files(cat.io, commit, owned.owns)
     if paths:
         cat.log.record_staged_many(table_uuid, paths, now_ms())
 

@@ -317,17 +317,19 @@ def client_file_changes(state: TableState, client: ClientSnapshot, before: Mappi
     return tuple(changes)
 
 
-def named_files(io: FileIO, commit: TableCommit) -> list[str]:
-    """The files a commit names, as far as they can be read: each added snapshot's manifest list and the manifests
-    it lists (for a refused commit, whose files become orphans to record)."""
+def named_files(io: FileIO, commit: TableCommit, owns: Callable[[str], bool]) -> list[str]:
+    """The files a commit names that the table owns, as far as they can be read: each added snapshot's manifest list
+    and the manifests it lists (for a refused commit, whose files become orphans to record). A manifest list the
+    table does not own is never opened (it was refused for naming it: another table's, or a device or pipe)."""
     out: list[str] = []
     for snap in commit.snapshots():
         list_path = snap.get("manifest-list")
-        if not isinstance(list_path, str):
+        if not isinstance(list_path, str) or not owns(list_path):
             continue
         out.append(list_path)
         try:
-            out += [m.manifest_path for m in read_manifest_list(io.read_bytes(list_path), list_path)]
+            out += [m.manifest_path for m in read_manifest_list(io.read_bytes(list_path), list_path)
+                    if owns(m.manifest_path)]
         except (LogError, CorruptFileError, ValueError):
             continue
     return out

@@ -366,3 +366,30 @@ def test_a_client_list_carrying_its_parents_manifests_and_another_tables_is_refu
         assert cat.load_table("db.thief3").current_snapshot().snapshot_id == state.current_snapshot.snapshot_id
         assert sorted(cat.load_table("db.victim").scan().to_arrow().column("id").to_pylist()) == [1, 2, 3]
         assert cat.verify("db.victim") == []
+
+
+def test_a_commit_refused_for_a_manifest_list_outside_the_table_never_opens_it(site: Path, monkeypatch) -> None:
+    """The refused commit's files are staged as the table's orphans only as far as the table owns them: a manifest
+    list outside it (a user's file, a pipe that would block the request, a device that never ends) is not read."""
+    import storage.files as files
+
+    opened: list[str] = []
+    read_bytes = files.FileIO.read_bytes
+
+    def recording(self, location):
+        opened.append(str(location))
+        return read_bytes(self, location)
+
+    monkeypatch.setattr(files.FileIO, "read_bytes", recording)
+    outside = site / "full" / "mine.txt"
+    body = {"requirements": [], "updates": [
+        {"action": "add-snapshot", "snapshot": {"snapshot-id": 4242, "timestamp-ms": int(time.time() * 1000),
+                                                "manifest-list": str(outside), "summary": {"operation": "append"}}},
+        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 4242}]}
+    before = head(site / "wh")
+    with running_server(site / "wh", TOKEN) as server:
+        answer = requests.post(f"{server.uri}/v1/namespaces/db/tables/victim", json=body, headers=AUTH, timeout=30)
+    assert answer.status_code == 400 and "mine.txt" in answer.json()["error"]["message"], answer.text
+    assert not [p for p in opened if p.endswith("mine.txt")]
+    assert head(site / "wh") == before
+    assert (site / "full" / "mine.txt").read_text() == "a user's folder"
