@@ -145,14 +145,16 @@ LiveFilesOf = Callable[[TableState, int | None], Mapping[str, DataFile]]
 
 
 def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots: Mapping[int, ClientSnapshot],
-                  live_files: LiveFilesOf, stream: str) -> tuple[TableCommit, RebasedSnapshot] | None:
+                  live_files: LiveFilesOf, stream: str, *, time_ms: int) -> tuple[TableCommit, RebasedSnapshot] | None:
     """A commit whose only failed requirement is its branch's ``assert-ref-snapshot-id``, and which only appends
     data files on that branch, rebased onto the branch's head, as Iceberg Java's own append retries on a refreshed
     base (an append reads nothing, so what landed meanwhile cannot conflict with it). Returns the rebased commit
     and its moved snapshot; None when the commit is not such an append (the requirement's failure stands: 409).
 
     The rebased snapshot keeps the client's id, files and summary of what it added; it gets the head as parent, the
-    next sequence number (its files inherit it) and totals recounted from the head's. In format v3 its row ids move
+    next sequence number (its files inherit it), totals recounted from the head's, and, as Java's retry gives it,
+    the table's current schema id and the time of the commit (``time_ms``, never before the head's: a snapshot log
+    going back in time is one Java refuses to load). In format v3 its row ids move
     too: its ``first-row-id`` becomes the head's ``next-row-id``, and the first row ids of the manifests it wrote
     move by as much (its files inherit them), as Java's manifest list writer assigns them on a retry.
     """
@@ -220,6 +222,8 @@ def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots
         return None
     snap["parent-snapshot-id"] = head.snapshot_id
     snap["sequence-number"] = sequence_number
+    snap["schema-id"] = base.current_schema_id
+    snap["timestamp-ms"] = max(time_ms, head.timestamp_ms)
     snap["summary"] = _totals_from(head, summary)
     if base.format_version >= 3:
         snap["first-row-id"] += row_id_shift

@@ -239,7 +239,7 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
     try:
         check_requirements(base, commit, stream)
     except RequirementFailed:
-        found = rebase_append(base, commit, client_snapshots, live_files, stream)
+        found = rebase_append(base, commit, client_snapshots, live_files, stream, time_ms=ctx.time_ms)
         if found is None:
             raise
         commit, moved = found

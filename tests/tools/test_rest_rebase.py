@@ -215,3 +215,39 @@ def test_rest_appends_look_up_their_files_without_listing_the_tables(tmp_path: P
         t = cat.load_table("db.t")
         assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2, 3, 4, 10, 20]
         assert len(t.snapshots()) == 7 and cat.verify("db.t") == []
+
+
+def test_a_rebased_append_takes_the_current_schema_and_the_commit_time_as_java_s_retry_does(tmp_path: Path) -> None:
+    """A snapshot log going back in time by more than a minute is one Iceberg Java refuses to load ("Expected sorted
+    snapshot log entries"), and time travel reads a snapshot with its schema id: the rebased snapshot gets the
+    time of the commit and the table's current schema, not the stale ones the client built it with."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        cat.create_table("db.t", schema=SCHEMA, properties=NO_CLIENT_RETRY).append(_rows([1], "icelog"))
+    with running_server(tmp_path / "wh", TOKEN) as server:
+        stale = _client(server.uri).load_table("db.t")
+        tx = stale.transaction()
+        tx.append(_rows([3], "pyiceberg"))
+        # built two minutes before it commits (a long transaction, or a client clock behind the server's)
+        tx._updates = tuple(u.model_copy(update={"snapshot": u.snapshot.model_copy(
+            update={"timestamp_ms": u.snapshot.timestamp_ms - 120_000})}) if u.action == "add-snapshot" else u
+            for u in tx._updates)
+        with Catalog.open(tmp_path / "wh") as cat:                    # meanwhile: a new column, and an append
+            cat.load_table("db.t").update_schema().add_column("note", "string").commit()
+            cat.load_table("db.t").append(pa.table({"id": pa.array([2], pa.int64()), "writer": ["icelog"],
+                                                    "note": ["x"]}))
+        tx.commit_transaction()                                       # rebased, no 409
+        fresh = _client(server.uri).load_table("db.t")
+        head = fresh.current_snapshot()
+        parent = fresh.snapshot_by_id(head.parent_snapshot_id)
+        assert head.schema_id == fresh.metadata.current_schema_id != 0
+        assert head.timestamp_ms >= parent.timestamp_ms
+        log = [e.timestamp_ms for e in fresh.metadata.snapshot_log]
+        assert log == sorted(log)
+        assert sorted(fresh.scan(snapshot_id=head.snapshot_id).to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+            {"id": 1, "writer": "icelog", "note": None}, {"id": 2, "writer": "icelog", "note": "x"},
+            {"id": 3, "writer": "pyiceberg", "note": None}]
+    with Catalog.open(tmp_path / "wh") as cat:
+        t = cat.load_table("db.t")
+        t.publish()
+        assert cat.verify("db.t") == []
