@@ -161,9 +161,11 @@ class _PreparedCommit:
     commit: TableCommit
     client: Mapping[int, ClientSnapshot]
     owned: Ownership
+    #: whether an append built on a moved head may be rebased (not for clients that retry by themselves)
+    rebase_appends: bool
 
 def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, Any], *,
-             may_create: bool) -> _PreparedCommit:
+             may_create: bool, rebase_appends: bool = True) -> _PreparedCommit:
     """Parse a CommitTableRequest and read the client's files (outside the log's write transaction)."""
     commit = parse_table_commit(body.get("requirements"), body.get("updates"))
     check_identifier(ns, name)
@@ -193,7 +195,7 @@ def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, An
     if entry is None:
         _check_fresh_location(cat, owned, client, f"create table {label}")
     return _PreparedCommit(namespace=ns, name=name, table_uuid=table_uuid, creates=entry is None, commit=commit,
-                           client=client, owned=owned)
+                           client=client, owned=owned, rebase_appends=rebase_appends)
 
 def _stage_refused(cat: Catalog, table_uuid: str, commit: TableCommit, owned: Ownership) -> None:
     """Record the files a refused commit named (those the table owns) as staged, as a failed job's."""
@@ -238,7 +240,7 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
             base = cat.store.table(p.table_uuid)
             events = commit_events(base, p.commit, ctx, client_snapshots=p.client,
                                    live_entries=cat.store.live_entries, live_files=cat.store.live_files_by_key,
-                                   stream=p.table_uuid)
+                                   stream=p.table_uuid, rebase_appends=p.rebase_appends)
             _check_added_files(p, events)
             out.append((p.table_uuid, base.version, events))
         if registered:
@@ -293,14 +295,22 @@ def _check_added_files(prepared: _PreparedCommit, events: Sequence[Any]) -> None
                 if change.added:
                     prepared.owned.check_new_file(change.file.file_path, f"commit to {label}")
 
-def commit_table(rc: RestCatalog, ns: tuple[str, ...], name: str, body: Mapping[str, Any]) -> Response:
+def retries_by_itself(client_version: str) -> bool:
+    """Whether the client (its ``X-Client-Version`` header) retries a refused commit on a refreshed base with the
+    validations of its own operation: Iceberg Java's does (a MERGE that inserted rows only sends an append that its
+    retry validates against what landed meanwhile), so its commits are never rebased by the server."""
+    return client_version.startswith("Apache Iceberg")
+
+
+def commit_table(rc: RestCatalog, ns: tuple[str, ...], name: str, body: Mapping[str, Any], *,
+                 rebase_appends: bool = True) -> Response:
     cat = rc.catalog()
     if "identifier" in body and body["identifier"] is not None:
         ident = parse_identifier(body["identifier"], "identifier")
         if ident != (ns, name):
             raise BadRequest(f"Invalid commit: identifier {'.'.join(ident[0] + (ident[1],))} does not match the "
                              f"path {'.'.join(ns + (name,))}")
-    prepared = _prepare(cat, ns, name, body, may_create=True)
+    prepared = _prepare(cat, ns, name, body, may_create=True, rebase_appends=rebase_appends)
     versions = _commit(cat, [prepared])
     version = versions[prepared.table_uuid]
     # _commit has just checked for foreign metadata, and the publish writes metadata.json only where no file is
@@ -312,7 +322,7 @@ def commit_table(rc: RestCatalog, ns: tuple[str, ...], name: str, body: Mapping[
         json.dumps(layout.metadata_file_of(state)).encode(), metadata), media_type="application/json")
 
 
-def commit_transaction(rc: RestCatalog, body: Mapping[str, Any]) -> None:
+def commit_transaction(rc: RestCatalog, body: Mapping[str, Any], *, rebase_appends: bool = True) -> None:
     cat = rc.catalog()
     changes = body.get("table-changes")
     if not isinstance(changes, list) or not changes:
@@ -326,7 +336,7 @@ def commit_transaction(rc: RestCatalog, body: Mapping[str, Any]) -> None:
         if (ns, name) in seen:
             raise BadRequest(f"Invalid transaction: table {'.'.join(ns + (name,))} is changed twice")
         seen.add((ns, name))
-        prepared.append(_prepare(cat, ns, name, change, may_create=True))
+        prepared.append(_prepare(cat, ns, name, change, may_create=True, rebase_appends=rebase_appends))
     versions = _commit(cat, prepared)
     for p in prepared:  # checked for foreign metadata by _commit
         Table(cat, p.namespace, p.name, p.table_uuid).publisher.publish(check_foreign=False,

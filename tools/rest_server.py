@@ -48,7 +48,7 @@ from starlette.routing import Route
 
 from engine.errors import IcelogError, NamespaceNotFound
 from storage.errors import FileError
-from tools.rest_commits import commit_table, commit_transaction, create_table
+from tools.rest_commits import commit_table, commit_transaction, create_table, retries_by_itself
 from tools.rest_requests import (
     DEFAULT_MAX_BODY_BYTES,
     BadRequest,
@@ -201,7 +201,8 @@ def h_table_exists(rc: RestCatalog, request: Request, _: Any) -> Response:
 
 
 def h_commit_table(rc: RestCatalog, request: Request, body: dict[str, Any]) -> Response:
-    return commit_table(rc, _ns(request), request.path_params["table"], body)
+    return commit_table(rc, _ns(request), request.path_params["table"], body,
+                        rebase_appends=not retries_by_itself(request.headers.get("x-client-version", "")))
 
 
 def h_drop_table(rc: RestCatalog, request: Request, _: Any) -> None:
@@ -237,7 +238,7 @@ def h_report_metrics(rc: RestCatalog, request: Request, body: dict[str, Any]) ->
 
 
 def h_commit_transaction(rc: RestCatalog, request: Request, body: dict[str, Any]) -> None:
-    commit_transaction(rc, body)
+    commit_transaction(rc, body, rebase_appends=not retries_by_itself(request.headers.get("x-client-version", "")))
 
 
 def app(warehouse: str | os.PathLike, token: str, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,

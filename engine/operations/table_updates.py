@@ -220,10 +220,16 @@ def _new_table(updates: Sequence[Mapping[str, Any]], default_location: str, defa
     return created, rest
 
 
+#: table property: "false" answers 409 to an append built on a moved branch head instead of rebasing it, for tables
+#: whose REST clients append after reading (an upsert that matched no row): the request cannot say what was read
+REBASE_APPENDS = "icelog.rest.rebase-appends"
+
+
 def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitContext, *,
                   client_snapshots: Mapping[int, ClientSnapshot],
                   live_entries: Callable[[TableState, int | None], Sequence[Any]],
-                  live_files: LiveFilesOf, stream: str, default_location: str = "") -> list[Event]:
+                  live_files: LiveFilesOf, stream: str, default_location: str = "",
+                  rebase_appends: bool = True) -> list[Event]:
     """The events of ``commit`` on ``base`` (None: the table does not exist yet and the commit creates it).
 
     :param client_snapshots: what :func:`load_client_snapshots` read for the commit's snapshots
@@ -232,6 +238,9 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
         the files looked up)
     :param stream: the table's stream id (a created table's uuid when the commit assigns none)
     :param default_location: the location of a created table when the commit sets none
+    :param rebase_appends: an append built on a branch head that has moved since is rebased onto the head
+        (:func:`rebase_append`), unless the table's :data:`REBASE_APPENDS` property says false; False for a client
+        that retries by itself with validations of its own the request does not carry (Iceberg Java's)
     :raises RequirementFailed: a requirement does not hold (or a snapshot was built on a stale base)
     :raises ValidationError: an update that is invalid on the table
     """
@@ -239,7 +248,9 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
     try:
         check_requirements(base, commit, stream)
     except RequirementFailed:
-        found = rebase_append(base, commit, client_snapshots, live_files, stream, time_ms=ctx.time_ms)
+        found = None
+        if rebase_appends and base is not None and base.bool_property(REBASE_APPENDS, True):
+            found = rebase_append(base, commit, client_snapshots, live_files, stream, time_ms=ctx.time_ms)
         if found is None:
             raise
         commit, moved = found

@@ -251,3 +251,31 @@ def test_a_rebased_append_takes_the_current_schema_and_the_commit_time_as_java_s
         t = cat.load_table("db.t")
         t.publish()
         assert cat.verify("db.t") == []
+
+
+def test_a_table_can_refuse_rebases_for_clients_that_append_after_reading(tmp_path: Path) -> None:
+    """The request does not say what the client read before appending (an upsert that matched no row reads the
+    keys it then inserts): a table whose clients do that sets icelog.rest.rebase-appends=false, and a stale append
+    gets 409 and lands nothing, as with a server that never rebases. Iceberg Java clients, which retry by themselves
+    with their own validations, are never rebased (tests/integration/test_rest_concurrent_appends.py)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    from engine.operations.table_updates import REBASE_APPENDS
+    from tools.rest_commits import retries_by_itself
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=SCHEMA, properties={**NO_CLIENT_RETRY, REBASE_APPENDS: "false"})
+        t.append(_rows([1], "icelog"))
+    with running_server(tmp_path / "wh", TOKEN) as server:
+        stale = _client(server.uri).load_table("db.t")
+        with Catalog.open(tmp_path / "wh") as cat:
+            cat.load_table("db.t").append(_rows([2], "icelog"))
+            version = cat.load_table("db.t").state.version
+        with pytest.raises(CommitFailedException):
+            stale.append(_rows([2], "pyiceberg"))
+    with Catalog.open(tmp_path / "wh") as cat:
+        assert cat.load_table("db.t").state.version == version
+        assert sorted(cat.load_table("db.t").scan().to_arrow().column("id").to_pylist()) == [1, 2]
+    assert retries_by_itself("Apache Iceberg 1.10.2 (commit 7a3b1c2)")
+    assert not retries_by_itself("PyIceberg 0.12.0") and not retries_by_itself("")
