@@ -30,10 +30,20 @@ class TransactionFailed(LogError):
     is void."""
 
 
-class ConnectionLost(LogBusy):
+class TransactionOutcomeUnknown(LogBusy):
+    """A write transaction may or may not have committed. Look the commit id up (``commit_of``), or re-send the
+    commit with the same id (commit ids are idempotent); any state read inside the transaction is void."""
+
+
+class ConnectionLost(TransactionOutcomeUnknown):
     """The connection to a log server broke during a write transaction: it may or may not have committed. Look the
     commit id up (``commit_of``) on a new connection, or re-send the commit with the same id (commit ids are
     idempotent)."""
+
+
+class SharedTransactionInterrupted(TransactionOutcomeUnknown):
+    """The writer leading a transaction shared with this one (group commit) was interrupted (``KeyboardInterrupt``,
+    ``SystemExit``) while it ran or committed the transaction: this writer's work may or may not have landed."""
 
 
 class InvalidWrite(LogError):

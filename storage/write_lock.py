@@ -26,7 +26,7 @@ try:
 except ImportError:  # not a POSIX system: SQLite's lock alone serializes writers
     fcntl = None  # type: ignore[assignment]
 
-from storage.errors import LogBusy, TransactionFailed
+from storage.errors import LogBusy, SharedTransactionInterrupted, TransactionFailed
 from storage.files import WRITER_LOCK_SUFFIX
 
 if TYPE_CHECKING:
@@ -306,6 +306,7 @@ class WriteGroup:
                 return mine.outcome()  # type: ignore[no-any-return]
             self.leading = True
         batch: list[GroupedWork] = []
+        committed = False
         try:
             with log.transaction():
                 with self.changed:
@@ -315,19 +316,14 @@ class WriteGroup:
                     if not log._conn.in_transaction:  # SQLite rolled it back under an earlier work (disk full)
                         raise TransactionFailed(f"Cannot write to {log.path}: the shared transaction was rolled back")
                     queued.run_on(log)
+            committed = True
             self.transactions += 1
             self.works += len(batch)
         except BaseException as e:
-            # nothing of the batch landed: every writer learns it (its own error, if any, kept as the context), so
-            # that states read inside the transaction are dropped
-            for queued in batch:
-                if queued is mine and (isinstance(e, TransactionFailed) or not isinstance(e, Exception)):
-                    failure: BaseException = e
-                else:
-                    failure = shared_failure(log.path, e)
-                if queued.error is not None and queued.error is not failure:
-                    failure.__context__ = queued.error
-                queued.error = failure
+            if committed:  # an interrupt after the COMMIT: every work landed, and keeps its outcome
+                mine.error = e
+            else:
+                self._fail(batch, mine, log, e)
             if not batch:  # the lock was not taken: the others queued stay for the next leader
                 mine.error = e
                 with self.changed:
@@ -339,6 +335,27 @@ class WriteGroup:
                 self.leading = False
                 self.changed.notify_all()
         return mine.outcome()  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _fail(batch: list[GroupedWork], mine: GroupedWork, log: Log, error: BaseException) -> None:
+        """Tell every writer of a batch whose transaction failed (its own error, if any, kept as the context), so
+        that states read inside the transaction are dropped: nothing landed, or, when the leader was interrupted
+        (perhaps during its COMMIT), no one can tell, and each writer looks its commit up."""
+        interrupted = not isinstance(error, Exception)
+        for queued in batch:
+            failure: BaseException
+            if queued is mine and (isinstance(error, TransactionFailed) or interrupted):
+                failure = error
+            elif interrupted:
+                failure = SharedTransactionInterrupted(f"Cannot tell whether the transaction shared with other "
+                                                       f"writers of {log.path} committed: its leader was "
+                                                       f"interrupted ({type(error).__name__})")
+                failure.__cause__ = error
+            else:
+                failure = shared_failure(log.path, error)
+            if queued.error is not None and queued.error is not failure:
+                failure.__context__ = queued.error
+            queued.error = failure
 
     def _wait_turn(self, mine: GroupedWork, log: Log) -> None:
         """Wait (holding ``changed``) until ``mine`` is done by a leader or no one leads. Leaves the queue and

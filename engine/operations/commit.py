@@ -20,7 +20,7 @@ from engine.state.events import Event, SnapshotAdded, encode
 from engine.state.table_state import LogPosition, TableState, apply
 from engine.state.store import StateStore
 from storage import CommitResult, LogBusy, NewEvent, StreamVersionConflict, StreamWrite, TransactionFailed
-from storage.errors import ConnectionLost
+from storage.errors import TransactionOutcomeUnknown
 
 DEFAULT_RETRIES = 4
 DEFAULT_MIN_WAIT_MS = 100
@@ -143,6 +143,18 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
             # the build may have read other writers' work from the same transaction, which did not land either
             store.forget_cached()
             raise
+        except TransactionOutcomeUnknown as e:
+            # a log server that went away, or the interrupted leader of a shared transaction: the commit landed or
+            # it did not, and its id tells; what the build read inside the transaction is void either way
+            store.forget_cached()
+            landed = _settle(store, commit_id, writes_spec, e)
+            if landed is not None:
+                return landed
+            attempt += 1
+            if (time.monotonic() - started) * 1000 > policy.total_timeout_ms:
+                raise CommitStateUnknown(f"Cannot commit {commit_id}: {e}; re-send with the same commit id to "
+                                         f"learn its outcome") from e
+            continue
         except StreamVersionConflict as e:
             attempt += 1
             elapsed_ms = (time.monotonic() - started) * 1000
@@ -154,31 +166,27 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
                     winner=e.winner_commit_id) from e
             time.sleep(policy.wait_ms(attempt) / 1000)
             continue
-        except ConnectionLost as e:
-            # a log server went away under the transaction: the commit landed or it did not, and its id tells
-            landed = _settle(store, commit_id, writes_spec, e)
-            if landed is not None:
-                return landed
-            attempt += 1
-            if (time.monotonic() - started) * 1000 > policy.total_timeout_ms:
-                raise CommitStateUnknown(f"Cannot commit {commit_id}: the connection to the log broke ({e}); "
-                                         f"re-send with the same commit id to learn its outcome") from e
-            continue
         except LogBusy as e:
             raise CommitStateUnknown(f"Cannot commit {commit_id}: the log stayed locked ({e}); "
                                      f"re-send with the same commit id to learn its outcome") from e
+        except BaseException:
+            # an interrupt, or the build's own error, inside a transaction that may have been shared and may not
+            # land: states read in it may hold other writers' work that never lands
+            store.forget_cached()
+            raise
         return Landed(result=result, events=tuple((s, evs) for s, _, evs in writes_spec))
 
 
 def _settle(store: StateStore, commit_id: str, writes_spec: Sequence[tuple[str, int, Sequence[Event]]],
             error: Exception) -> Landed | None:
-    """After a lost connection: the commit as it landed (looked up by its id on a new connection), or None when it
-    did not land and may be sent again."""
+    """After a transaction whose outcome is unknown (a lost connection, an interrupted leader): the commit as it
+    landed (looked up by its id, on a new connection for a log server), or None when it did not land and may be sent
+    again."""
     try:
         result = store.log.commit_of(commit_id)
     except LogBusy as e:
-        raise CommitStateUnknown(f"Cannot commit {commit_id}: the connection to the log broke ({error}) and the "
-                                 f"log stays unreachable; re-send with the same commit id to learn its outcome") from e
+        raise CommitStateUnknown(f"Cannot commit {commit_id}: {error}, and the log stays unreachable; re-send "
+                                 f"with the same commit id to learn its outcome") from e
     if result is None:
         return None
     return Landed(result=result, events=tuple((s, tuple(evs)) for s, _, evs in writes_spec))

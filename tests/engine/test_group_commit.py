@@ -98,3 +98,64 @@ def test_the_same_file_appended_by_two_writers_of_one_group_lands_once(tmp_path)
         assert sorted(table.scan().to_arrow().column("worker").to_pylist()) == [1, 9]
         assert len(table.snapshots()) == 2 and cat.verify("db.t") == []
     assert len([p for p in data_dir.rglob("*.parquet")]) == 1  # the append's file; append_files copies nothing
+
+
+class Interrupt(BaseException):
+    """Stands for KeyboardInterrupt (Ctrl-C in a notebook whose main thread leads the shared transaction)."""
+
+
+def test_a_leader_interrupted_in_its_build_keeps_no_state_of_the_rolled_back_transaction(tmp_path):
+    """The leader's build read the table inside the shared transaction, with another writer's commit that then
+    never landed. Its handle must not serve that state afterwards (a different commit lands at its version), nor
+    build on it (a snapshot whose parent is not in the table); the other writer learns its commit's outcome is
+    unknown, finds it did not land, and commits again."""
+    warehouse = new_table(tmp_path)
+    main = Catalog.open(warehouse)
+    table = main.load_table("db.t")
+    group = main.log._write_lock.group
+    outcome: dict[str, Any] = {}
+
+    def other_writer() -> None:
+        with Catalog.open(warehouse) as cat:
+            t = cat.load_table("db.t")
+            try:
+                outcome["first"] = t.append(rows(1, 0))
+                outcome["second"] = t.append(rows(2, 0))
+            except BaseException as e:  # noqa: BLE001 - reported below
+                outcome["error"] = e
+
+    group.leading = True  # as if a leader were busy: the other writer queues ...
+    other = threading.Thread(target=other_writer)
+    other.start()
+    deadline = time.monotonic() + 60
+    while not group.waiting:
+        assert time.monotonic() < deadline, "the other writer never queued"
+        time.sleep(0.001)
+    with group.changed:
+        group.leading = False  # ... and the main thread leads next, running the other's work before its own
+    read: list[int] = []
+
+    def interrupted_build(base, ctx):
+        read.append(base.version)
+        raise Interrupt
+
+    try:
+        table.commit_events(interrupted_build)
+    except Interrupt:
+        pass
+    other.join(60)
+    assert read == [2] and "error" not in outcome  # the build saw the other's commit, which did not land then
+    with Catalog.open(warehouse) as fresh:
+        fresh.store.stop_sharing()
+        landed = fresh.load_table("db.t").state
+    assert landed.version == 3
+    assert main.store.table(table.uuid) == landed
+    main.load_table("db.t").append(rows(3, 0))
+    with Catalog.open(warehouse) as fresh:
+        fresh.store.stop_sharing()
+        t = fresh.load_table("db.t")
+        ids = {s.snapshot_id for s in t.snapshots()}
+        assert all(s.parent_snapshot_id in ids for s in t.snapshots() if s.parent_snapshot_id is not None)
+        assert sorted(t.scan().to_arrow().column("worker").to_pylist()) == [1, 2, 3]
+        assert fresh.verify("db.t") == []
+    main.close()

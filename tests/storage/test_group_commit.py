@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from storage import Log, LogBusy, NewEvent, StreamVersionConflict, StreamWrite, TransactionFailed
+from storage import CommitResult, Log, LogBusy, NewEvent, StreamVersionConflict, StreamWrite, TransactionFailed
 
 
 def write(stream: str, expected: int) -> StreamWrite:
@@ -178,3 +178,76 @@ def test_a_queued_writer_gives_up_after_its_busy_timeout(tmp_path: Path) -> None
         finally:
             group.leading = False
         assert log.head("s") == 0
+
+
+class Interrupt(BaseException):
+    """Stands for KeyboardInterrupt or SystemExit reaching the thread that leads a shared transaction."""
+
+
+def run_queued_catching_interrupts(path: Path, works: list[Callable[[Log], Any]]) -> list[Any]:
+    """:func:`run_queued_behind_a_held_lock`, whose writers also report an interrupt as their outcome."""
+    holder = Log.open(path)
+    outcomes: list[Any] = [None] * len(works)
+
+    def run(i: int) -> None:
+        with Log.open(path) as log:
+            try:
+                outcomes[i] = log.run_in_transaction(lambda: works[i](log))
+            except BaseException as e:  # noqa: BLE001 - the interrupt is the outcome under test
+                outcomes[i] = e
+
+    group = holder._write_lock.group
+    with holder.transaction():
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(works))]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(group.waiting) < len(works):
+            assert time.monotonic() < deadline, "the writers never queued"
+            time.sleep(0.001)
+    for t in threads:
+        t.join(30)
+    holder.close()
+    return outcomes
+
+
+def test_an_interrupt_after_the_shared_commit_leaves_every_writer_the_outcome_it_had(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    """The leader interrupted just after its COMMIT: every work landed, so no writer may hear that nothing did (its
+    files would be deleted under a commit in the log); the leader's own call gets the interrupt."""
+    from storage.write_lock import WriteGroup
+
+    def interrupt_once_counted(self: WriteGroup, value: int) -> None:
+        self.__dict__["counted"] = value
+        if value:
+            raise Interrupt
+
+    monkeypatch.setattr(WriteGroup, "transactions", property(lambda self: self.__dict__.get("counted", 0),
+                                                             interrupt_once_counted), raising=False)
+    path = tmp_path / "catalog.db"
+    outcomes = run_queued_catching_interrupts(path, [append_at_head(c) for c in "abcd"])
+    assert sum(isinstance(o, Interrupt) for o in outcomes) == 1, outcomes
+    assert sum(isinstance(o, CommitResult) for o in outcomes) == 3, outcomes
+    with Log.open(path) as log:
+        assert log.head("s") == 4 and all(log.commit_of(c) is not None for c in "abcd") and log.verify() == []
+
+
+def test_a_leader_interrupted_inside_the_shared_transaction_lands_nothing_and_says_the_outcome_is_unknown(
+        tmp_path: Path) -> None:
+    """An interrupt in the leader's thread while it runs the works (or commits them): the writers cannot be told
+    that nothing landed (the COMMIT may have been under way), so each hears that the outcome is unknown, and looks
+    its commit up by its id (engine.operations.commit settles it so)."""
+    from storage.errors import SharedTransactionInterrupted, TransactionOutcomeUnknown
+
+    def append_then_interrupt(log: Log) -> None:
+        append_at_head("b")(log)
+        raise Interrupt  # runs on the leader's thread, whichever writer's work it is
+
+    path = tmp_path / "catalog.db"
+    outcomes = run_queued_catching_interrupts(path, [append_at_head("a"), append_then_interrupt, append_at_head("c")])
+    assert sum(isinstance(o, Interrupt) for o in outcomes) == 1, outcomes
+    unknown = [o for o in outcomes if not isinstance(o, Interrupt)]
+    assert len(unknown) == 2 and all(isinstance(o, SharedTransactionInterrupted) for o in unknown), outcomes
+    assert all(isinstance(o, TransactionOutcomeUnknown) and isinstance(o, LogBusy) for o in unknown)
+    with Log.open(path) as log:
+        assert log.head("s") == 0 and all(log.commit_of(c) is None for c in "abc") and log.verify() == []
