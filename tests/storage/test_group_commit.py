@@ -25,7 +25,7 @@ def run_queued_behind_a_held_lock(path: Path, works: list[Callable[[Log], Any]],
                                   modes: list[str] | None = None) -> tuple[list[Any], tuple[int, int]]:
     """Run each work on its own thread and its own Log (``PRAGMA synchronous`` from ``modes``, default FULL) while
     another handle holds the write lock, so that all of them are queued when it is released; their outcomes
-    (results or errors) and the group counts it added."""
+    (results, errors or interrupts) and the group counts it added."""
     holder = Log.open(path)
     outcomes: list[Any] = [None] * len(works)
     before = holder.group_commit_counts()
@@ -34,7 +34,7 @@ def run_queued_behind_a_held_lock(path: Path, works: list[Callable[[Log], Any]],
         with Log.open(path, synchronous=(modes or ["FULL"] * len(works))[i]) as log:
             try:
                 outcomes[i] = log.run_in_transaction(lambda: works[i](log))
-            except Exception as e:
+            except BaseException as e:  # noqa: BLE001 - an interrupt is an outcome too
                 outcomes[i] = e
 
     group = holder._write_lock.group
@@ -184,33 +184,6 @@ class Interrupt(BaseException):
     """Stands for KeyboardInterrupt or SystemExit reaching the thread that leads a shared transaction."""
 
 
-def run_queued_catching_interrupts(path: Path, works: list[Callable[[Log], Any]]) -> list[Any]:
-    """:func:`run_queued_behind_a_held_lock`, whose writers also report an interrupt as their outcome."""
-    holder = Log.open(path)
-    outcomes: list[Any] = [None] * len(works)
-
-    def run(i: int) -> None:
-        with Log.open(path) as log:
-            try:
-                outcomes[i] = log.run_in_transaction(lambda: works[i](log))
-            except BaseException as e:  # noqa: BLE001 - the interrupt is the outcome under test
-                outcomes[i] = e
-
-    group = holder._write_lock.group
-    with holder.transaction():
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(works))]
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + 30
-        while len(group.waiting) < len(works):
-            assert time.monotonic() < deadline, "the writers never queued"
-            time.sleep(0.001)
-    for t in threads:
-        t.join(30)
-    holder.close()
-    return outcomes
-
-
 def test_an_interrupt_after_the_shared_commit_leaves_every_writer_the_outcome_it_had(tmp_path: Path,
                                                                                       monkeypatch) -> None:
     """The leader interrupted just after its COMMIT: every work landed, so no writer may hear that nothing did (its
@@ -225,7 +198,7 @@ def test_an_interrupt_after_the_shared_commit_leaves_every_writer_the_outcome_it
     monkeypatch.setattr(WriteGroup, "transactions", property(lambda self: self.__dict__.get("counted", 0),
                                                              interrupt_once_counted), raising=False)
     path = tmp_path / "catalog.db"
-    outcomes = run_queued_catching_interrupts(path, [append_at_head(c) for c in "abcd"])
+    outcomes, _ = run_queued_behind_a_held_lock(path, [append_at_head(c) for c in "abcd"])
     assert sum(isinstance(o, Interrupt) for o in outcomes) == 1, outcomes
     assert sum(isinstance(o, CommitResult) for o in outcomes) == 3, outcomes
     with Log.open(path) as log:
@@ -244,7 +217,8 @@ def test_a_leader_interrupted_inside_the_shared_transaction_lands_nothing_and_sa
         raise Interrupt  # runs on the leader's thread, whichever writer's work it is
 
     path = tmp_path / "catalog.db"
-    outcomes = run_queued_catching_interrupts(path, [append_at_head("a"), append_then_interrupt, append_at_head("c")])
+    outcomes, _ = run_queued_behind_a_held_lock(path, [append_at_head("a"), append_then_interrupt,
+                                                     append_at_head("c")])
     assert sum(isinstance(o, Interrupt) for o in outcomes) == 1, outcomes
     unknown = [o for o in outcomes if not isinstance(o, Interrupt)]
     assert len(unknown) == 2 and all(isinstance(o, SharedTransactionInterrupted) for o in unknown), outcomes
