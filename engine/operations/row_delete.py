@@ -164,8 +164,8 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
     ref = base.ref(branch)
     head = ref.snapshot_id if ref is not None else None
     v = Validator(store, base, changes.start_snapshot_id, head, ctx.staged_on_version)
+    action = f"{operation} rows"
     if v.new:
-        action = f"{operation} rows"
         v.files_still_live(changes.removed + changes.touched, action)
         v.no_new_deletes_for(changes.touched, action)
         if isolation_level(base, isolation_for) == SERIALIZABLE:
@@ -173,6 +173,7 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
                 v.no_new_data_in_partitions(set(changes.partitions), action)
             else:
                 v.no_new_matching_data(None if whole_table else changes.bound_filter, action)
+    v.files_live(changes.removed, head, action)  # whatever moved the branch, never remove what it does not hold
     added = list(changes.added) + list(new_rows)
     op = operation
     if operation == "delete" and any(f.content == DataFileContent.DATA for f in added):

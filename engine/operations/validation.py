@@ -94,6 +94,28 @@ class Validator:
         if staged_on_version is not None and start is not None and start.is_staged:
             landed, self.read_snapshot_id = landed_under(base, start_snapshot_id, staged_on_version)
             self.new = landed + self.new
+        elif start_snapshot_id is not None and start_snapshot_id != branch_head and (
+                not self.new or self.new[0].parent_snapshot_id != start_snapshot_id):
+            # what the operation read is no longer under the branch head (a rollback, or expired): the history
+            # between them cannot be validated (Java's MergingSnapshotProducer.validationHistory refuses too)
+            raise ValidationConflict(
+                f"Cannot validate the commit: snapshot {start_snapshot_id} the operation read is no longer an "
+                f"ancestor of the branch head {branch_head} (the table's commit {base.commit_id} or one before it "
+                f"moved the branch, or the snapshot expired)", commit_id=base.commit_id, snapshot_id=branch_head)
+
+    def files_live(self, removed: Sequence[DataFile], branch_head: int | None, action: str) -> None:
+        """Refuse to remove a file that is not live in the branch head (Java's ``failMissingDeletePaths``): the
+        snapshot would remove what no manifest of its parent holds."""
+        if not removed:
+            return
+        live = self.store.live_files_by_key(self.base, branch_head)
+        for f in removed:
+            if f.key not in live:
+                head = self.base.snapshot_by_id(branch_head) if branch_head is not None else None
+                commit_id = head.commit_id if head is not None else self.base.commit_id
+                raise ValidationConflict(f"Cannot {action}: file {f.file_path} is not in the table at snapshot "
+                                         f"{branch_head} (commit {commit_id} removed it, or moved the branch)",
+                                         commit_id=commit_id, snapshot_id=branch_head)
 
     def _changes(self) -> Iterable[tuple[Snapshot, bool, DataFile]]:
         for snap in self.new:

@@ -202,3 +202,51 @@ def test_v2_position_deletes_name_one_data_file_each_unless_granularity_is_parti
         with pytest.raises(ValidationError, match="write.delete.granularity is 'row'"):
             t.delete("id = 1")
         assert t.state.version == version
+
+
+@pytest.mark.parametrize("moved", ["rollback", "expiry"])
+def test_an_operation_whose_snapshot_left_the_branch_is_refused_and_removes_nothing(tmp_path, moved: str) -> None:
+    """Java's validationHistory: when the snapshot an operation read is no longer under the branch head (rolled
+    back past, or expired after a delete of what it read), the history between them cannot be validated. A
+    copy-on-write delete that went on anyway removed a file the head does not hold (an unprojectable snapshot) and
+    brought back the rows it rewrote."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=SCHEMA)
+        first = t.append(rows(list(range(10)), "a"))
+        t.append(rows(list(range(100, 110)), "b"))
+        tx = t.transaction()
+        tx.delete("id = 101")                                         # reads the head: ids 0-9 and 100-109
+        if moved == "rollback":
+            t.manage_snapshots().rollback_to_snapshot(first.snapshot_id).commit()
+        else:
+            t.delete("id >= 100")
+            t.append(rows([500], "c"))
+            t.expire_snapshots(older_than_ms=t.current_snapshot().timestamp_ms + 1, retain_last=1)
+        before = ids_of(t)
+        latest = t.state.commit_id
+        with pytest.raises(ValidationConflict) as info:
+            tx.commit_transaction()
+        assert "no longer an ancestor" in str(info.value) and info.value.commit_id == latest
+        assert ids_of(t) == before and 101 not in before
+        assert cat.verify("db.t") == []
+
+
+def test_a_transaction_never_removes_a_file_the_branch_no_longer_holds(tmp_path) -> None:
+    """The delete reads a snapshot its own transaction staged, rebuilt on the new head when it commits: with the
+    branch rolled back past the file it rewrites, the file is not in the head, and removing it is refused (Java's
+    failMissingDeletePaths) instead of landing a snapshot no manifest list can render."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=SCHEMA)
+        first = t.append(rows(list(range(10)), "a"))
+        t.append(rows(list(range(100, 110)), "b"))
+        tx = t.transaction()
+        tx.append(rows([500], "c"))
+        tx.delete("id = 101")
+        rollback = t.manage_snapshots().rollback_to_snapshot(first.snapshot_id).commit()
+        with pytest.raises(ValidationConflict) as info:
+            tx.commit_transaction()
+        assert "is not in the table" in str(info.value)
+        assert ids_of(t) == list(range(10)) and cat.verify("db.t") == []
+        assert rollback is not None
