@@ -57,8 +57,6 @@ from engine.errors import CorruptFileError, ValidationConflict, ValidationError
 from engine.state.events import Event, SnapshotAdded
 from engine.model import types as T
 from engine.model.data_file import DataFile, DataFileContent
-from engine.model.metrics_evaluation import metrics_might_match
-from engine.model.partition_filters import partition_might_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.partitioning import PartitionSpec
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder, build_sort_order
@@ -66,7 +64,7 @@ from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext
 from engine.operations.row_delete import bind_filter
 from engine.operations.snapshot import snapshot_events, snapshot_summary
-from engine.operations.validation import Validator
+from engine.operations.validation import Validator, file_might_match
 from engine.read.raw_file import parse_name_mapping
 from engine.read.reader import DeleteLoader, read_data_file
 from engine.read.scan import FileScanTask, Scan
@@ -236,15 +234,6 @@ def _writer_state(state: TableState, target: int, sort_order_id: int) -> TableSt
 # ------------------------------------------------------------ planning
 
 
-def _might_match(bound: Any, f: DataFile, state: TableState) -> bool:
-    if bound is None:
-        return True
-    spec = state.spec_by_id(f.spec_id)
-    if not spec.is_unpartitioned and not partition_might_match(bound, spec, state.schema, f.partition):
-        return False
-    return metrics_might_match(bound, f, state.schema)
-
-
 def group_files(state: TableState, tasks: Sequence[FileScanTask]) -> list[FileGroup]:
     """``tasks`` grouped by partition of the current spec; files of older specs form one group (Java groups them
     under an empty partition and repartitions them on write)."""
@@ -362,7 +351,7 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
     if snapshot is None:
         return None
     all_tasks = Scan(store, state, snapshot_id=snapshot.snapshot_id).plan_files()
-    selected = [t for t in all_tasks if _might_match(bound, t.file, state)]
+    selected = [t for t in all_tasks if file_might_match(bound, t.file, state)]
     groups = [g for g in group_files(state, selected) if _needs_rewrite(g, strategy, target)]
     if not groups:
         return None

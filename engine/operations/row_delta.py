@@ -48,7 +48,6 @@ from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import BooleanExpression
 from engine.model.expression_binding import bind
 from engine.model.expression_parser import parse_expression
-from engine.model.metrics_evaluation import metrics_might_match
 from engine.model.schema import LAST_UPDATED_SEQUENCE_NUMBER_COLUMN, ROW_ID_COLUMN
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext
@@ -62,7 +61,7 @@ from engine.operations.key_deletes import (
 )
 from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import snapshot_events
-from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
+from engine.operations.validation import SERIALIZABLE, Validator, file_might_match, isolation_level
 from engine.model.paths import normalize_path
 from engine.read.reader import lineage_field
 from engine.read.scan import Scan, referenced_path
@@ -392,13 +391,12 @@ class RowDelta(PendingUpdate):
 def _no_new_rows_matching(v: Validator, bound: BooleanExpression, action: str) -> None:
     """No data file added since by a snapshot that adds rows (Java's ``validateAddedDataFiles`` looks at append and
     overwrite snapshots only: a compaction's ``replace`` rewrites rows that were there) might match ``bound``."""
-    schema = v.base.schema
     for snap in v.new:
         if snap.operation not in ADDS_ROWS:
             continue
         for change in v.store.file_changes_of(v.base, snap):
             f = change.file
-            if change.added and f.content == DataFileContent.DATA and metrics_might_match(bound, f, schema):
+            if change.added and f.content == DataFileContent.DATA and file_might_match(bound, f, v.base):
                 raise ValidationConflict(
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}, {snap.operation}) "
                     f"added {f.file_path}, which may hold rows with the keys or filter this delta deletes by",

@@ -15,11 +15,12 @@ identity, never table-wide, so disjoint work does not conflict:
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from engine.errors import ValidationConflict
 from engine.model.data_file import DataFile, DataFileContent, LiveEntry
 from engine.model.metrics_evaluation import metrics_might_match
+from engine.model.partition_filters import partition_might_match
 from engine.read.scan import DeleteIndex
 from engine.state.table_state import Snapshot, TableState
 from engine.state.store import StateStore
@@ -38,6 +39,17 @@ def isolation_level(state: TableState, operation: str) -> str:
         raise ValidationError(f"Cannot read write.{operation}.isolation-level: {level!r} is not serializable or "
                               f"snapshot")
     return level
+
+
+def file_might_match(bound: Any, f: DataFile, state: TableState) -> bool:
+    """Whether data file ``f`` may hold rows ``bound`` matches, by its partition (in its own spec) and its column
+    metrics, as Java's ManifestGroup.filterData prunes (a file without metrics may match)."""
+    if bound is None:
+        return True
+    spec = state.spec_by_id(f.spec_id)
+    if not spec.is_unpartitioned and not partition_might_match(bound, spec, state.schema, f.partition):
+        return False
+    return metrics_might_match(bound, f, state.schema)
 
 
 def snapshots_since(state: TableState, start_snapshot_id: int | None, branch_head: int | None) -> list[Snapshot]:
@@ -132,11 +144,11 @@ class Validator:
                     snapshot_id=snap.snapshot_id)
 
     def no_new_matching_data(self, bound_filter: object | None, action: str) -> None:
-        """Serializable isolation: no data added since that might match ``bound_filter`` (None: the whole table)."""
-        schema = self.base.schema
+        """Serializable isolation: no data added since that might match ``bound_filter`` (None: the whole table), by
+        partition and by column metrics."""
         for snap, added, f in self._changes():
             if added and f.content == DataFileContent.DATA and snap.operation in ADDS_ROWS and (
-                    bound_filter is None or metrics_might_match(bound_filter, f, schema)):
+                    bound_filter is None or file_might_match(bound_filter, f, self.base)):
                 raise ValidationConflict(
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}, {snap.operation}) "
                     f"added {f.file_path}, which may hold rows the operation's filter matches",

@@ -75,8 +75,17 @@ def _rewrite(tx: Any) -> Any:
     return tx.rewrite_data_files()
 
 
+NO_CAT_METRICS = {"write.metadata.metrics.column.cat": "none"}
+
 CASES = [
-    # validateAddedDataFiles: serializable isolation, the operation's filter against data added meanwhile
+    # validateAddedDataFiles: serializable isolation, the operation's filter against data added meanwhile, the
+    # files pruned by partition as well as by metrics (a column without metrics still has partition values)
+    Case("cow delete / append into its partition, no metrics", lambda tx: tx.delete("cat = 'a' and id = 3"),
+         lambda t: t.append(rows([3], "a")), True, partitioned=True, properties=NO_CAT_METRICS),
+    Case("cow delete / append into another partition, no metrics", lambda tx: tx.delete("cat = 'a' and id = 3"),
+         lambda t: t.append(rows([3], "b")), False, partitioned=True, properties=NO_CAT_METRICS),
+    Case("mor delete / append into another partition, no metrics", lambda tx: tx.delete("cat = 'a' and id = 3"),
+         lambda t: t.append(rows([3], "b")), False, partitioned=True, properties=MOR | NO_CAT_METRICS),
     Case("cow delete / append into its filter", lambda tx: tx.delete("id < 5"),
          lambda t: t.append(rows([3], "c")), True),
     Case("cow delete / append outside its filter", lambda tx: tx.delete("id < 5"),
@@ -204,6 +213,15 @@ def test_v2_position_deletes_name_one_data_file_each_unless_granularity_is_parti
         assert t.state.version == version
 
 
+def _two_appends(cat: Any) -> tuple[Any, Any]:
+    """``db.t`` with ids 0-9 (its first snapshot, returned with the table) and then ids 100-109."""
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=SCHEMA)
+    first = t.append(rows(list(range(10)), "a"))
+    t.append(rows(list(range(100, 110)), "b"))
+    return t, first
+
+
 @pytest.mark.parametrize("moved", ["rollback", "expiry"])
 def test_an_operation_whose_snapshot_left_the_branch_is_refused_and_removes_nothing(tmp_path, moved: str) -> None:
     """Java's validationHistory: when the snapshot an operation read is no longer under the branch head (rolled
@@ -211,10 +229,7 @@ def test_an_operation_whose_snapshot_left_the_branch_is_refused_and_removes_noth
     copy-on-write delete that went on anyway removed a file the head does not hold (an unprojectable snapshot) and
     brought back the rows it rewrote."""
     with Catalog.open(tmp_path / "wh") as cat:
-        cat.create_namespace("db")
-        t = cat.create_table("db.t", schema=SCHEMA)
-        first = t.append(rows(list(range(10)), "a"))
-        t.append(rows(list(range(100, 110)), "b"))
+        t, first = _two_appends(cat)
         tx = t.transaction()
         tx.delete("id = 101")                                         # reads the head: ids 0-9 and 100-109
         if moved == "rollback":
@@ -237,16 +252,12 @@ def test_a_transaction_never_removes_a_file_the_branch_no_longer_holds(tmp_path)
     branch rolled back past the file it rewrites, the file is not in the head, and removing it is refused (Java's
     failMissingDeletePaths) instead of landing a snapshot no manifest list can render."""
     with Catalog.open(tmp_path / "wh") as cat:
-        cat.create_namespace("db")
-        t = cat.create_table("db.t", schema=SCHEMA)
-        first = t.append(rows(list(range(10)), "a"))
-        t.append(rows(list(range(100, 110)), "b"))
+        t, first = _two_appends(cat)
         tx = t.transaction()
         tx.append(rows([500], "c"))
         tx.delete("id = 101")
-        rollback = t.manage_snapshots().rollback_to_snapshot(first.snapshot_id).commit()
+        t.manage_snapshots().rollback_to_snapshot(first.snapshot_id).commit()
         with pytest.raises(ValidationConflict) as info:
             tx.commit_transaction()
         assert "is not in the table" in str(info.value)
         assert ids_of(t) == list(range(10)) and cat.verify("db.t") == []
-        assert rollback is not None
