@@ -61,7 +61,7 @@ from engine.operations.key_deletes import (
 )
 from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import snapshot_events
-from engine.operations.validation import SERIALIZABLE, Validator, file_might_match, isolation_level
+from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
 from engine.model.paths import normalize_path
 from engine.read.reader import lineage_field
 from engine.read.scan import Scan, referenced_path
@@ -70,8 +70,6 @@ from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState
 APPEND = "append"
 DELETE = "delete"
 OVERWRITE = "overwrite"
-#: The snapshot operations that add rows (Java's VALIDATE_ADDED_FILES_OPERATIONS).
-ADDS_ROWS = (APPEND, OVERWRITE)
 
 
 # -- the builder -------------------------------------------------------------------------------------------------
@@ -335,10 +333,10 @@ class RowDelta(PendingUpdate):
             v.files_still_live(referenced, action)
             _no_new_position_deletes_for(v, referenced, action)
         if self._conflict_filter is not None:
-            _no_new_rows_matching(v, self._conflict_filter, action)
+            v.no_new_matching_data(self._conflict_filter, action)
         for bound, isolation_for in self._key_filters:
             if isolation_level(base, isolation_for) == SERIALIZABLE:
-                _no_new_rows_matching(v, bound, action)
+                v.no_new_matching_data(bound, action)
 
     # ------------------------------------------------------------ commit
     def operation(self) -> str:
@@ -386,21 +384,6 @@ class RowDelta(PendingUpdate):
                 self.discard()
             return
         super().__exit__(exc_type, exc, tb)
-
-
-def _no_new_rows_matching(v: Validator, bound: BooleanExpression, action: str) -> None:
-    """No data file added since by a snapshot that adds rows (Java's ``validateAddedDataFiles`` looks at append and
-    overwrite snapshots only: a compaction's ``replace`` rewrites rows that were there) might match ``bound``."""
-    for snap in v.new:
-        if snap.operation not in ADDS_ROWS:
-            continue
-        for change in v.store.file_changes_of(v.base, snap):
-            f = change.file
-            if change.added and f.content == DataFileContent.DATA and file_might_match(bound, f, v.base):
-                raise ValidationConflict(
-                    f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}, {snap.operation}) "
-                    f"added {f.file_path}, which may hold rows with the keys or filter this delta deletes by",
-                    commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
 
 
 def _no_new_position_deletes_for(v: Validator, data_files: Sequence[DataFile], action: str) -> None:
