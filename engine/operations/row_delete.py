@@ -201,9 +201,10 @@ def plan_dynamic_overwrite(store: StateStore, state: TableState, data: pa.Table,
     spec = state.spec
     if spec.is_unpartitioned:
         files = write_data_files(state, data, stage=stage, io=io, action=DYNAMIC_OVERWRITE)
+        # every partition of every spec is replaced: data added meanwhile anywhere conflicts (Java's
+        # BaseReplacePartitions validates an unpartitioned spec's overwrite against the whole table)
         live = [e.file for e in store.live_entries(state, start_snapshot_id) if e.file.content == DataFileContent.DATA]
-        return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(live), touched=tuple(live),
-                          partitions=frozenset({(spec.spec_id, ())})), files
+        return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(live), touched=tuple(live)), files
     table = conform(data, state.schema, action=DYNAMIC_OVERWRITE)
     partitions = {values for values, _ in split_by_partition(table, state.schema, spec)}
     files = write_data_files(state, data, stage=stage, io=io, action=DYNAMIC_OVERWRITE)

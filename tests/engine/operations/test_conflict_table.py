@@ -8,7 +8,8 @@ disjoint from it (both land, and the table equals the two applied one after the 
 Java validation                                        cases
 =====================================================  ===========================================================
 validateAddedDataFiles (serializable, by filter)       delete, overwrite and upsert against an append in or out of
-                                                       their filter; snapshot isolation never conflicts
+                                                       their filter; snapshot isolation never conflicts; a dynamic
+                                                       overwrite by the partitions it replaces (all when unpartitioned)
 validateDeletedDataFiles / files must still be live    copy-on-write delete, compaction and merge-on-read delete
                                                        against a delete that removed their file or another one
 validateNoNewDeletesForDataFiles                       copy-on-write delete against position deletes (by file) and
@@ -133,6 +134,15 @@ CASES = [
          lambda t: t.delete_by_key(rows([2], "a").select(["id"]), ["id"]), False),
     Case("compaction / position deletes in its files", _rewrite,
          lambda t: t.delete("id = 2"), True, properties=MOR),
+    # validateAddedDataFiles for a dynamic overwrite (BaseReplacePartitions): the partitions it replaces, or the
+    # whole table when its spec is unpartitioned, whatever spec the data added meanwhile was written with
+    Case("dynamic overwrite / append into a partition it replaces", lambda tx: tx.dynamic_overwrite(rows([1], "a")),
+         lambda t: t.append(rows([3], "a")), True, partitioned=True),
+    Case("dynamic overwrite / append into another partition", lambda tx: tx.dynamic_overwrite(rows([1], "a")),
+         lambda t: t.append(rows([3], "c")), False, partitioned=True),
+    Case("unpartitioned dynamic overwrite / append in the older partitioned spec",
+         lambda tx: (tx.update_spec().remove_field("cat").commit(), tx.dynamic_overwrite(rows([1], "a"))),
+         lambda t: t.append(rows([3], "c")), True, partitioned=True),
     # merge-on-read deletes of one file: a second delete of the same file would count rows twice
     Case("mor delete / mor delete of the same file", lambda tx: tx.delete("id = 1"),
          lambda t: t.delete("id = 2"), True, properties=MOR),
