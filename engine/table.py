@@ -350,10 +350,13 @@ class Table(TableStateReads):
         partitions = {f.partition for f in files}
         live = [e.file for e in self.catalog.store.live_entries(state, start)
                 if e.file.content == DataFileContent.DATA]
-        removed = live if spec.is_unpartitioned else [
-            f for f in live if f.spec_id == spec.spec_id and f.partition in partitions]
+        if spec.is_partitioned:
+            removed = [f for f in live if f.spec_id == spec.spec_id and f.partition in partitions]
+            replaced: frozenset[tuple[int, tuple]] | None = frozenset((spec.spec_id, p) for p in partitions)
+        else:  # the whole table, validated against data added anywhere (Java's ReplacePartitions: alwaysTrue)
+            removed, replaced = live, None
         changes = RowChanges(start_snapshot_id=start, removed=tuple(removed), touched=tuple(removed),
-                             partitions=frozenset((spec.spec_id, p) for p in partitions))
+                             partitions=replaced)
         return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files)
 
     @staticmethod

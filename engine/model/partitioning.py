@@ -94,7 +94,9 @@ class PartitionSpec:
 
     @property
     def is_unpartitioned(self) -> bool:
-        """No partition fields (Java's ``isUnpartitioned``)."""
+        """No partition fields: the partition tuple is empty. Java's ``isUnpartitioned`` is ``not is_partitioned``
+        (a spec of void fields only is unpartitioned there): decisions about which files an operation or a delete
+        covers use :attr:`is_partitioned`, writers of partition tuples this."""
         return not self.fields
 
     @property

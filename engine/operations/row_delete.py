@@ -199,7 +199,7 @@ def plan_dynamic_overwrite(store: StateStore, state: TableState, data: pa.Table,
                            ) -> tuple[RowChanges, list[DataFile]]:
     """Replace exactly the partitions (of the current spec) present in ``data``."""
     spec = state.spec
-    if spec.is_unpartitioned:
+    if not spec.is_partitioned:  # no fields, or void ones only (Java's isUnpartitioned)
         files = write_data_files(state, data, stage=stage, io=io, action=DYNAMIC_OVERWRITE)
         # every partition of every spec is replaced: data added meanwhile anywhere conflicts (Java's
         # BaseReplacePartitions validates an unpartitioned spec's overwrite against the whole table)

@@ -174,7 +174,7 @@ class Validator:
                     entries.append(LiveEntry(file=c.file, data_sequence_number=seq,
                                              file_sequence_number=snap.sequence_number, snapshot_id=snap.snapshot_id))
                     added_by[c.file.key] = snap
-        unpartitioned = {s.spec_id for s in self.base.specs if s.is_unpartitioned}
+        unpartitioned = {s.spec_id for s in self.base.specs if not s.is_partitioned}
         return DeleteIndex(entries, unpartitioned, self.base.schema), added_by
 
     def _sequence_number_of(self, snapshot_id: int | None) -> int:

@@ -406,7 +406,7 @@ class Scan:
                     kept.append((item, rest))
         all_deletes = [i.entry() for i in items if i.content is not data_content]
         deletes = [e for e in all_deletes if self._might_match(e.file)]
-        unpartitioned = {s.spec_id for s in self.state.specs if s.is_unpartitioned}
+        unpartitioned = {s.spec_id for s in self.state.specs if not s.is_partitioned}  # equality deletes: global
         delete_index = DeleteIndex(deletes, unpartitioned, self.state.schema)
         if delete_index:
             tasks = []
