@@ -115,11 +115,24 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
     started = time.monotonic()
     attempt = 0
     writes_spec: list[tuple[str, int, tuple[Event, ...]]] = []
+    unsettled: TransactionOutcomeUnknown | None = None  # an earlier attempt may still land (see _settle)
+
     def build_and_append() -> CommitResult | None:
         # Build inside the write transaction: the heads cannot move between reading the base and appending,
         # so a commit from this catalog never loses a race; validation still covers everything that landed
         # since the operation read its snapshot. The CAS check stays for writers that build outside.
-        nonlocal writes_spec
+        nonlocal writes_spec, unsettled
+        if unsettled is not None:
+            # holding the writer lock, the earlier attempt's transaction has ended (committed late, or rolled
+            # back): the log now tells for good whether it landed; its events are those of writes_spec
+            try:
+                earlier = store.log.commit_of(commit_id)
+            except Exception as e:
+                raise CommitStateUnknown(f"Cannot commit {commit_id}: {unsettled}, and its outcome cannot be "
+                                         f"read ({e}); re-send with the same commit id to learn it") from e
+            if earlier is not None:
+                return earlier
+            unsettled = None
         ctx = CommitContext(commit_id=commit_id, time_ms=now_ms(), actor=actor, message=message)
         writes_spec = [(s, v, tuple(evs)) for s, v, evs in build(ctx) if evs]
         if not writes_spec:
@@ -150,6 +163,7 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
             landed = _settle(store, commit_id, writes_spec, e)
             if landed is not None:
                 return landed
+            unsettled = e  # not landed as far as a read outside the writer lock can tell: the next attempt asks again
             attempt += 1
             if (time.monotonic() - started) * 1000 > policy.total_timeout_ms:
                 raise CommitStateUnknown(f"Cannot commit {commit_id}: {e}; re-send with the same commit id to "
@@ -184,9 +198,9 @@ def _settle(store: StateStore, commit_id: str, writes_spec: Sequence[tuple[str, 
     again."""
     try:
         result = store.log.commit_of(commit_id)
-    except LogBusy as e:
-        raise CommitStateUnknown(f"Cannot commit {commit_id}: {error}, and the log stays unreachable; re-send "
-                                 f"with the same commit id to learn its outcome") from e
+    except Exception as e:  # busy, unreachable, or a driver's error: whatever stops the reading, nothing is known
+        raise CommitStateUnknown(f"Cannot commit {commit_id}: {error}, and the log cannot tell its outcome ({e}); "
+                                 f"re-send with the same commit id to learn it") from e
     if result is None:
         return None
     return Landed(result=result, events=tuple((s, tuple(evs)) for s, _, evs in writes_spec))

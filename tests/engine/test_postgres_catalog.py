@@ -265,3 +265,42 @@ def test_an_append_whose_connection_breaks_at_commit_lands_once(postgres_url: st
         assert broken == ["COMMIT"]
         assert ids_of(table) == [1, 2] and len(table.snapshots()) == 1  # landed once, whichever way it broke
         assert cat.verify("db.t") == [] and cat.log.verify() == []
+
+
+def test_an_append_whose_outcome_cannot_be_read_keeps_its_files_and_says_so(postgres_url: str,
+                                                                          tmp_path: Path) -> None:
+    """The answer to ``COMMIT`` is lost after the commit landed, and reading its outcome fails with the driver's own
+    error (the commits table stays locked past the lock timeout): the append raises ``CommitStateUnknown`` and keeps
+    the data file the landed snapshot names. Before, the raw error passed for "nothing landed", and the file went."""
+    import psycopg
+
+    from engine.errors import CommitStateUnknown
+
+    warehouse = str(tmp_path / "lake")
+    admin = psycopg.connect(postgres_url)  # holds its lock until it rolls back
+    try:
+        with Catalog.open(postgres_url, warehouse=warehouse) as cat:
+            cat.create_namespace("db")
+            t = cat.create_table("db.t", SCHEMA)
+            t.append(rows([1]))
+            conn = cat.log._live()
+            real_execute = conn.execute
+            cat.log._busy_timeout_s = 1.0  # the next connection's lock timeout
+
+            def execute(sql, *args, **kwargs):
+                result = real_execute(sql, *args, **kwargs)
+                if sql == "COMMIT":  # landed; its answer is lost, and the commits table is busy for a while
+                    admin.execute("LOCK TABLE commits IN ACCESS EXCLUSIVE MODE")
+                    conn.close()
+                    raise psycopg.OperationalError("server closed the connection unexpectedly")
+                return result
+
+            conn.execute = execute  # type: ignore[method-assign]
+            with pytest.raises(CommitStateUnknown, match="cannot tell its outcome"):
+                t.append(rows([2]))
+    finally:
+        admin.rollback()
+        admin.close()
+    with Catalog.open(postgres_url, warehouse=warehouse) as cat:
+        t = cat.load_table("db.t")
+        assert len(t.snapshots()) == 2 and ids_of(t) == [1, 2]  # landed, and its data file is still there
