@@ -314,16 +314,8 @@ class RowDelta(PendingUpdate):
 
     def _validate(self, base: TableState, head: int | None, staged_on_version: int | None) -> None:
         action = self.action
-        start = self._validate_from
-        if start is not None and head != start:
-            head_snap = base.snapshot_by_id(head) if head is not None else None
-            if head_snap is None or all(s.snapshot_id != start for s in base.ancestors(head)):
-                raise ValidationConflict(
-                    f"Cannot {action}: snapshot {start} is no longer an ancestor of branch {self.branch} "
-                    f"(commit {base.commit_id} moved it)",
-                    commit_id=head_snap.commit_id if head_snap is not None else base.commit_id,
-                    snapshot_id=head)
-        v = Validator(self._table.catalog.store, base, start, head, staged_on_version)
+        # refuses a start snapshot no longer under the branch head
+        v = Validator(self._table.catalog.store, base, self._validate_from, head, staged_on_version)
         if not v.new:
             return
         referenced = list(self._referenced.values())
