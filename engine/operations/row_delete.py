@@ -173,7 +173,8 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
                 v.no_new_data_in_partitions(set(changes.partitions), action)
             else:
                 v.no_new_matching_data(None if whole_table else changes.bound_filter, action)
-    v.files_live(changes.removed, head, action)  # whatever moved the branch, never remove what it does not hold
+    # whatever moved the branch, never remove a file it does not hold, nor delete rows of one
+    v.files_live(changes.removed + changes.touched, head, action)
     added = list(changes.added) + list(new_rows)
     op = operation
     if operation == "delete" and any(f.content == DataFileContent.DATA for f in added):

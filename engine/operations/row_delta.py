@@ -316,19 +316,21 @@ class RowDelta(PendingUpdate):
         action = self.action
         # refuses a start snapshot no longer under the branch head
         v = Validator(self._table.catalog.store, base, self._validate_from, head, staged_on_version)
-        if not v.new:
-            return
         referenced = list(self._referenced.values())
-        if self._replaced:
-            v.files_still_live(self._replaced, action)
-        if referenced:
-            v.files_still_live(referenced, action)
-            _no_new_position_deletes_for(v, referenced, action)
-        if self._conflict_filter is not None:
-            v.no_new_matching_data(self._conflict_filter, action)
-        for bound, isolation_for in self._key_filters:
-            if isolation_level(base, isolation_for) == SERIALIZABLE:
-                v.no_new_matching_data(bound, action)
+        if v.new:
+            if self._replaced:
+                v.files_still_live(self._replaced, action)
+            if referenced:
+                v.files_still_live(referenced, action)
+                _no_new_position_deletes_for(v, referenced, action)
+            if self._conflict_filter is not None:
+                v.no_new_matching_data(self._conflict_filter, action)
+            for bound, isolation_for in self._key_filters:
+                if isolation_level(base, isolation_for) == SERIALIZABLE:
+                    v.no_new_matching_data(bound, action)
+        # whatever moved the branch (a rollback under a transaction adds no snapshot to validate), never remove a
+        # file it does not hold, nor delete rows of one
+        v.files_live([*self._replaced, *referenced], head, action)
 
     # ------------------------------------------------------------ commit
     def operation(self) -> str:

@@ -271,3 +271,35 @@ def test_a_transaction_never_removes_a_file_the_branch_no_longer_holds(tmp_path)
             tx.commit_transaction()
         assert "is not in the table" in str(info.value)
         assert ids_of(t) == list(range(10)) and cat.verify("db.t") == []
+
+
+def _mor_delete(tx: Any) -> None:
+    tx.delete("id = 101")
+
+
+def _position_deletes(tx: Any) -> None:
+    path = next(task.file.file_path for task in tx.scan("id = 101").plan_files())
+    with tx.row_delta() as delta:
+        delta.add_position_deletes({path: [1]})
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+@pytest.mark.parametrize("stage", [_mor_delete, _position_deletes], ids=["merge-on-read delete", "row delta"])
+def test_a_transaction_never_deletes_rows_of_a_file_the_branch_no_longer_holds(tmp_path, format_version: int,
+                                                                              stage: Callable[[Any], None]) -> None:
+    """The same with position deletes (v2) or a deletion vector (v3): the rollback adds no snapshot to validate,
+    and the delete would land naming a data file the head does not hold (a dangling delete file)."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=SCHEMA, format_version=format_version, properties=MOR)
+        first = t.append(rows(list(range(10)), "a"))
+        t.append(rows(list(range(100, 110)), "b"))
+        tx = t.transaction()
+        tx.append(rows([500], "c"))
+        stage(tx)                                                     # reads the snapshot the transaction staged
+        t.manage_snapshots().rollback_to_snapshot(first.snapshot_id).commit()
+        with pytest.raises(ValidationConflict) as info:
+            tx.commit_transaction()
+        assert "is not in the table" in str(info.value)
+        assert ids_of(t) == list(range(10)) and cat.verify("db.t") == []
+        assert [f["content"] for f in t.inspect.files().to_pylist()] == [0]  # no delete file landed
