@@ -279,3 +279,36 @@ def test_a_table_can_refuse_rebases_for_clients_that_append_after_reading(tmp_pa
         assert sorted(cat.load_table("db.t").scan().to_arrow().column("id").to_pylist()) == [1, 2]
     assert retries_by_itself("Apache Iceberg 1.10.2 (commit 7a3b1c2)")
     assert not retries_by_itself("PyIceberg 0.12.0") and not retries_by_itself("")
+
+
+@pytest.mark.parametrize("replaced_by", ["a tag", "nothing", "an unrelated branch"])
+def test_a_stale_append_to_a_branch_that_was_replaced_meanwhile_gets_409(tmp_path: Path, replaced_by: str) -> None:
+    """The client appends to branch ``b`` as it read it; meanwhile ``b`` moved on and was then replaced: by a tag
+    of the same name (which no commit may move; the rebase turned it into a branch), removed, or by a branch on
+    another history. None of them is an append landed on what the client read: the spec's 409, nothing lands."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        first = cat.create_table("db.t", schema=SCHEMA, properties=NO_CLIENT_RETRY).append(_rows([1], "icelog"))
+    with running_server(tmp_path / "wh", TOKEN) as server:
+        client = _client(server.uri)
+        client.load_table("db.t").manage_snapshots().create_branch(first.snapshot_id, "b").commit()
+        client.load_table("db.t").append(_rows([2], "b"), branch="b")
+        stale = client.load_table("db.t")                                 # reads b one snapshot past main's
+        client.load_table("db.t").append(_rows([3], "other"), branch="b")
+        moved_to = client.load_table("db.t").metadata.refs["b"].snapshot_id
+        client.load_table("db.t").manage_snapshots().remove_branch("b").commit()
+        if replaced_by == "a tag":
+            client.load_table("db.t").manage_snapshots().create_tag(moved_to, "b").commit()
+        elif replaced_by == "an unrelated branch":
+            client.load_table("db.t").append(_rows([5], "main"))          # main: a sibling of b's history
+            main = client.load_table("db.t").metadata.current_snapshot_id
+            client.load_table("db.t").manage_snapshots().create_branch(main, "b").commit()
+        with Catalog.open(tmp_path / "wh") as cat:
+            before = cat.load_table("db.t").state.ref("b")
+        with pytest.raises(CommitFailedException):
+            stale.append(_rows([10], "stale"), branch="b")
+    with Catalog.open(tmp_path / "wh") as cat:
+        t = cat.load_table("db.t")
+        assert t.state.ref("b") == before and 10 not in t.scan().to_arrow().column("id").to_pylist()
