@@ -22,6 +22,7 @@ import os
 import pickle
 import re
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,6 +172,9 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
 
 
 _SHIPPED: dict[int, str] = {}
+#: held while a zip is made and added: two threads writing through one session ship it once (a second file of the
+#: same name from another path is refused by Spark's file server on a cluster)
+_SHIPPING = threading.Lock()
 SOURCE_PACKAGES = ("storage", "engine", "projections", "tools")
 
 
@@ -180,11 +184,19 @@ def ship_sources(spark: SparkSession) -> str:
     Returns the zip's path."""
     context = spark.sparkContext
     key = id(context._jsc) if context._jsc is not None else id(context)
-    shipped = _SHIPPED.get(key)
-    if shipped is not None:
-        return shipped
+    with _SHIPPING:
+        shipped = _SHIPPED.get(key)
+        if shipped is not None:
+            return shipped
+        return _ship(spark, key)
+
+
+def _ship(spark: SparkSession, key: int) -> str:
+    """Zip icelog's packages into a new temporary folder and add the zip to the session's context (the caller
+    holds :data:`_SHIPPING`); the folder goes when the session stops."""
     import zipfile
 
+    context = spark.sparkContext
     folder = temp_folder("icelog-pyfiles-")
     archive = os.path.join(folder, "icelog_sources.zip")
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as out:

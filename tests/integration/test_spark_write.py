@@ -271,3 +271,34 @@ def test_workers_of_any_session_get_icelog_shipped(spark):
         return engine.write.data_writer.__name__
 
     assert spark.sparkContext.parallelize([1, 2], 2).map(imported).collect() == ["engine.write.data_writer"] * 2
+
+
+def test_threads_writing_through_one_session_at_once_ship_icelog_once(spark):
+    """Each of them zips the sources and adds the zip unless it was: without a lock between the two, each added its
+    own, which Spark's file server on a cluster refuses (one file per name)."""
+    import threading
+
+    from tools import spark_write
+
+    context = spark.sparkContext
+
+    def added_files() -> set[str]:
+        files = context._jsc.sc().listFiles()  # a Scala Seq of the files added to the context
+        return {files.apply(i) for i in range(files.size())}
+
+    spark_write._SHIPPED.pop(id(context._jsc), None)          # as on a session that never shipped them
+    added_before = added_files()
+    start = threading.Barrier(4)
+    archives: list[str] = []
+
+    def ship() -> None:
+        start.wait(30)
+        archives.append(spark_write.ship_sources(spark))
+
+    threads = [threading.Thread(target=ship) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    added = [f for f in added_files() - added_before if f.endswith("icelog_sources.zip")]
+    assert len(archives) == 4 and len(set(archives)) == 1 and len(added) == 1
