@@ -251,14 +251,15 @@ def apply(event: Event, state: Any, at: LogPosition) -> Any:
     raise ValidationError(f"Cannot apply event: no rule for {type(event).__name__} on {type(state).__name__}")
 
 
-def _next_commit(state: TableState, at: LogPosition) -> TableState:
-    """Start of a new commit: the previous metadata version goes to the metadata log."""
+def _committed(state: TableState, at: LogPosition, **changes: Any) -> TableState:
+    """``state`` with ``changes`` and the start of a new commit (the previous metadata version goes to the metadata
+    log), in one copy: a fold makes one per event."""
     if state.commit_id == at.commit_id or state.version == 0:
-        return attrs.evolve(state, version=at.version, commit_id=at.commit_id, last_updated_ms=at.time_ms)
+        return attrs.evolve(state, version=at.version, commit_id=at.commit_id, last_updated_ms=at.time_ms, **changes)
     keep = max(0, state.int_property("write.metadata.previous-versions-max", 100))
     log = (state.metadata_log + ((state.last_updated_ms, state.version),))[-keep:] if keep else ()
     return attrs.evolve(state, metadata_log=log, version=at.version, commit_id=at.commit_id,
-                        last_updated_ms=at.time_ms)
+                        last_updated_ms=at.time_ms, **changes)
 
 
 @apply.register
@@ -281,14 +282,13 @@ def _(event: TableCreated, state: None, at: LogPosition) -> TableState:
 def _(event: PropertiesSet, state: TableState, at: LogPosition) -> TableState:
     props = dict(state.properties)
     props.update(event.updates)
-    return attrs.evolve(_next_commit(state, at), properties=tuple(sorted(props.items())))
+    return _committed(state, at, properties=tuple(sorted(props.items())))
 
 
 @apply.register
 def _(event: PropertiesRemoved, state: TableState, at: LogPosition) -> TableState:
     removed = set(event.removals)
-    return attrs.evolve(_next_commit(state, at),
-                        properties=tuple((k, v) for k, v in state.properties if k not in removed))
+    return _committed(state, at, properties=tuple((k, v) for k, v in state.properties if k not in removed))
 
 
 @apply.register
@@ -305,27 +305,26 @@ def _(event: SnapshotAdded, state: TableState, at: LogPosition) -> TableState:
     old = refs.get(event.branch)
     refs[event.branch] = attrs.evolve(old, snapshot_id=event.snapshot_id) if old else SnapshotRef(
         snapshot_id=event.snapshot_id)
-    state = _next_commit(state, at)
     snapshot_log = state.snapshot_log
     if event.branch == MAIN_BRANCH:
         snapshot_log = snapshot_log + ((event.timestamp_ms, event.snapshot_id),)
-    return attrs.evolve(state, snapshots=state.snapshots + (snap,), refs=tuple(sorted(refs.items())),
-                        snapshot_log=snapshot_log, next_row_id=next_row_id,
-                        last_sequence_number=max(state.last_sequence_number, event.sequence_number))
+    return _committed(state, at, snapshots=state.snapshots + (snap,), refs=tuple(sorted(refs.items())),
+                      snapshot_log=snapshot_log, next_row_id=next_row_id,
+                      last_sequence_number=max(state.last_sequence_number, event.sequence_number))
 
 
 @apply.register
 def _(event: SchemaAdded, state: TableState, at: LogPosition) -> TableState:
     if any(s.schema_id == event.schema.schema_id for s in state.schemas):
         raise ValidationError(f"Cannot add schema: schema id {event.schema.schema_id} already exists")
-    return attrs.evolve(_next_commit(state, at), schemas=state.schemas + (event.schema,),
+    return _committed(state, at, schemas=state.schemas + (event.schema,),
                         last_column_id=max(state.last_column_id, event.last_column_id))
 
 
 @apply.register
 def _(event: CurrentSchemaSet, state: TableState, at: LogPosition) -> TableState:
     state.schema_by_id(event.schema_id)
-    return attrs.evolve(_next_commit(state, at), current_schema_id=event.schema_id)
+    return _committed(state, at, current_schema_id=event.schema_id)
 
 
 @apply.register
@@ -333,27 +332,27 @@ def _(event: SpecAdded, state: TableState, at: LogPosition) -> TableState:
     if any(s.spec_id == event.spec.spec_id for s in state.specs):
         raise ValidationError(f"Cannot add partition spec: spec id {event.spec.spec_id} already exists")
     last = max([state.last_partition_id] + [f.field_id for f in event.spec.fields])
-    return attrs.evolve(_next_commit(state, at), specs=state.specs + (event.spec,), last_partition_id=last)
+    return _committed(state, at, specs=state.specs + (event.spec,), last_partition_id=last)
 
 
 @apply.register
 def _(event: DefaultSpecSet, state: TableState, at: LogPosition) -> TableState:
     state.spec_by_id(event.spec_id)
-    return attrs.evolve(_next_commit(state, at), default_spec_id=event.spec_id)
+    return _committed(state, at, default_spec_id=event.spec_id)
 
 
 @apply.register
 def _(event: SortOrderAdded, state: TableState, at: LogPosition) -> TableState:
     if any(o.order_id == event.sort_order.order_id for o in state.sort_orders):
         raise ValidationError(f"Cannot add sort order: order id {event.sort_order.order_id} already exists")
-    return attrs.evolve(_next_commit(state, at), sort_orders=state.sort_orders + (event.sort_order,))
+    return _committed(state, at, sort_orders=state.sort_orders + (event.sort_order,))
 
 
 @apply.register
 def _(event: DefaultSortOrderSet, state: TableState, at: LogPosition) -> TableState:
     if not any(o.order_id == event.sort_order_id for o in state.sort_orders):
         raise ValidationError(f"Cannot set default sort order: no order with id {event.sort_order_id}")
-    return attrs.evolve(_next_commit(state, at), default_sort_order_id=event.sort_order_id)
+    return _committed(state, at, default_sort_order_id=event.sort_order_id)
 
 
 @apply.register
@@ -364,7 +363,7 @@ def _(event: FormatVersionUpgraded, state: TableState, at: LogPosition) -> Table
     next_row_id = state.next_row_id
     if event.format_version >= 3 and next_row_id is None:
         next_row_id = 0  # rows written before v3 have no row ids; the next commit assigns them (spec: upgrade)
-    return attrs.evolve(_next_commit(state, at), format_version=event.format_version, next_row_id=next_row_id)
+    return _committed(state, at, format_version=event.format_version, next_row_id=next_row_id)
 
 
 @apply.register
@@ -375,25 +374,24 @@ def _(event: RefSet, state: TableState, at: LogPosition) -> TableState:
     refs[event.name] = SnapshotRef(snapshot_id=event.snapshot_id, type=event.ref_type,
                                    min_snapshots_to_keep=event.min_snapshots_to_keep,
                                    max_snapshot_age_ms=event.max_snapshot_age_ms, max_ref_age_ms=event.max_ref_age_ms)
-    state = _next_commit(state, at)
     snapshot_log = state.snapshot_log
     if event.name == MAIN_BRANCH:
         snapshot_log = snapshot_log + ((at.time_ms, event.snapshot_id),)
-    return attrs.evolve(state, refs=tuple(sorted(refs.items())), snapshot_log=snapshot_log)
+    return _committed(state, at, refs=tuple(sorted(refs.items())), snapshot_log=snapshot_log)
 
 
 @apply.register
 def _(event: RefRemoved, state: TableState, at: LogPosition) -> TableState:
-    return attrs.evolve(_next_commit(state, at), refs=tuple((k, r) for k, r in state.refs if k != event.name))
+    return _committed(state, at, refs=tuple((k, r) for k, r in state.refs if k != event.name))
 
 
 @apply.register
 def _(event: SnapshotsRemoved, state: TableState, at: LogPosition) -> TableState:
     gone = set(event.snapshot_ids)
-    return attrs.evolve(_next_commit(state, at), snapshots=tuple(s for s in state.snapshots if s.snapshot_id not in gone),
-                        expired_snapshots=state.expired_snapshots + tuple(
-                            s for s in state.snapshots if s.snapshot_id in gone),
-                        snapshot_log=tuple(e for e in state.snapshot_log if e[1] not in gone))
+    return _committed(state, at, snapshots=tuple(s for s in state.snapshots if s.snapshot_id not in gone),
+                      expired_snapshots=state.expired_snapshots + tuple(
+                          s for s in state.snapshots if s.snapshot_id in gone),
+                      snapshot_log=tuple(e for e in state.snapshot_log if e[1] not in gone))
 
 
 def fold(events: Iterable[tuple[Event, LogPosition]], state: TableState | None = None) -> TableState | None:
