@@ -103,10 +103,10 @@ class Validator:
         #: the snapshot whose sequence number bounds the data the operation read
         self.read_snapshot_id = start_snapshot_id
         start = base.snapshot_by_id(start_snapshot_id) if start_snapshot_id is not None else None
-        if staged_on_version is not None and start is not None and start.is_staged:
+        staged = staged_on_version is not None and start is not None and start.is_staged
+        if staged:
             landed, self.read_snapshot_id = landed_under(base, start_snapshot_id, staged_on_version)
-            self.new = landed + self.new
-        elif start_snapshot_id is not None and start_snapshot_id != branch_head and (
+        if start_snapshot_id is not None and start_snapshot_id != branch_head and (
                 not self.new or self.new[0].parent_snapshot_id != start_snapshot_id):
             # what the operation read is no longer under the branch head (a rollback, or expired): the history
             # between them cannot be validated (Java's MergingSnapshotProducer.validationHistory refuses too)
@@ -114,6 +114,8 @@ class Validator:
                 f"Cannot validate the commit: snapshot {start_snapshot_id} the operation read is no longer an "
                 f"ancestor of the branch head {branch_head} (the table's commit {base.commit_id} or one before it "
                 f"moved the branch, or the snapshot expired)", commit_id=base.commit_id, snapshot_id=branch_head)
+        if staged:
+            self.new = landed + self.new
 
     def files_live(self, removed: Sequence[DataFile], branch_head: int | None, action: str) -> None:
         """Refuse to remove a file that is not live in the branch head (Java's ``failMissingDeletePaths``): the

@@ -303,3 +303,23 @@ def test_a_transaction_never_deletes_rows_of_a_file_the_branch_no_longer_holds(t
         assert "is not in the table" in str(info.value)
         assert ids_of(t) == list(range(10)) and cat.verify("db.t") == []
         assert [f["content"] for f in t.inspect.files().to_pylist()] == [0]  # no delete file landed
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_a_row_delta_that_read_a_snapshot_its_transaction_rolled_back_is_refused(tmp_path,
+                                                                                 format_version: int) -> None:
+    """The row delta was built on the transaction's staged append; the same transaction then moved the branch off
+    it. The history between them cannot be validated (Java's validationHistory), so it is refused, as a start
+    snapshot that left the branch is for any operation."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=SCHEMA, format_version=format_version, properties=MOR)
+        first = t.append(rows(list(range(10)), "a"))
+        path = next(task.file.file_path for task in t.scan().plan_files())
+        tx = t.transaction()
+        tx.append(rows([500], "c"))
+        delta = tx.row_delta()                                        # reads the staged append
+        delta.add_position_deletes({path: [0]})
+        tx.manage_snapshots().rollback_to_snapshot(first.snapshot_id).commit()
+        with pytest.raises(ValidationConflict, match="no longer an ancestor"):
+            delta.commit()
