@@ -252,10 +252,11 @@ class Table(TableStateReads):
     def dynamic_overwrite(self, data: pa.Table, *, branch: str = MAIN_BRANCH) -> Snapshot | None:
         """Replace exactly the partitions present in ``data`` (Iceberg's ReplacePartitions)."""
         state = self.state
-        start = self._head(state, branch)
         with self.removing_written_on_failure():
-            changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, start,
+            changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, self._head(state, branch),
                                                         stage=self.stage_file, io=self.catalog.io)
+            if not new_files:
+                return None  # no partition is written, so none is replaced
             return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files)
 
     @contextlib.contextmanager

@@ -198,8 +198,12 @@ DYNAMIC_OVERWRITE = "dynamic overwrite"
 def plan_dynamic_overwrite(store: StateStore, state: TableState, data: pa.Table, start_snapshot_id: int | None,
                            *, stage: Callable[[str], None] | None = None, io: FileIO = LOCAL_FILES
                            ) -> tuple[RowChanges, list[DataFile]]:
-    """Replace exactly the partitions (of the current spec) present in ``data``."""
+    """Replace exactly the partitions (of the current spec) present in ``data``; no rows replace nothing (no new
+    file, as Java's ReplacePartitions without files and Spark's empty dynamic overwrite)."""
     spec = state.spec
+    if isinstance(data, pa.Table) and data.num_rows == 0:
+        conform(data, state.schema, action=DYNAMIC_OVERWRITE)  # still the table's columns, or a typed error
+        return RowChanges(start_snapshot_id=start_snapshot_id), []
     if not spec.is_partitioned:  # no fields, or void ones only (Java's isUnpartitioned)
         files = write_data_files(state, data, stage=stage, io=io, action=DYNAMIC_OVERWRITE)
         # every partition of every spec is replaced: data added meanwhile anywhere conflicts (Java's

@@ -115,3 +115,25 @@ def test_a_rewrite_conflicts_with_a_global_equality_delete_of_an_all_void_spec_l
             tx.commit_transaction()
         assert info.value.commit_id == landed.commit_id
         assert ids_of(t) == [2]
+
+
+@pytest.mark.parametrize("spec", ["unpartitioned", "all void"])
+def test_a_dynamic_overwrite_of_no_rows_replaces_nothing(tmp_path, spec: str) -> None:
+    """No partition is written, so none is replaced (Java's ReplacePartitions without files, Spark's empty dynamic
+    overwrite, and ``replace_partitions([])``): before, a table without partitions lost every row. Data of other
+    columns is still refused."""
+    from engine.errors import ValidationError
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        if spec == "unpartitioned":
+            t = cat.create_table("db.t", schema=SCHEMA)
+            t.append(rows([1, 2, 3], "a"))
+        else:
+            t = _v1_table_whose_partition_field_became_void(cat)
+        version = t.state.version
+        assert t.dynamic_overwrite(rows([], "z")) is None
+        assert ids_of(t) == [1, 2, 3] and t.state.version == version
+        with pytest.raises(ValidationError):
+            t.dynamic_overwrite(pa.table({"other": pa.array([], pa.int64())}))
+        assert t.state.version == version
