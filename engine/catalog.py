@@ -43,6 +43,7 @@ from engine.model.identifiers import parse_identifier, parse_namespace
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec, build_spec
 from engine.model.schema import Schema, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER
+from engine.model.table_properties import check_property_values
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams
 from engine.operations.expire import purge_files
 from engine.operations.table_updates import FORMAT_VERSION_PROPERTY, SUPPORTED_FORMAT_VERSIONS, format_version_of
@@ -328,6 +329,7 @@ class Catalog:
         ns, name = parse_identifier(identifier)
         check_identifier(ns, name)
         props = {str(k): str(v) for k, v in (properties or {}).items()}
+        check_property_values(props, ".".join(ns + (name,)))
         if FORMAT_VERSION_PROPERTY in props:
             given = props.pop(FORMAT_VERSION_PROPERTY)
             from_property = format_version_of(given)

@@ -27,20 +27,14 @@ from engine.formats.parquet_files import carries_field_ids, read_data_file
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.metrics_evaluation import metrics_must_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
+from engine.model.table_properties import check_property_values
 from engine.operations.append import append_events
 from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams, now_ms
 from engine.operations.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from engine.operations.manage_snapshots import ManageSnapshots
 from engine.operations.rewrite import rewrite_data_files, rewrite_manifests
-from engine.operations.row_delete import (
-    COPY_ON_WRITE,
-    RowChanges,
-    bind_filter,
-    delete_mode,
-    plan_dynamic_overwrite,
-    plan_row_delete,
-    row_change_events,
-)
+from engine.operations.row_delete import (COPY_ON_WRITE, RowChanges, bind_filter, delete_mode, plan_dynamic_overwrite,
+                                          plan_row_delete, row_change_events)
 from engine.operations.row_delta import RowDelta, delete_by_key, upsert
 from engine.operations.snapshot import new_snapshot_id, snapshot_events
 from engine.operations.table_updates import FORMAT_VERSION_PROPERTY, format_version_of, upgrade_events
@@ -427,6 +421,7 @@ class Table(TableStateReads):
         """Set table properties (one commit; values are strings). ``format-version`` upgrades the table's format
         (:meth:`upgrade_format_version`) in the same commit, as Java and Spark take it."""
         updates = {str(k): str(v) for k, v in {**(properties or {}), **kwargs}.items()}
+        check_property_values(updates, ".".join(self.identifier))
         fmt_text = updates.pop(FORMAT_VERSION_PROPERTY, None)
         fmt = None if fmt_text is None else format_version_of(fmt_text)
 

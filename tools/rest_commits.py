@@ -19,7 +19,8 @@ from starlette.responses import Response
 
 from engine.catalog import Catalog
 from engine.table import Table
-from engine.errors import AlreadyExists, CommitConflict, IcelogError, NamespaceNotFound, TableNotFound, ValidationError
+from engine.errors import (AlreadyExists, CommitConflict, CommitStateUnknown, IcelogError, NamespaceNotFound,
+                           TableNotFound, ValidationError)
 from engine.state.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
 from engine.model.partitioning import PartitionField, PartitionSpec
 from engine.model.schema import Schema, assign_fresh_ids
@@ -314,7 +315,7 @@ def commit_table(rc: RestCatalog, ns: tuple[str, ...], name: str, body: Mapping[
     versions = _commit(cat, [prepared])
     version = versions[prepared.table_uuid]
     # _commit has just checked for foreign metadata, and the publish writes metadata.json only where no file is
-    Table(cat, ns, name, prepared.table_uuid).publisher.publish(check_foreign=False, version=version)
+    _publish_landed(cat, ns, name, prepared.table_uuid, version)
     state = cat.store.table(prepared.table_uuid, version)
     # the metadata as published (the renderer extends the bytes it just wrote), not re-encoded from a dict
     metadata = cat.projector.metadata.render(state)
@@ -339,5 +340,15 @@ def commit_transaction(rc: RestCatalog, body: Mapping[str, Any], *, rebase_appen
         prepared.append(_prepare(cat, ns, name, change, may_create=True, rebase_appends=rebase_appends))
     versions = _commit(cat, prepared)
     for p in prepared:  # checked for foreign metadata by _commit
-        Table(cat, p.namespace, p.name, p.table_uuid).publisher.publish(check_foreign=False,
-                                                                         version=versions[p.table_uuid])
+        _publish_landed(cat, p.namespace, p.name, p.table_uuid, versions[p.table_uuid])
+
+
+def _publish_landed(cat: Catalog, ns: tuple[str, ...], name: str, table_uuid: str, version: int) -> None:
+    """Publish a commit that landed. Whatever fails now must not read as a refused commit (a 4xx makes a client
+    delete the files it wrote for it): the client hears the spec's CommitStateUnknown, keeps its files and reloads
+    the table; the next commit or ``publish`` completes the projection from the log."""
+    try:
+        Table(cat, ns, name, table_uuid).publisher.publish(check_foreign=False, version=version)
+    except Exception as e:
+        raise CommitStateUnknown(f"Cannot publish {'.'.join(ns + (name,))}: the commit landed as version {version}, "
+                                 f"but its metadata was not published ({type(e).__name__}: {e})") from e

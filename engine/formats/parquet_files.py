@@ -523,6 +523,11 @@ def _dictionary_pays(column: pa.ChunkedArray) -> bool:
     return bool(distinct * width + values * index_bits / 8 < values * width)
 
 
+#: the codecs of ``write.parquet.compression-codec`` pyarrow writes (Java's lzo is not among them)
+PARQUET_CODECS = frozenset({"none", "snappy", "gzip", "brotli", "lz4", "zstd"})
+DEFAULT_ROW_GROUP_BYTES = 128 * 1024 * 1024
+
+
 def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str], schema: Schema,
                   stage: Callable[[str], None] | None = None,
                   io: FileIO = LOCAL_FILES) -> tuple[pq.FileMetaData, int]:
@@ -533,11 +538,17 @@ def write_parquet(table: pa.Table, path: str, *, properties: dict[str, str], sch
     :param io: where the file goes (a local path, or an S3 object that appears whole when the write completes)
     :raises FileError: the file cannot be written (naming it)
     """
+    codec = properties.get("write.parquet.compression-codec", "zstd").strip().lower()
+    codec = {"uncompressed": "none"}.get(codec, codec)
+    if codec not in PARQUET_CODECS:
+        raise ValidationError(f"Cannot write {path}: table property write.parquet.compression-codec is {codec!r}, "
+                              f"not one of {', '.join(sorted(PARQUET_CODECS))}")
+    try:
+        row_group_bytes = int(properties.get("write.parquet.row-group-size-bytes", DEFAULT_ROW_GROUP_BYTES))
+    except ValueError:  # refused where it is set; one a registered table came with falls back, as every integer
+        row_group_bytes = DEFAULT_ROW_GROUP_BYTES
     if stage is not None:
         stage(path)
-    codec = properties.get("write.parquet.compression-codec", "zstd").lower()
-    codec = {"uncompressed": "none"}.get(codec, codec)
-    row_group_bytes = int(properties.get("write.parquet.row-group-size-bytes", str(128 * 1024 * 1024)))
     rows_per_group = max(1, int(table.num_rows * row_group_bytes / max(table.nbytes, 1))) if table.num_rows else 1
     leaves = _leaves(schema).values()
     # columns of type unknown are never stored (format v3); readers give nulls

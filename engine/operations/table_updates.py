@@ -55,6 +55,7 @@ from engine.model.data_file import DataFile
 from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from engine.model.schema import Schema, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
+from engine.model.table_properties import check_property_values
 from engine.operations.client_files import ClientSnapshot, LiveFilesOf, client_file_changes, rebase_append
 from engine.operations.commit import CommitContext, apply_in_commit
 from engine.operations.schema_changes import is_promotion
@@ -91,6 +92,12 @@ class _Running:
     def add(self, event: Event) -> None:
         self.state = apply_in_commit(event, self.state, self.ctx)
         self.events.append(event)
+
+
+#: the retention fields of a ref (Java's SnapshotRef)
+REF_RETENTION = ("min-snapshots-to-keep", "max-snapshot-age-ms", "max-ref-age-ms")
+#: a snapshot summary's operations (the spec's; readers such as PyIceberg refuse any other)
+SNAPSHOT_OPERATIONS = ("append", "replace", "overwrite", "delete")
 
 
 def format_version_of(text: str) -> int | str:
@@ -199,6 +206,7 @@ def _new_table(updates: Sequence[Mapping[str, Any]], default_location: str, defa
             location = str(need_field(u, "location", str, action)).rstrip("/")
         elif action == "set-properties":
             props.update({str(k): str(v) for k, v in need_field(u, "updates", dict, action).items()})
+            check_property_values(props, location or default_location)
         elif action == "remove-properties":
             for k in need_field(u, "removals", list, action):
                 props.pop(str(k), None)
@@ -361,6 +369,7 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
             raise ValidationError(f"Cannot set location {location}: icelog does not move table {state.location}")
     elif action == "set-properties":
         updates = {str(k): str(v) for k, v in need_field(u, "updates", dict, action).items()}
+        check_property_values(updates, state.location)
         changed = {k: v for k, v in updates.items() if state.prop(k) != v}
         if changed:
             run.add(PropertiesSet(updates=changed))
@@ -378,10 +387,15 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
             raise ValidationError(f"Cannot set ref {name}: type {ref_type!r} is not branch or tag")
         if state.snapshot_by_id(sid) is None:
             raise ValidationError(f"Cannot set ref {name}: snapshot {sid} does not exist")
-        wanted = SnapshotRef(snapshot_id=sid, type=ref_type,
-                             min_snapshots_to_keep=need_field(u, "min-snapshots-to-keep", int, action, optional=True),
-                             max_snapshot_age_ms=need_field(u, "max-snapshot-age-ms", int, action, optional=True),
-                             max_ref_age_ms=need_field(u, "max-ref-age-ms", int, action, optional=True))
+        retention = {key: need_field(u, key, int, action, optional=True) for key in REF_RETENTION}
+        for key, value in retention.items():  # Java's SnapshotRef.Builder: positive, and a tag keeps only its age
+            if value is not None and value <= 0:
+                raise ValidationError(f"Cannot set ref {name}: {key} must be a positive integer, got {value}")
+            if value is not None and ref_type == "tag" and key != "max-ref-age-ms":
+                raise ValidationError(f"Cannot set ref {name}: a tag has no {key}")
+        wanted = SnapshotRef(snapshot_id=sid, type=ref_type, min_snapshots_to_keep=retention["min-snapshots-to-keep"],
+                             max_snapshot_age_ms=retention["max-snapshot-age-ms"],
+                             max_ref_age_ms=retention["max-ref-age-ms"])
         if state.ref(name) != wanted:
             run.add(RefSet(name=name, snapshot_id=sid, ref_type=ref_type,
                            min_snapshots_to_keep=wanted.min_snapshots_to_keep,
@@ -462,6 +476,9 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     state.schema_by_id(schema_id)
     summary = {str(k): str(v) for k, v in (snap.get("summary") or {}).items()}
     operation = summary.pop("operation", None) or "append"
+    if operation not in SNAPSHOT_OPERATIONS:
+        raise ValidationError(f"Cannot add snapshot {sid}: operation {operation!r} is not one of "
+                              f"{', '.join(SNAPSHOT_OPERATIONS)}")
     client = client_snapshots.get(sid)
     if client is None:
         raise ValidationError(f"Cannot add snapshot {sid}: its manifest list was not read")

@@ -168,13 +168,16 @@ class TableState:
         return default
 
     def int_property(self, key: str, default: int) -> int:
+        """An integer property, or ``default`` when unset or not an integer: such a value is refused where it is
+        set (engine.model.table_properties), and one that came in with a registered table's metadata must not stop
+        every later fold, commit or publish of the table (the log cannot be rewritten)."""
         value = self.prop(key)
         if value is None:
             return default
         try:
             return int(value)
-        except ValueError as e:
-            raise ValidationError(f"Cannot read table property {key}: {value!r} is not an integer") from e
+        except ValueError:
+            return default
 
     def bool_property(self, key: str, default: bool) -> bool:
         value = self.prop(key)

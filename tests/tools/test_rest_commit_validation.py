@@ -53,6 +53,8 @@ def field(schema: dict, name: str) -> dict:
 
 def bad_updates(server: str) -> dict[str, list[dict]]:
     schema = current_schema(server)
+    metadata = requests.get(f"{server}/v1/namespaces/db/tables/t", headers=AUTH).json()["metadata"]
+    head_id = metadata["current-snapshot-id"]
     narrowed = copy.deepcopy(schema)
     field(narrowed, "id")["type"] = "string"
     required = copy.deepcopy(schema)
@@ -76,6 +78,22 @@ def bad_updates(server: str) -> dict[str, list[dict]]:
         "long to string": [{"action": "add-schema", "schema": narrowed}],
         "optional to required": [{"action": "add-schema", "schema": required}],
         "new required column over rows": [{"action": "add-schema", "schema": new_required}],
+        # values icelog reads on every later commit or publish (a table nobody could commit to again)
+        "an integer property that is none": [{"action": "set-properties",
+                                              "updates": {"write.metadata.previous-versions-max": "abc"}}],
+        "an isolation level that is none": [{"action": "set-properties",
+                                             "updates": {"write.delete.isolation-level": "lenient"}}],
+        # Java's SnapshotRef.Builder: positive retention, and a tag keeps only its own age
+        "a negative ref retention": [{"action": "set-snapshot-ref", "ref-name": "main", "snapshot-id": head_id,
+                                      "type": "branch", "min-snapshots-to-keep": -3}],
+        "a tag keeping snapshots": [{"action": "set-snapshot-ref", "ref-name": "t1", "snapshot-id": head_id,
+                                     "type": "tag", "min-snapshots-to-keep": 2}],
+        "an operation no reader knows": [
+            {"action": "add-snapshot", "snapshot": {
+                "snapshot-id": 999, "parent-snapshot-id": head_id, "sequence-number": 99,
+                "timestamp-ms": 1700000000000, "manifest-list": metadata["snapshots"][-1]["manifest-list"],
+                "summary": {"operation": "bogus"}, "schema-id": 0}},
+            {"action": "set-snapshot-ref", "ref-name": "main", "snapshot-id": 999, "type": "branch"}],
     }
 
 
@@ -106,3 +124,26 @@ def test_a_promotion_and_a_new_optional_column_still_commit(server, tmp_path):
     assert sorted(rows.column("small").to_pylist()) == [5, 6]
     assert rows.column("note").to_pylist() == [None, None]
     assert client.load_table("db.t").scan().to_arrow().num_rows == 2
+
+
+def test_a_commit_that_landed_but_could_not_be_published_is_never_answered_as_refused(server, tmp_path):
+    """A 4xx tells the client its commit failed, and it deletes the files it wrote for it; once the commit is in the
+    log, a failing publish answers the spec's CommitStateUnknown instead (the client keeps its files and reloads),
+    and the next publish completes the projection."""
+    import os
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        t = cat.load_table("db.t")
+        version = t.state.version
+        blocked = os.path.join(t.location, "metadata", f"v{version + 1}.metadata.json")
+    os.makedirs(blocked)                                  # the next metadata file cannot be written
+    r = requests.post(f"{server}/v1/namespaces/db/tables/t", headers=AUTH, json={
+        "requirements": [], "updates": [{"action": "set-properties", "updates": {"owner": "rest"}}]})
+    assert r.status_code == 500 and r.json()["error"]["type"] == "CommitStateUnknownException", r.text
+    assert f"landed as version {version + 1}" in r.json()["error"]["message"]
+    os.rmdir(blocked)
+    with Catalog.open(tmp_path / "wh") as cat:
+        t = cat.load_table("db.t")
+        assert t.state.version == version + 1 and t.properties["owner"] == "rest"
+        t.publish()
+        assert cat.verify("db.t") == []

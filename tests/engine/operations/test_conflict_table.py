@@ -215,8 +215,13 @@ def test_v2_position_deletes_name_one_data_file_each_unless_granularity_is_parti
             deletes = [f for f in t.inspect.files().to_pylist() if f["content"] == 1]
             assert len(deletes) == expected and ids_of(t) == [i for i in [*range(10), *range(100, 110)]
                                                               if i not in (1, 101)]
-        t = cat.create_table("db.bad", schema=SCHEMA, properties=MOR | {"write.delete.granularity": "row"})
-        t.append(rows([1, 2], "a"))
+        with pytest.raises(ValidationError, match="write.delete.granularity of db.bad: 'row' is not one of"):
+            cat.create_table("db.bad", schema=SCHEMA, properties=MOR | {"write.delete.granularity": "row"})
+        from engine.state.events import PropertiesSet
+
+        t = cat.create_table("db.bad", schema=SCHEMA, properties=MOR)
+        t.commit_events(lambda base, ctx: [PropertiesSet(updates={"write.delete.granularity": "row"})])  # another
+        t.append(rows([1, 2], "a"))                                                                 # writer's
         version = t.state.version
         with pytest.raises(ValidationError, match="write.delete.granularity is 'row'"):
             t.delete("id = 1")
