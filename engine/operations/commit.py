@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import attrs
 
 from engine.errors import CommitConflict, CommitStateUnknown, ValidationError
-from engine.state.events import Event, SnapshotAdded, encode
+from engine.state.events import CATALOG_STREAM, Event, SnapshotAdded, encode
 from engine.state.table_state import LogPosition, TableState, apply
 from engine.state.store import StateStore
 from storage import CommitResult, LogBusy, NewEvent, StreamVersionConflict, StreamWrite, TransactionFailed
@@ -137,6 +137,7 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
         writes_spec = [(s, v, tuple(evs)) for s, v, evs in build(ctx) if evs]
         if not writes_spec:
             return None
+        _fold_before_writing(store, writes_spec, ctx)
         writes = tuple(StreamWrite(stream=s, expected_version=v, events=to_new_events(s, evs))
                        for s, v, evs in writes_spec)
         result = store.log.commit(commit_id, writes, time_ms=ctx.time_ms, actor=actor, message=message)
@@ -189,6 +190,20 @@ def commit_streams(store: StateStore, build: Callable[[CommitContext], Sequence[
             store.forget_cached()
             raise
         return Landed(result=result, events=tuple((s, evs) for s, _, evs in writes_spec))
+
+
+def _fold_before_writing(store: StateStore, writes_spec: Sequence[tuple[str, int, Sequence[Event]]],
+                         ctx: CommitContext) -> None:
+    """Fold every table event onto its stream's head before it is written: an event the fold refuses would stop
+    every later read of the table once in the log, so it is refused now, with nothing written."""
+    for stream, expected, events in writes_spec:
+        if stream == CATALOG_STREAM:
+            continue
+        state = store.table(stream) if expected else None
+        if state is not None and state.version != expected:
+            continue  # a build on a stale head: the compare-and-swap refuses it
+        for event in events:
+            state = apply_in_commit(event, state, ctx)
 
 
 def _settle(store: StateStore, commit_id: str, writes_spec: Sequence[tuple[str, int, Sequence[Event]]],

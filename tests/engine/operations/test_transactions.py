@@ -245,3 +245,19 @@ def test_staged_upsert_after_an_append_sees_a_concurrent_append_of_its_keys(cat)
         tx.commit_transaction()
     assert info.value.commit_id == landed.commit_id
     assert ids_of(t) == [1, 2, 3]
+
+
+def test_events_the_fold_would_refuse_are_refused_before_they_are_written(cat):
+    """A commit's events are folded onto the table's head before the log takes them: one the fold refuses (here a
+    ref to a snapshot the table does not hold, from a builder that did not check) would otherwise land and stop
+    every later read of the table."""
+    from engine.errors import ValidationError
+    from engine.state.events import RefSet
+
+    t = cat.create_table("db.t", schema=SCHEMA)
+    t.append(rows(3))
+    head = cat.log.head(t.uuid)
+    with pytest.raises(ValidationError, match="snapshot 12345 does not exist"):
+        t.commit_events(lambda base, ctx: [RefSet(name="dangling", snapshot_id=12345)])
+    assert cat.log.head(t.uuid) == head
+    assert t.scan().to_arrow().num_rows == 1 and t.state.ref("dangling") is None
