@@ -80,8 +80,11 @@ def snapshot_events(base: TableState, ctx: CommitContext, *, operation: str, sna
     would change nothing."""
     if not added and not removed:
         return []
+    ref = base.ref(branch)
+    if ref is not None and ref.type != "branch":  # as Java's SnapshotProducer: a tag never moves by a commit
+        raise ValidationError(f"Cannot commit to {branch}: it is a tag, not a branch (tags cannot be targets for "
+                              f"producing snapshots)")
     if parent_snapshot_id is _HEAD:
-        ref = base.ref(branch)
         parent = base.snapshot_by_id(ref.snapshot_id) if ref is not None else None
     else:
         parent = (base.snapshot_by_id(parent_snapshot_id)  # type: ignore[arg-type]

@@ -492,3 +492,24 @@ def test_snapshot_added_events_carry_the_picked_files(table):
         table.state, CommitContext(commit_id="c", time_ms=table.state.last_updated_ms + 1))
     assert [type(e) for e in events] == [SnapshotAdded]
     assert [c.added for c in events[0].changes] == [True]
+
+
+def test_a_commit_to_a_tag_is_refused_and_the_tag_stays(table, tmp_path):
+    """Java's SnapshotProducer: a tag is never the target of a snapshot; before, the append moved the tag."""
+    import os
+
+    table.append(rows([1]))
+    tagged = table.current_snapshot().snapshot_id
+    table.manage_snapshots().create_tag(tagged, "v1").commit()
+    def data_files() -> list[str]:
+        return sorted(os.path.join(d, f) for d, _, names in os.walk(os.path.join(table.location, "data"))
+                      for f in names)
+
+    files_before = data_files()
+    version = table.state.version
+    for commit in (lambda: table.append(rows([2], "b"), branch="v1"),
+                   lambda: table.delete("id = 1", branch="v1")):
+        with pytest.raises(ValidationError, match="Cannot commit to v1: it is a tag, not a branch"):
+            commit()
+    assert table.state.version == version and table.state.ref("v1").snapshot_id == tagged
+    assert data_files() == files_before                               # the refused append's file is gone
