@@ -47,6 +47,7 @@ class CatalogTransaction:
         def build(ctx: CommitContext) -> list:
             out = []
             for stream, builds in staged.items():
+                store.check_registered(stream, ".".join(self._tables[stream].identifier))
                 base = store.table(stream)
                 out.append((stream, base.version, run_staged(base, builds, ctx, staged_on_version=since[stream])[0]))
             return out

@@ -509,6 +509,7 @@ class Table(TableStateReads):
         self.check_foreign_writers()
 
         def commit_build(ctx: CommitContext) -> list:
+            self.catalog.store.check_registered(self.uuid, ".".join(self.identifier))
             base = self.catalog.store.table(self.uuid)
             return [(self.uuid, base.version, list(build(base, ctx)))]
 

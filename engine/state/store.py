@@ -115,6 +115,7 @@ class StateStore:
         #: states at recent commit boundaries, each with the version of the boundary before it (0: none)
         self._recent: OrderedDict[tuple[str, int], tuple[TableState, int]] = OrderedDict()
         self._catalog = CatalogState()
+        self._registered: tuple[CatalogState | None, frozenset[str]] = (None, frozenset())
         #: decoded file changes and live file sets per snapshot (derived, rebuildable): see engine.read.file_index
         self.file_index = FileIndex(log)
         #: what this process's other stores of the log folded from landed commits
@@ -142,6 +143,17 @@ class StateStore:
                 state = apply(event, state, at)
             self._catalog = state
         return state
+
+    def check_registered(self, table_uuid: str, name: str) -> None:
+        """Refuse a commit to a table stream the catalog no longer names (dropped, through a stale handle): its
+        events would land where no reader looks."""
+        state = self.catalog()
+        kept, uuids = self._registered
+        if kept is not state:
+            uuids = frozenset(t.table_uuid for t in state.tables)
+            self._registered = (state, uuids)
+        if table_uuid not in uuids:
+            raise TableNotFound(f"Cannot commit to {name}: the table was dropped (this handle is stale)")
 
     # ------------------------------------------------------------ tables
     def table(self, table_uuid: str, version: int | None = None) -> TableState:

@@ -63,3 +63,34 @@ def test_purge_deletes_the_folder(cat):
     t.append(pa.table({"id": pa.array([1], pa.int64())}))
     cat.purge_table("db.t")
     assert not os.path.exists(t.location) and cat.list_tables("db") == []
+
+
+ROWS = pa.table({"id": pa.array([1, 2], pa.int64())})
+
+
+def test_a_handle_of_a_dropped_table_commits_nothing(cat, tmp_path):
+    """Its events would land in a stream no reader looks at (and its files under a dropped table): refused, naming
+    the table, nothing written. A renamed table's handle still commits (it names the table by its uuid)."""
+    stale = cat.create_table("db.b", ROWS.schema)
+    kept = cat.create_table("db.c", ROWS.schema)
+    cat.drop_table("db.b")
+    cat.rename_table("db.c", "db.d")
+    head = cat.log.head(stale.uuid)
+    with pytest.raises(TableNotFound, match="Cannot commit to db.b: the table was dropped"):
+        stale.append(ROWS)
+    assert cat.log.head(stale.uuid) == head and not list((tmp_path / "wh" / "db" / "b").rglob("*.parquet"))
+    kept.append(ROWS)
+    assert cat.load_table("db.d").scan().to_arrow().num_rows == 2
+
+
+def test_a_catalog_transaction_over_a_table_dropped_meanwhile_lands_nothing(cat, tmp_path):
+    a = cat.create_table("db.a", ROWS.schema)
+    b = cat.create_table("db.b", ROWS.schema)
+    heads = (cat.log.head(a.uuid), cat.log.head(b.uuid))
+    with pytest.raises(TableNotFound, match="db.b"):
+        with cat.transaction() as tx:
+            tx.load_table("db.a").append(ROWS)
+            tx.load_table("db.b").append(ROWS)
+            cat.drop_table("db.b")                                    # another writer
+    assert (cat.log.head(a.uuid), cat.log.head(b.uuid)) == heads
+    assert not list((tmp_path / "wh" / "db").rglob("*.parquet"))
