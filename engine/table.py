@@ -36,7 +36,7 @@ from engine.operations.rewrite import rewrite_data_files, rewrite_manifests
 from engine.operations.row_delete import (COPY_ON_WRITE, RowChanges, bind_filter, delete_mode, plan_dynamic_overwrite,
                                           plan_row_delete, row_change_events)
 from engine.operations.row_delta import RowDelta, delete_by_key, upsert
-from engine.operations.snapshot import new_snapshot_id, snapshot_events
+from engine.operations.snapshot import new_snapshot_id, snapshot_events, snapshot_ids_by_branch
 from engine.operations.table_updates import FORMAT_VERSION_PROPERTY, format_version_of, upgrade_events
 from engine.operations.transaction import run_staged
 from engine.operations.update_schema import UpdateSchema
@@ -424,10 +424,11 @@ class Table(TableStateReads):
         check_property_values(updates, ".".join(self.identifier))
         fmt_text = updates.pop(FORMAT_VERSION_PROPERTY, None)
         fmt = None if fmt_text is None else format_version_of(fmt_text)
+        ids = snapshot_ids_by_branch()
 
         def build(base: TableState, ctx: CommitContext) -> list:
             events: list = [] if fmt is None else upgrade_events(base, fmt, ctx,  # type: ignore[arg-type]
-                                                                 self.catalog.store.live_entries)
+                                                                 self.catalog.store.live_entries, ids)
             changed = {k: v for k, v in updates.items() if base.prop(k) != v}
             return events + ([PropertiesSet(updates=changed)] if changed else [])
 
@@ -444,8 +445,10 @@ class Table(TableStateReads):
     def upgrade_format_version(self, format_version: int) -> TableState:
         """Upgrade the table to a newer format version (2 or 3); downgrades raise ValidationError. An upgrade to 3
         gives the rows live in each branch row ids, in one ``replace`` snapshot per branch."""
+        ids = snapshot_ids_by_branch()
+
         def build(base: TableState, ctx: CommitContext) -> list:
-            return upgrade_events(base, format_version, ctx, self.catalog.store.live_entries)
+            return upgrade_events(base, format_version, ctx, self.catalog.store.live_entries, ids)
 
         return self.commit_events(build)
 

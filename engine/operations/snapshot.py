@@ -138,8 +138,22 @@ def assign_row_ids(base: TableState, added: Sequence[DataFile]) -> tuple[list[Da
     return out, first, next_id - first
 
 
+def snapshot_ids_by_branch() -> Callable[[str], int]:
+    """A new snapshot id per branch, drawn once: an operation built again (a retry, a transaction's commit) keeps
+    the ids its first build gave, which later operations of its transaction read."""
+    drawn: dict[str, int] = {}
+
+    def snapshot_id(branch: str) -> int:
+        if branch not in drawn:
+            drawn[branch] = new_snapshot_id()
+        return drawn[branch]
+
+    return snapshot_id
+
+
 def row_id_backfill_events(state: TableState, ctx: CommitContext,
-                           live_entries: Callable[[TableState, int | None], Sequence[Any]]) -> list[SnapshotAdded]:
+                           live_entries: Callable[[TableState, int | None], Sequence[Any]],
+                           snapshot_ids: Callable[[str], int] | None = None) -> list[SnapshotAdded]:
     """After an upgrade to format version 3: one ``replace`` snapshot per branch whose head was written before v3,
     giving every data file live in it row ids (its ``first_row_id``), so each existing row has a ``_row_id`` and
     every later commit on the branch carries lineage. Nothing else changes: the files keep their manifests' entries
@@ -149,6 +163,8 @@ def row_id_backfill_events(state: TableState, ctx: CommitContext,
 
     :param state: the state right after the upgrade event (``next_row_id`` set)
     :param live_entries: the files live in a snapshot of a state (``StateStore.live_entries``)
+    :param snapshot_ids: the id of each branch's snapshot, the same on every build of one operation (a later
+        operation of its transaction read them); default: new ones
     """
     events: list[SnapshotAdded] = []
     heads = sorted(((name, ref.snapshot_id) for name, ref in state.refs if ref.type == "branch"),
@@ -170,7 +186,7 @@ def row_id_backfill_events(state: TableState, ctx: CommitContext,
         if not changes:
             continue
         event = SnapshotAdded(
-            snapshot_id=new_snapshot_id(), parent_snapshot_id=head_id, sequence_number=state.last_sequence_number + 1,
+            snapshot_id=snapshot_ids(branch) if snapshot_ids else new_snapshot_id(), parent_snapshot_id=head_id, sequence_number=state.last_sequence_number + 1,
             timestamp_ms=max(ctx.time_ms, state.last_updated_ms), operation="replace",
             summary=snapshot_summary((), (), head), schema_id=state.current_schema_id, branch=branch,
             changes=tuple(changes), partition_types={s.spec_id: s.partition_type(state.schema) for s in state.specs},

@@ -426,7 +426,8 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
 
 
 def upgrade_events(state: TableState, fmt: int, ctx: CommitContext,
-                   live_entries: Callable[[TableState, int | None], Sequence[Any]]) -> list[Event]:
+                   live_entries: Callable[[TableState, int | None], Sequence[Any]],
+                   snapshot_ids: Callable[[str], int] | None = None) -> list[Event]:
     """The events of an upgrade to format version ``fmt`` (none when the table has it already); an upgrade to v3
     of a table with snapshots also gives the rows live in each branch row ids (:func:`row_id_backfill_events`).
 
@@ -442,7 +443,7 @@ def upgrade_events(state: TableState, fmt: int, ctx: CommitContext,
     if fmt < 3 or state.format_version >= 3:
         return [upgrade]
     upgraded = apply_in_commit(upgrade, state, ctx)
-    return [upgrade, *row_id_backfill_events(upgraded, ctx, live_entries)]
+    return [upgrade, *row_id_backfill_events(upgraded, ctx, live_entries, snapshot_ids)]
 
 
 def _last_or(last: int | None, given: int, what: str) -> int:

@@ -261,3 +261,21 @@ def test_events_the_fold_would_refuse_are_refused_before_they_are_written(cat):
         t.commit_events(lambda base, ctx: [RefSet(name="dangling", snapshot_id=12345)])
     assert cat.log.head(t.uuid) == head
     assert t.scan().to_arrow().num_rows == 1 and t.state.ref("dangling") is None
+
+
+@pytest.mark.parametrize("step", [lambda tx: tx.delete("id = 1"), lambda tx: tx.overwrite(rows(7), where="id = 1")],
+                         ids=["delete", "overwrite"])
+@pytest.mark.parametrize("upgrade", [lambda tx: tx.upgrade_format_version(3),
+                                     lambda tx: tx.set_properties({"format-version": "3"})],
+                         ids=["upgrade_format_version", "format-version property"])
+def test_a_transaction_that_upgrades_to_v3_and_then_rewrites_rows_lands(cat, step, upgrade):
+    """The upgrade's row-id snapshot keeps its id on every build: the delete read it while staged, and found it
+    again at commit (it was drawn anew, and the delete refused as if the branch had moved)."""
+    t = cat.create_table("db.t", schema=SCHEMA)
+    t.append(rows(1, 2))
+    with t.transaction() as tx:
+        upgrade(tx)
+        step(tx)
+    assert t.state.format_version == 3
+    assert sorted(t.scan().to_arrow().column("id").to_pylist()) in ([2], [2, 7])
+    assert cat.verify("db.t") == []
