@@ -9,6 +9,12 @@ from the log), the expired snapshots' manifest lists, manifests no remaining man
 and, with ``write.metadata.delete-after-commit.enabled``, metadata files that left the metadata
 log. ``remove_orphan_files`` deletes files under the table location that nothing references.
 
+What is deleted is what the table wrote or took over, and nothing else: orphan removal compares the log's paths
+and the listing's in one spelling (``Ownership.normalize``: symlinks resolved), and keeps the files the location
+held when the table was registered (``TableCreated.original_files``, ``original_metadata``) and any file another
+table's log references in a snapshot it keeps; expiry and purge with ``delete_external_files`` keep an external
+file another table references.
+
 The log keeps expired snapshots (their events are never removed), so which files a snapshot
 reached is computed on the table's whole lineage, expired ancestors included.
 
@@ -29,7 +35,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 import attrs
 
 from engine.errors import ValidationError
-from engine.state.events import Event, RefRemoved, SnapshotAdded, SnapshotsRemoved, decode
+from engine.state.events import Event, RefRemoved, SnapshotAdded, SnapshotsRemoved, TableCreated, decode
 from engine.model.data_file import DataFile, DataFileContent
 from engine.operations.commit import CommitContext, now_ms
 from engine.ownership import Ownership
@@ -38,7 +44,7 @@ from projections import layout
 from projections.manifest_list_index import ManifestListIndex
 from projections.projector import Projector
 from storage import Log
-from storage.errors import FileNotFound
+from storage.errors import FileError, FileNotFound
 from storage.files import FileIO, is_s3
 
 if TYPE_CHECKING:
@@ -281,6 +287,7 @@ def expire_snapshots(table: CollectedTable, older_than_ms: int | None = None, re
     state = table.state
     expired = landed.expired
     owned = catalog.ownership(table.uuid)
+    elsewhere = ReferencedElsewhere(catalog, table.uuid, owned)
 
     deleted_data: list[str] = []
     deleted_deletes: list[str] = []
@@ -294,7 +301,8 @@ def expire_snapshots(table: CollectedTable, older_than_ms: int | None = None, re
         for checked, (path, f) in enumerate(candidates):
             if progress is not None:
                 progress(checked, len(candidates))
-            if path not in reachable and owned.may_delete(path, external=delete_external_files) and _delete(io, path):
+            if path not in reachable and owned.may_delete(path, external=delete_external_files) and \
+                    (owned.owns(path) or not elsewhere.references(path)) and _delete(io, path):
                 (deleted_data if f.content == DataFileContent.DATA else deleted_deletes).append(path)
         if progress is not None:
             progress(len(candidates), len(candidates))
@@ -400,21 +408,30 @@ def remove_orphan_files(table: CollectedTable, older_than_ms: int | None = None)
     if not io.exists(root):
         return []
 
-    lineage = lineage_state(store, state)
-    referenced = {io.canonical(p) for p in reachable_files(store, lineage, [s.snapshot_id for s in state.snapshots])}
-    projection = projection_files(catalog.projector, state)
-    metadata = io.canonical(layout.metadata_dir(state.location))
     owned = catalog.ownership(table.uuid)
+    spell = spelling(io, owned)  # one spelling for the log's paths and the listing's (symlinks resolved)
+    lineage = lineage_state(store, state)
+    referenced = {spell(p) for p in reachable_files(store, lineage, [s.snapshot_id for s in state.snapshots])}
+    projection = projection_files(catalog.projector, state)
+    metadata = layout.metadata_dir(state.location)
     # a snapshot whose manifests are unknown (never projected): leave the metadata folder alone
-    protected: list[str] = []
+    protected: tuple[str, ...] = ()
     if projection is None:
-        protected.append(metadata + "/")
+        protected = (spell(metadata) + "/",)
     else:
-        referenced.update(io.canonical(p) for p in projection)
-    # the original writer's metadata files of a table registered in place are never icelog's to delete
-    referenced.update(f"{metadata}/{name}" for name in table.original_metadata())
+        referenced.update(spell(p) for p in projection)
+    # what the location held when the table was registered was never the table's: the original writer's metadata
+    # files, and any other file (a user's, one another table took over in place)
+    referenced.update(spell(f"{metadata}/{name}") for name in table.original_metadata())
+    referenced.update(spell(f"{state.location.rstrip('/')}/{rel}") for rel in original_files(store, table.uuid))
+    elsewhere = ReferencedElsewhere(catalog, table.uuid, owned)
 
-    deleted = []
+    def keep(path: str) -> bool:
+        norm = spell(path)
+        return norm in referenced or norm.startswith(protected) or not owned.owns(path) or \
+            elsewhere.references(path)
+
+    deleted: list[str] = []
     # icelog's own orphans first, from its staging records (no listing needed): files it staged before the
     # cutoff that no kept snapshot references were left by jobs that failed before their commit
     staged = catalog.log.staged_files(table.uuid, before_ms=cutoff)
@@ -424,19 +441,70 @@ def remove_orphan_files(table: CollectedTable, older_than_ms: int | None = None)
         else:
             locals_ = [io.canonical(path)]
         for local in locals_:
-            if local not in referenced and owned.owns(local) and io.exists(local) and _delete(io, local):
+            if not keep(local) and io.exists(local) and _delete(io, local):
                 deleted.append(local)
     catalog.log.forget_staged(table.uuid, [p for p, _ in staged])
     # then files other writers left under the table folder, by listing it
     listed = io.list_files(root)
+    gone = set(deleted)
     for path, mtime_ms in listed:
-        if path in referenced or path.startswith(tuple(protected)):
+        if mtime_ms is None or mtime_ms >= cutoff or path in gone or keep(path):
             continue
-        if mtime_ms is None or mtime_ms >= cutoff or path in deleted:
-            continue
-        if owned.owns(path) and _delete(io, path):
+        if _delete(io, path):
             deleted.append(path)
     return sorted(deleted)
+
+
+def original_files(store: StateStore, table_uuid: str) -> tuple[str, ...]:
+    """The files the table's location held when it was registered, other than its original metadata and the files
+    its history took over (paths relative to the location; none for a table icelog created)."""
+    for e in store.log.read_stream(table_uuid, up_to_version=1):
+        event = decode(e.type, e.type_version, e.payload, position=e.position)
+        if isinstance(event, TableCreated):
+            return event.original_files
+    return ()
+
+
+def spelling(io: FileIO, owned: Ownership) -> Callable[[str], str]:
+    """One spelling per file, for comparing the log's paths with a listing's: FileIO's canonical form (escapes
+    undone on S3), then ``owned.normalize`` (symlinks resolved); a path FileIO cannot place keeps its text."""
+    def spell(path: str) -> str:
+        try:
+            path = io.canonical(path)
+        except FileError:
+            pass
+        return owned.normalize(path)
+    return spell
+
+
+class ReferencedElsewhere:
+    """The data and delete files other tables' logs reference in a snapshot they keep (read once, when first
+    asked): garbage collection of one table never deletes them.
+
+    :param catalog: the catalog
+    :param table_uuid: the table collecting (its own references do not count)
+    :param owned: its ownership (for the spelling of paths)
+    """
+
+    def __init__(self, catalog: CollectingCatalog, table_uuid: str, owned: Ownership) -> None:
+        self.catalog, self.table_uuid = catalog, table_uuid
+        self.spell = spelling(catalog.io, owned)
+        self._paths: set[str] | None = None
+
+    def references(self, path: str) -> bool:
+        """Whether another table's log references ``path`` (in any spelling of it)."""
+        if self._paths is None:
+            store = self.catalog.store
+            paths: set[str] = set()
+            for entry in store.catalog().tables:
+                if entry.table_uuid == self.table_uuid:
+                    continue
+                other = store.table(entry.table_uuid)
+                lineage = lineage_state(store, other)
+                paths.update(self.spell(p) for p in
+                             reachable_files(store, lineage, [s.snapshot_id for s in other.snapshots]))
+            self._paths = paths
+        return self.spell(path) in self._paths
 
 
 # ---------------------------------------------------------------- purge
@@ -489,9 +557,12 @@ def purge_files(catalog: CollectingCatalog, table_uuid: str, owned: Ownership, *
             if base.rsplit("-m", 1)[0] in manifest_names or _temp_of(base) in named or \
                     _temp_of(base).rsplit("-m", 1)[0] in manifest_names:
                 candidates.add(path)
+    elsewhere = ReferencedElsewhere(catalog, table_uuid, owned)
     deleted = []
     for path in sorted(candidates):
         if not owned.may_delete(path, external=delete_external):
+            continue
+        if not owned.owns(path) and elsewhere.references(path):  # taken over in place by another table too
             continue
         local = io.canonical(path)
         if _delete(io, path):

@@ -317,6 +317,22 @@ class _SnapshotInfo:
 RelocatePositionDeletes = Callable[[DataFile, Callable[[str], str], str], "DataFile | None"]
 
 
+def table_identity(io: FileIO, metadata_location: str, *, relocate: Mapping[str, str] | None = None,
+                   location: str | None = None) -> tuple[str | None, str]:
+    """The table uuid (None when the metadata has none: the import makes a fresh one) and icelog's table location
+    that :func:`import_table` will give, from the metadata file alone: what a registration checks before the
+    import writes anything.
+
+    :raises NotFound: when there is no metadata at ``metadata_location``
+    :raises CorruptFileError: for a truncated or unreadable metadata file
+    :raises ValidationError: the metadata has no location
+    """
+    path = resolve_metadata_location(io, metadata_location)
+    f = _Fields(read_metadata_json(io, path), path)
+    original_location = f.get("location", str, required=True)
+    return f.get("table-uuid", str) or None, (location or Relocator(relocate)(original_location)).rstrip("/")
+
+
 def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, str] | None = None,
                  location: str | None = None,
                  relocate_position_deletes: RelocatePositionDeletes | None = None,

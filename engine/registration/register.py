@@ -16,36 +16,47 @@ original files are never modified or deleted.
 With ``relocate``, a position delete file names data files by their original paths; each one whose rows
 name a relocated path is copied with those paths rewritten to ``<location>/data/relocated-<uuid5>.parquet``
 (the name derives from the original's path, so a retried import writes the same file) and the events
-record the copy instead of the original. A registration refused before its commit removes the copies it
-created.
+record the copy instead of the original. Every check of where the table may live (its name, its location
+against the other tables', its uuid) runs before anything is written, and again in the commit; a copy is never
+written over an existing file (one with the same bytes, an earlier import's, is used as is; another is refused),
+and a registration refused before its commit removes the copies it created.
+
+The files the location already held, other than the original metadata and the files the history takes over,
+are recorded with the table (``TableCreated.original_files``): they are not the table's, and orphan removal
+leaves them alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io as io_mod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from types import TracebackType
+from typing import Any, Protocol, cast
 
 import attrs
 
-from engine.write.delete_files import relocate_position_deletes, relocated_position_deletes_path
+from engine.write.delete_files import relocate_position_deletes
 from engine.errors import AlreadyExists, NamespaceNotFound, ValidationError
-from engine.state.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
+from engine.state.events import CATALOG_STREAM, Event, SnapshotAdded, TableCreated, TableRegistered
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.paths import normalize_path
 from engine.model.identifiers import parse_identifier
 from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams
 from engine.ownership import check_identifier, refuse_catalog_database
 from engine.read.reader import read_position_delete_rows
+from engine.state.table_state import CatalogState
 from engine.state.store import StateStore
 from projections import layout
 from engine.registration.metadata_import import (
     ImportedTable,
+    all_paths,
     import_table,
     metadata_files_in,
+    table_identity,
     versioned_number,
 )
-from storage.errors import LogError
+from storage.errors import FileAlreadyExists, FileError, LogError
 from storage.files import FileIO
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +94,10 @@ def commit_registration(store: StateStore, io: FileIO, place_table: PlaceTable, 
     ns, name = parse_identifier(identifier)
     check_identifier(ns, name)
     refuse_catalog_database(metadata_location, "register table")
+    # every check before anything is written: the import writes relocated delete file copies into the location
+    known_uuid, planned = table_identity(io, metadata_location, relocate=relocate, location=location)
+    check_placement(store, place_table, ns, name, known_uuid, planned)
+    held = io.list_files(planned)  # what the location holds before the import adds its copies
     imported = import_table(io, metadata_location, relocate=relocate, location=location,
                             relocate_position_deletes=relocation, progress=progress)
     check_position_deletes(io, imported)
@@ -90,27 +105,65 @@ def commit_registration(store: StateStore, io: FileIO, place_table: PlaceTable, 
     created = events[0]
     assert isinstance(created, TableCreated)
     originals = tuple(sorted(metadata_files_in(io, imported.location, every=True)))  # one listing
-    events[0] = attrs.evolve(created, metadata_base=metadata_base(imported, originals), original_metadata=originals)
+    events[0] = attrs.evolve(created, metadata_base=metadata_base(imported, originals), original_metadata=originals,
+                             original_files=original_files(io, imported.location, held, originals, events))
     table_uuid = imported.table_uuid
 
     def build(ctx: CommitContext) -> list:
-        state = store.catalog()
-        full = ".".join(ns + (name,))
-        if not state.has_namespace(ns):
-            raise NamespaceNotFound(f"Cannot register table {full}: namespace {'.'.join(ns)} does not exist")
-        if state.table(ns, name) is not None:
-            raise AlreadyExists(f"Cannot register table {full}: it already exists")
-        place_table(ns, name, table_uuid, imported.location, must_be_empty=False, action="register table")
-        if store.log.head(table_uuid) != 0:
-            other = next((".".join(t.namespace + (t.name,)) for t in state.tables if t.table_uuid == table_uuid),
-                         "another name")
-            raise AlreadyExists(f"Cannot register table {full}: table uuid {table_uuid} is already registered "
-                                f"as {other}")
+        state = check_placement(store, place_table, ns, name, table_uuid, imported.location)
         return [(CATALOG_STREAM, state.version, [TableRegistered(namespace=ns, name=name, table_uuid=table_uuid)]),
                 (table_uuid, 0, events)]
 
     landed = commit_streams(store, build, policy=RetryPolicy(), message=f"register {imported.metadata_location}")
     return Registration(namespace=ns, name=name, table_uuid=table_uuid, landed=landed, notes=tuple(imported.notes))
+
+
+def check_placement(store: StateStore, place_table: PlaceTable, ns: tuple[str, ...], name: str,
+                    table_uuid: str | None, location: str) -> CatalogState:
+    """Refuse a registration whose namespace is missing, whose name is taken, whose location breaks the rules of
+    ``place_table`` (another table's location, inside or around one, the warehouse, the catalog's files) or whose
+    uuid is registered already (None: the import makes a fresh one); returns the catalog state checked.
+
+    :raises NamespaceNotFound, AlreadyExists, ValidationError: naming the table and the rule
+    """
+    state = store.catalog()
+    full = ".".join(ns + (name,))
+    if not state.has_namespace(ns):
+        raise NamespaceNotFound(f"Cannot register table {full}: namespace {'.'.join(ns)} does not exist")
+    if state.table(ns, name) is not None:
+        raise AlreadyExists(f"Cannot register table {full}: it already exists")
+    place_table(ns, name, table_uuid or "", location, must_be_empty=False, action="register table")
+    if table_uuid is not None and store.log.head(table_uuid) != 0:
+        other = next((".".join(t.namespace + (t.name,)) for t in state.tables if t.table_uuid == table_uuid),
+                     "another name")
+        raise AlreadyExists(f"Cannot register table {full}: table uuid {table_uuid} is already registered "
+                            f"as {other}")
+    return state
+
+
+def original_files(io: FileIO, location: str, held: Sequence[tuple[str, int | None]], originals: Sequence[str],
+                   events: Sequence[Event]) -> tuple[str, ...]:
+    """The files ``held`` (the location's listing before the import) as paths relative to ``location``, but the
+    original metadata files (``originals``, named in the metadata folder) and the files the history takes over:
+    what the table's location held that is not the table's (a user's files, another writer's)."""
+    if not held:
+        return ()
+    root = io.canonical(location).rstrip("/") + "/"
+    taken = set()
+    for path in all_paths(events):
+        with contextlib.suppress(FileError, ValueError):
+            taken.add(io.canonical(path))
+    names = set(originals)
+    out = []
+    for path, _ in held:
+        if not path.startswith(root) or path in taken:
+            continue
+        relative = path[len(root):]
+        folder, _, base = relative.rpartition("/")
+        if folder == "metadata" and base in names:
+            continue
+        out.append(relative)
+    return tuple(sorted(out))
 
 
 class PlaceTable(Protocol):
@@ -136,17 +189,59 @@ class PositionDeleteRelocation:
     def __call__(self, delete_file: DataFile, relocate: Callable[[str], str], table_location: str
                  ) -> DataFile | None:
         folder = layout.data_dir(table_location)
-        existed = self.io.exists(relocated_position_deletes_path(delete_file, folder))
-        rewritten = relocate_position_deletes(delete_file, relocate, folder, io=self.io)
-        if rewritten is not None and not existed:
-            self.created.append(rewritten.file_path)
-        return rewritten
+        # written whole when done, never over an existing file (see _WriteNew)
+        writer = cast(FileIO, _WriteNew(self.io, self.created))
+        return relocate_position_deletes(delete_file, relocate, folder, io=writer)
 
     def discard(self) -> None:
         for path in self.created:
             with contextlib.suppress(LogError, OSError):
                 self.io.delete(path)
         self.created.clear()
+
+
+class _WriteNew:
+    """``io`` whose outputs are buffered and written when complete with a no-clobber write: a file already there
+    with the same bytes (an earlier import's copy) stays as it is; one with other bytes (another table's file) is
+    never overwritten: the registration is refused. The files it creates are added to ``created``."""
+
+    def __init__(self, io: FileIO, created: list[str]) -> None:
+        self._io = io
+        self._created = created
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._io, name)
+
+    def open_output(self, location: str) -> _NewFile:
+        return _NewFile(self._io, str(location), self._created)
+
+
+class _NewFile:
+    """One output of :class:`_WriteNew`: a buffer, written (if nothing failed) on leaving the ``with`` block."""
+
+    def __init__(self, io: FileIO, location: str, created: list[str]) -> None:
+        self._io, self._location, self._created = io, location, created
+        self._buffer = io_mod.BytesIO()
+
+    def __enter__(self) -> io_mod.BytesIO:
+        return self._buffer
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        data = self._buffer.getvalue()
+        self._buffer.close()
+        if exc_type is not None:
+            return
+        try:
+            self._io.write_new(self._location, data)
+        except FileAlreadyExists:
+            if self._io.read_bytes(self._location) != data:
+                raise ValidationError(
+                    f"Cannot register table: {self._location} already exists with other content (another table's "
+                    f"file, or an earlier import's copy made with other relocations); it is left as it is: pass "
+                    f"location= for a folder of the table's own") from None
+            return
+        self._created.append(self._location)
 
 
 def first_version(imported: ImportedTable) -> int:

@@ -181,6 +181,9 @@ class TableCreated(Event):
     #: the names of the files in the table's metadata folder when it was registered in place: the original
     #: writer's, which icelog never overwrites or deletes and ``verify`` does not call foreign
     original_metadata: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    #: the other files the table's location held when it was registered (paths relative to the location), those
+    #: its history takes over excepted: never the table's, so orphan removal leaves them alone
+    original_files: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     #: format version 3: the table's next row id when created (0; an imported table's ``next-row-id``)
     next_row_id: int | None = None
 
@@ -198,6 +201,8 @@ class TableCreated(Event):
             out["metadata-base"] = self.metadata_base
         if self.original_metadata:
             out["original-metadata"] = list(self.original_metadata)
+        if self.original_files:
+            out["original-files"] = list(self.original_files)
         if self.next_row_id is not None:
             out["next-row-id"] = self.next_row_id
         return out
@@ -208,7 +213,8 @@ class TableCreated(Event):
                    schema=Schema.from_json(p["schema"]), spec=PartitionSpec.from_json(p["partition-spec"]),
                    sort_order=SortOrder.from_json(p["sort-order"]), properties=p["properties"],
                    metadata_base=int(p.get("metadata-base", 0)),
-                   original_metadata=tuple(p.get("original-metadata", ())), next_row_id=p.get("next-row-id"))
+                   original_metadata=tuple(p.get("original-metadata", ())),
+                   original_files=tuple(p.get("original-files", ())), next_row_id=p.get("next-row-id"))
 
 
 @attrs.frozen(kw_only=True)
