@@ -18,6 +18,10 @@ The rules:
   catalog's files. Files a table references outside its location (``append_files`` of files in place, tables
   registered with their data elsewhere) are external: never deleted unless the caller asks for it, and even
   then never another table's or the catalog's.
+- On an object store, the rules compare the object a path reaches, spelled as FileIO reaches it (percent-escapes
+  decoded, leading slashes, ``.`` and ``..`` segments gone, see :func:`normalize_location`). A location or a file
+  a table takes in whose spelling is ambiguous (an empty, ``.`` or ``..`` segment, a ``?`` or ``#``, or for a
+  location any percent-escape, see :func:`spelling_problem`) is refused, and never counts as owned.
 
 ::
 
@@ -119,16 +123,65 @@ def is_local(location: str) -> bool:
 
 def normalize_location(location: str) -> str:
     """One spelling per place: a local path or ``file:`` URI becomes its absolute path with symlinks resolved;
-    any other URI loses its trailing slashes (``s3a://`` and ``s3n://`` read as ``s3://``)."""
+    any other URI becomes ``scheme://bucket/key`` with the key FileIO.resolve (storage.files) reaches: its
+    percent-escapes decoded, its leading and trailing slashes gone, its ``.`` and ``..`` segments resolved as the
+    S3 client resolves them, no ``?query`` or ``#fragment`` (``s3a://`` and ``s3n://`` read as ``s3://``). A ``%``
+    the decoded key holds stays ``%25``, so FileIO reaches the same object through the result."""
     text = os.fspath(location)
     parts = urlsplit(text)
     if parts.scheme == "file":
         return os.path.realpath(unquote(parts.path))
     if not parts.scheme or len(parts.scheme) == 1:
         return os.path.realpath(text)
-    if parts.scheme in ("s3a", "s3n"):
-        text = "s3" + text[len(parts.scheme):]
-    return text.rstrip("/")
+    scheme = "s3" if parts.scheme in ("s3a", "s3n") else parts.scheme
+    return f"{scheme}://{parts.netloc}/{_reached_key(parts.path)}".rstrip("/")
+
+
+def _reached_key(path: str) -> str:
+    """The object key a URI's path reaches (as FileIO.resolve and the S3 client under it spell it)."""
+    kept: list[str] = []
+    for segment in unquote(path).lstrip("/").split("/"):
+        if segment == ".":
+            continue
+        if segment == ".." and kept and kept[-1] != "..":
+            kept.pop()
+        else:
+            kept.append(segment)  # a ".." above the bucket stays: the path then matches no table's location
+    return "/".join(kept).rstrip("/").replace("%", "%25")
+
+
+def spelling_problem(location: str, *, escapes: bool = False) -> str | None:
+    """Why a location or file path on an object store names its object ambiguously, or None (always None for a
+    local path, which :func:`normalize_location` resolves on the file system itself).
+
+    Ambiguous: no bucket; a ``?`` or ``#`` (FileIO drops what follows); an empty, ``.`` or ``..`` segment in the
+    key as written or once decoded (FileIO strips leading slashes, the S3 client resolves dot segments); unless
+    ``escapes``, a percent-escape (FileIO decodes it: the key written is not the key reached). File paths take
+    ``escapes``: Iceberg escapes partition values in them (``ts=2024-01-01T00%3A00``).
+
+    ::
+
+        spelling_problem("s3://bk/lake/db/a/../b/x.parquet")   # "has a '..' segment in its key"
+        spelling_problem("s3://bk/lake/db/t")                   # None
+    """
+    text = os.fspath(location)
+    if is_local(text):
+        return None
+    parts = urlsplit(text)
+    if not parts.netloc:
+        return "names no bucket"
+    if "?" in text or "#" in text:
+        return "holds a '?' or '#', after which the object's key is cut off"
+    raw = parts.path.rstrip("/")
+    decoded = unquote(raw)
+    if decoded != raw and not escapes:
+        return "holds percent-escapes, which name another key than the one written"
+    for key in (raw, decoded):
+        for segment in key[1:].split("/") if key else ():
+            if segment in ("", ".", ".."):
+                shown = "an empty" if not segment else f"a {segment!r}"
+                return f"has {shown} segment in its key, which names another object than the one written"
+    return None
 
 
 def is_within(path: str, root: str) -> bool:
@@ -163,6 +216,9 @@ def check_table_location(location: str, *, warehouse: str, catalog_database: str
         raise ValidationError(f"Cannot {what}: location {location!r} holds a NUL character")
     if len(location.encode("utf-8", "surrogatepass")) > PATH_MAX_BYTES:
         raise ValidationError(f"Cannot {what}: location is longer than {PATH_MAX_BYTES} bytes")
+    problem = spelling_problem(location)
+    if problem is not None:
+        raise ValidationError(f"Cannot {what}: location {location} {problem}")
     norm = normalize_location(location)
     if is_local(location) and any(len(p.encode("utf-8", "surrogatepass")) > NAME_MAX_BYTES
                                   for p in norm.split("/")):
@@ -182,10 +238,6 @@ def check_table_location(location: str, *, warehouse: str, catalog_database: str
             raise ValidationError(f"Cannot {what}: location {location} is inside the location of table {name}")
         if is_within(other, norm):
             raise ValidationError(f"Cannot {what}: location {location} holds the location of table {name}")
-    if not is_local(location):
-        key = urlsplit(norm).path
-        if any(part in ("", ".", "..") for part in key.strip("/").split("/")) and key.strip("/"):
-            raise ValidationError(f"Cannot {what}: location {location} has an empty, '.' or '..' segment")
     if must_be_empty and is_local(location):
         if os.path.isfile(norm) or os.path.islink(norm):
             raise ValidationError(f"Cannot {what}: location {location} is a file")
@@ -282,7 +334,10 @@ class Ownership:
         return owner
 
     def owns(self, path: str) -> bool:
-        """Whether ``path`` is under the table's location and belongs to nothing else."""
+        """Whether ``path`` is under the table's location and belongs to nothing else (never a path spelled
+        ambiguously, see :func:`spelling_problem`)."""
+        if spelling_problem(path, escapes=True) is not None:
+            return False
         return is_within(self.normalize(path), self.root) and self.owner_elsewhere(path) is None
 
     def may_delete(self, path: str, *, external: bool = False) -> bool:
@@ -290,6 +345,8 @@ class Ownership:
         every table's location that is not the catalog's."""
         if self.owns(path):
             return True
+        if spelling_problem(path, escapes=True) is not None:
+            return False
         return external and not is_within(self.normalize(path), self.root) and self.owner_elsewhere(path) is None
 
     def check_new_file(self, path: str, action: str) -> None:
@@ -297,6 +354,7 @@ class Ownership:
 
         :raises ValidationError: naming the file and where it belongs
         """
+        self.check_spelling(path, action)
         owner = self.owner_elsewhere(path)
         if owner is not None:
             raise ValidationError(f"Cannot {action}: {path} belongs to {owner}, not to {self.name}")
@@ -309,6 +367,20 @@ class Ownership:
 
         :raises ValidationError: naming the file and its owner
         """
+        self.check_spelling(path, action)
         owner = self.owner_elsewhere(path)
         if owner is not None:
             raise ValidationError(f"Cannot {action}: {path} belongs to {owner}, not to {self.name}")
+
+    def check_spelling(self, path: str, action: str) -> None:
+        """Refuse a file on an object store whose path names its object ambiguously (see
+        :func:`spelling_problem`): what the rules compare would not be the object the path reaches.
+
+        :raises ValidationError: naming the file, the problem and the object it reaches
+        """
+        problem = spelling_problem(path, escapes=True)
+        if problem is not None:
+            owner = self.owner_elsewhere(path) or ("no table" if not is_within(self.normalize(path), self.root)
+                                                   else self.name)
+            raise ValidationError(f"Cannot {action}: {path} {problem} (it reaches {self.normalize(path)}, of "
+                                  f"{owner}); {self.name} takes in only plainly spelled paths")
