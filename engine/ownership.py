@@ -18,10 +18,10 @@ The rules:
   catalog's files. Files a table references outside its location (``append_files`` of files in place, tables
   registered with their data elsewhere) are external: never deleted unless the caller asks for it, and even
   then never another table's or the catalog's.
-- On an object store, the rules compare the object a path reaches, spelled as FileIO reaches it (percent-escapes
-  decoded, leading slashes, ``.`` and ``..`` segments gone, see :func:`normalize_location`). A location or a file
-  a table takes in whose spelling is ambiguous (an empty, ``.`` or ``..`` segment, a ``?`` or ``#``, or for a
-  location any percent-escape, see :func:`spelling_problem`) is refused, and never counts as owned.
+- On an object store, the rules compare the object a path reaches, spelled as FileIO reaches it (the key as
+  written, a ``%`` included; leading slashes, ``.`` and ``..`` segments gone, see :func:`normalize_location`). A
+  location or a file a table takes in whose spelling is ambiguous (an empty, ``.`` or ``..`` segment, a ``?`` or
+  ``#``, see :func:`spelling_problem`) is refused, and never counts as owned.
 
 ::
 
@@ -38,7 +38,7 @@ import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from engine.errors import ValidationError
 from storage.errors import ProtectedFileError
@@ -123,14 +123,14 @@ def is_local(location: str) -> bool:
 
 def normalize_location(location: str) -> str:
     """One spelling per place: a local path or ``file:`` URI becomes its absolute path with symlinks resolved;
-    any other URI becomes ``scheme://bucket/key`` with the key FileIO.resolve (storage.files) reaches: its
-    percent-escapes decoded, its leading and trailing slashes gone, its ``.`` and ``..`` segments resolved as the
-    S3 client resolves them, no ``?query`` or ``#fragment`` (``s3a://`` and ``s3n://`` read as ``s3://``). A ``%``
-    the decoded key holds stays ``%25``, so FileIO reaches the same object through the result."""
+    any other URI becomes ``scheme://bucket/key`` with the key FileIO.resolve (storage.files) reaches: as written
+    (a ``%`` is a ``%``, as every Iceberg engine takes it), its leading and trailing slashes gone, its ``.`` and
+    ``..`` segments resolved as the S3 client resolves them, no ``?query`` or ``#fragment`` (``s3a://`` and
+    ``s3n://`` read as ``s3://``)."""
     text = os.fspath(location)
     parts = urlsplit(text)
     if parts.scheme == "file":
-        return os.path.realpath(unquote(parts.path))
+        return os.path.realpath(parts.path)
     if not parts.scheme or len(parts.scheme) == 1:
         return os.path.realpath(text)
     scheme = "s3" if parts.scheme in ("s3a", "s3n") else parts.scheme
@@ -140,24 +140,22 @@ def normalize_location(location: str) -> str:
 def _reached_key(path: str) -> str:
     """The object key a URI's path reaches (as FileIO.resolve and the S3 client under it spell it)."""
     kept: list[str] = []
-    for segment in unquote(path).lstrip("/").split("/"):
+    for segment in path.lstrip("/").split("/"):
         if segment == ".":
             continue
         if segment == ".." and kept and kept[-1] != "..":
             kept.pop()
         else:
             kept.append(segment)  # a ".." above the bucket stays: the path then matches no table's location
-    return "/".join(kept).rstrip("/").replace("%", "%25")
+    return "/".join(kept).rstrip("/")
 
 
-def spelling_problem(location: str, *, escapes: bool = False) -> str | None:
+def spelling_problem(location: str) -> str | None:
     """Why a location or file path on an object store names its object ambiguously, or None (always None for a
     local path, which :func:`normalize_location` resolves on the file system itself).
 
-    Ambiguous: no bucket; a ``?`` or ``#`` (FileIO drops what follows); an empty, ``.`` or ``..`` segment in the
-    key as written or once decoded (FileIO strips leading slashes, the S3 client resolves dot segments); unless
-    ``escapes``, a percent-escape (FileIO decodes it: the key written is not the key reached). File paths take
-    ``escapes``: Iceberg escapes partition values in them (``ts=2024-01-01T00%3A00``).
+    Ambiguous: no bucket; a ``?`` or ``#`` (FileIO drops what follows, as Java's S3FileIO); an empty, ``.`` or
+    ``..`` segment in the key (FileIO strips leading slashes, the S3 client resolves dot segments).
 
     ::
 
@@ -172,15 +170,11 @@ def spelling_problem(location: str, *, escapes: bool = False) -> str | None:
         return "names no bucket"
     if "?" in text or "#" in text:
         return "holds a '?' or '#', after which the object's key is cut off"
-    raw = parts.path.rstrip("/")
-    decoded = unquote(raw)
-    if decoded != raw and not escapes:
-        return "holds percent-escapes, which name another key than the one written"
-    for key in (raw, decoded):
-        for segment in key[1:].split("/") if key else ():
-            if segment in ("", ".", ".."):
-                shown = "an empty" if not segment else f"a {segment!r}"
-                return f"has {shown} segment in its key, which names another object than the one written"
+    key = parts.path.rstrip("/")
+    for segment in key[1:].split("/") if key else ():
+        if segment in ("", ".", ".."):
+            shown = "an empty" if not segment else f"a {segment!r}"
+            return f"has {shown} segment in its key, which names another object than the one written"
     return None
 
 
@@ -312,7 +306,7 @@ class Ownership:
         if not is_local(text):
             return normalize_location(text)
         parts = urlsplit(text)
-        local = unquote(parts.path) if parts.scheme == "file" else os.path.abspath(text)
+        local = parts.path if parts.scheme == "file" else os.path.abspath(text)
         folder, base = os.path.split(local)
         real = self._folders.get(folder)
         if real is None:
@@ -336,7 +330,7 @@ class Ownership:
     def owns(self, path: str) -> bool:
         """Whether ``path`` is under the table's location and belongs to nothing else (never a path spelled
         ambiguously, see :func:`spelling_problem`)."""
-        if spelling_problem(path, escapes=True) is not None:
+        if spelling_problem(path) is not None:
             return False
         return is_within(self.normalize(path), self.root) and self.owner_elsewhere(path) is None
 
@@ -345,7 +339,7 @@ class Ownership:
         every table's location that is not the catalog's."""
         if self.owns(path):
             return True
-        if spelling_problem(path, escapes=True) is not None:
+        if spelling_problem(path) is not None:
             return False
         return external and not is_within(self.normalize(path), self.root) and self.owner_elsewhere(path) is None
 
@@ -378,7 +372,7 @@ class Ownership:
 
         :raises ValidationError: naming the file, the problem and the object it reaches
         """
-        problem = spelling_problem(path, escapes=True)
+        problem = spelling_problem(path)
         if problem is not None:
             owner = self.owner_elsewhere(path) or ("no table" if not is_within(self.normalize(path), self.root)
                                                    else self.name)

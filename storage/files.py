@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -125,7 +125,7 @@ def check_not_database(location: str | os.PathLike[str]) -> None:
     parts = urlsplit(text)
     if parts.scheme and len(parts.scheme) > 1 and parts.scheme != "file":
         return  # not a local file: cannot be a local database
-    local = unquote(parts.path) if parts.scheme == "file" else text
+    local = parts.path if parts.scheme == "file" else text
     database = OPEN_DATABASES.database_of(local)
     if database is not None:
         raise ProtectedFileError(f"Cannot use {text!r}: it is the catalog database {database} (or its journal), "
@@ -175,7 +175,8 @@ class FileIO:
                 except (OSError, ValueError, TypeError) as e:
                     raise FileError(f"Cannot use location: {text!r}: the S3 settings are not usable "
                                     f"({type(e).__name__})", path=text) from e
-            return self._s3_filesystem, f"{parts.netloc}/{unquote(parts.path).lstrip('/')}".rstrip("/")
+            # the key as written (a '%' is a '%'), as Java's S3FileIO, Hadoop's S3A, PyIceberg and DuckDB take it
+            return self._s3_filesystem, f"{parts.netloc}/{parts.path.lstrip('/')}".rstrip("/")
         return self.filesystem, self.fs_path(text)
 
     def fs_path(self, location: str | os.PathLike[str]) -> str:
@@ -190,7 +191,7 @@ class FileIO:
         if parts.scheme == "file":
             if parts.netloc not in ("", "localhost"):
                 raise FileError(f"Cannot use location: {text!r} names host {parts.netloc!r}", path=text)
-            path = unquote(parts.path)
+            path = parts.path  # as written, as Hadoop's local file system and PyIceberg take it
         elif parts.scheme and len(parts.scheme) > 1:  # one letter: a Windows drive, not a scheme
             raise FileError(f"Cannot use location: {text!r} (not a local path; local paths, file:// URIs "
                             f"and, through resolve(), s3:// URIs)", path=text)
@@ -366,7 +367,7 @@ class FileIO:
         """The locations of a directory's entries (files and directories, not recursive), sorted.
 
         Each entry is the given location joined with the entry's name, in the same form: a path for a path, a
-        ``file://`` URI (name percent-encoded) for a URI. ``io.list_dir("/w/t/metadata")`` gives
+        ``file://`` URI for a URI. ``io.list_dir("/w/t/metadata")`` gives
         ``["/w/t/metadata/v1.metadata.json", ...]``.
 
         :param location: path or ``file://`` URI of the directory
@@ -377,7 +378,7 @@ class FileIO:
         text = os.fspath(location)
         if urlsplit(text).scheme in ("file", *S3_SCHEMES):
             base = text.rstrip("/")
-            return sorted(f"{base}/{quote(info.base_name)}" for info in infos)
+            return sorted(f"{base}/{info.base_name}" for info in infos)
         return sorted(os.path.join(text, info.base_name) for info in infos)
 
     def canonical(self, location: str | os.PathLike[str]) -> str:

@@ -466,8 +466,8 @@ def original_files(store: StateStore, table_uuid: str) -> tuple[str, ...]:
 
 
 def spelling(io: FileIO, owned: Ownership) -> Callable[[str], str]:
-    """One spelling per file, for comparing the log's paths with a listing's: FileIO's canonical form (escapes
-    undone on S3), then ``owned.normalize`` (symlinks resolved); a path FileIO cannot place keeps its text."""
+    """One spelling per file, for comparing the log's paths with a listing's: FileIO's canonical form (one
+    scheme for S3), then ``owned.normalize`` (symlinks resolved); a path FileIO cannot place keeps its text."""
     def spell(path: str) -> str:
         try:
             path = io.canonical(path)

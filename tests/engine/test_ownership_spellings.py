@@ -1,7 +1,8 @@
-"""On S3, another spelling of a path never gets past the ownership rules: a location spelled with a doubled slash
-or a percent-escape (FileIO strips leading slashes and decodes the key) and a file path with ``..`` segments (the
-S3 client resolves them) reach another table's objects, so they are refused with a ValidationError naming them,
-and the other table's objects stay as they were.
+"""On S3, another spelling of a path never gets past the ownership rules: a location spelled with a doubled slash,
+a dot segment or a ``?`` (FileIO strips leading slashes and what follows a ``?``, the S3 client resolves dot
+segments) and a file path with ``..`` segments reach another table's objects, so they are refused with a
+ValidationError naming them, and the other table's objects stay as they were. A percent-escape is no other
+spelling: keys are taken as written, as every Iceberg engine takes them.
 
 Layer: tests. moto's S3 server on the loopback interface (the ``s3_bucket`` fixture of tests/conftest.py); the
 REST case drives ``icelog serve`` with PyIceberg's RestCatalog.
@@ -21,8 +22,8 @@ from engine.ownership import Ownership, normalize_location
 from storage.files import FileIO, S3Settings
 
 SCHEMA = pa.schema([("id", pa.int64())])
-SPELLINGS = ["s3://{bucket}//lake/db/b", "s3://{bucket}/lake/db/%62", "s3://{bucket}/lake/db/a/../b",
-             "s3://{bucket}/lake/db/b?x", "s3://{bucket}/lake/db/./b"]
+SPELLINGS = ["s3://{bucket}//lake/db/b", "s3://{bucket}/lake/db/a/../b", "s3://{bucket}/lake/db/b?x",
+             "s3://{bucket}/lake/db/./b"]
 
 
 @pytest.fixture
@@ -102,8 +103,7 @@ def test_a_file_named_through_dot_segments_is_refused_and_purging_never_deletes_
 
 def test_ownership_compares_the_object_a_path_reaches() -> None:
     owned = Ownership("s3://bk/lake/db/a", others=[("s3://bk/lake/db/b", "db.b")], catalog_files=())
-    for path in ("s3://bk/lake/db/a/../b/data/x.parquet", "s3://bk/lake/db/a/%2E%2E/b/data/x.parquet",
-                 "s3://bk/lake/db/a/./data/x.parquet", "s3://bk/lake/db/a//data/x.parquet",
+    for path in ("s3://bk/lake/db/a/../b/data/x.parquet", "s3://bk/lake/db/a/./data/x.parquet", "s3://bk/lake/db/a//data/x.parquet",
                  "s3://bk/lake/db/a/data/x.parquet#y"):
         assert not owned.owns(path), path
         assert not owned.may_delete(path, external=True), path
@@ -113,11 +113,24 @@ def test_ownership_compares_the_object_a_path_reaches() -> None:
         with pytest.raises(ValidationError):
             owned.check_external_file(path, "append file")
     assert owned.owner_elsewhere("s3://bk/lake/db/a/../b/data/x.parquet") == "db.b"
-    assert owned.owner_elsewhere("s3://bk//lake/db/%62/data/x.parquet") == "db.b"
-    # Iceberg escapes partition values in file paths: decoded, as FileIO reaches them, and still owned
+    assert owned.owner_elsewhere("s3://bk//lake/db/b/data/x.parquet") == "db.b"
+    # Iceberg escapes partition values in file paths: the key holds the escape as written, and is the table's
     assert owned.owns("s3://bk/lake/db/a/data/ts=2024-01-01T00%3A00/x.parquet")
-    assert ownership.spelling_problem("s3://bk/lake/db/%62") is not None
-    assert normalize_location("s3a://bk//lake/db/%62/") == "s3://bk/lake/db/b"
+    assert owned.owns("s3://bk/lake/db/a/%2E%2E/b/data/x.parquet")  # a folder named %2E%2E, not ..
+    assert owned.owner_elsewhere("s3://bk/lake/db/%62/data/x.parquet") is None
+    assert ownership.spelling_problem("s3://bk/lake/db/%62") is None
+    assert normalize_location("s3a://bk//lake/db/%62/") == "s3://bk/lake/db/%62"
+
+
+def test_a_percent_escape_in_a_location_is_a_key_of_its_own(catalog: Catalog, io: FileIO, s3_bucket: str) -> None:
+    """``%62`` is not ``b``: a table there writes under the literal key, beside db.b and never into it."""
+    b = catalog.load_table("db.b")
+    before = objects(io, b.location)
+    a = catalog.create_table("db.a", SCHEMA, location=f"s3://{s3_bucket}/lake/db/%62")
+    a.append(pa.table({"id": [1]}))
+    assert objects(io, b.location) == before
+    assert all("/lake/db/%62/" in path for path, _ in io.list_files(a.location))
+    assert a.scan().to_arrow().column("id").to_pylist() == [1] and catalog.verify("db.a") == []
     assert normalize_location("s3://bk/lake/a%2562") == "s3://bk/lake/a%2562"  # FileIO decodes it to a%62 again
 
 

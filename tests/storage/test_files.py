@@ -34,15 +34,18 @@ def test_write_new_refuses_to_replace_and_leaves_the_file_untouched(io, tmp_path
 
 
 def test_file_uris_name_local_paths(io, tmp_path):
-    target = tmp_path / "a dir" / "f.avro"
-    uri = "file://" + str(target).replace(" ", "%20")
+    """The path as written, a ``%`` included, as Hadoop's local file system, PyIceberg and DuckDB take a file URI
+    (Iceberg escapes partition values in file names: ``cat=a%3Ab`` is the folder's name)."""
+    target = tmp_path / "a dir" / "cat=a%3Ab" / "f.avro"
+    uri = "file://" + str(target)
     io.write_new(uri, b"avro")
     assert target.read_bytes() == b"avro"
     assert io.read_bytes(uri) == b"avro"
     assert io.fs_path(uri) == str(target)
     assert io.fs_path("file://localhost" + str(target)) == str(target)
     assert io.size(uri) == 4 and io.exists(uri)
-    assert io.list_dir("file://" + str(tmp_path) + "/") == ["file://" + str(tmp_path) + "/a%20dir"]
+    assert io.list_dir("file://" + str(tmp_path) + "/a dir/") == ["file://" + str(tmp_path) + "/a dir/cat=a%3Ab"]
+    assert not io.exists("file://" + str(tmp_path) + "/a dir/cat=a:b/f.avro")
 
 
 def test_relative_paths_resolve_against_the_working_directory(io, tmp_path, monkeypatch):
