@@ -469,6 +469,16 @@ class Catalog:
                              must_be_empty=must_be_empty, what=what, holds_files=self._holds_files)
         return location.rstrip("/")
 
+    def check_rebuild(self, into: str, table: str) -> None:
+        """Refuse a folder a table's rebuild would write into but must not: any table's location (its own too), one
+        inside or around one, the warehouse root, the catalog's files.
+
+        :raises ValidationError: naming the folder and the rule it breaks
+        """
+        check_table_location(into, warehouse=self.warehouse, catalog_database=self.database,
+                             others=self.table_locations(), must_be_empty=False, what=f"rebuild {table} into",
+                             holds_files=self._holds_files)
+
     def _holds_files(self, location: str) -> bool:
         try:
             return self.io.holds_files(location)

@@ -24,6 +24,7 @@ from engine.errors import (
     IcelogError,
     IntegrityError,
     PublishTimeout,
+    ValidationError,
     storage_error,
 )
 from engine.operations.expire import projection_files
@@ -215,20 +216,28 @@ class TablePublisher:
         return render_all(states, store.file_changes_of)
 
     def rebuild(self, into: str, state: TableState) -> list[str]:
-        """Render the projection from the log into another folder (same relative layout); returns the paths.
+        """Render the projection from the log into another folder (same relative layout); returns the paths. Only
+        new files are written: a file already there with the same bytes (an earlier rebuild's) stays, and one with
+        other bytes stops the rebuild before anything is written.
 
         :param state: the table's state (its location is the root of the relative layout)
+        :raises ValidationError: a file in the way, naming it
         """
         location = state.location.rstrip("/")
-        out = []
+        planned = []
         for path, data in sorted(self.render().items()):
             if not path.startswith(location + "/"):  # every rendered file is under the location: never write elsewhere
                 raise IntegrityError(f"Cannot rebuild {path}: it is not under the table location {location}")
-            rel = path[len(location) + 1:]
-            target = f"{os.fspath(into).rstrip('/')}/{rel}"
-            self.io.write_bytes(target, data)
-            out.append(target)
-        return out
+            target = f"{os.fspath(into).rstrip('/')}/{path[len(location) + 1:]}"
+            there = self.io.exists(target)
+            if there and self.io.read_bytes(target) != data:
+                raise ValidationError(f"Cannot rebuild {'.'.join(self.identifier)} into {into}: {target} exists with "
+                                      f"other content (a rebuild writes only new files)")
+            planned.append((target, data, there))
+        for target, data, there in planned:
+            if not there:
+                self.io.write_new(target, data)
+        return [target for target, _, _ in planned]
 
     def verify(self, state: TableState) -> list[str]:
         """Published files that differ from a fresh rendering, are missing, or were not written by icelog.

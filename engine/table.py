@@ -680,7 +680,8 @@ class Table(TableStateReads):
         return self.publisher.render()
 
     def rebuild(self, into: str) -> list[str]:
-        """Render the projection from the log into another folder (same relative layout); returns the paths."""
+        """Render the projection into a folder of no table, adding only new files (see Catalog.check_rebuild)."""
+        self.catalog.check_rebuild(into, ".".join(self.identifier))
         return self.publisher.rebuild(into, self.state)
 
     def verify_projection(self) -> list[str]:

@@ -202,6 +202,38 @@ def test_rebuild_is_byte_identical(catalog, tmp_path):
         with open(p, "rb") as a, open(original, "rb") as b:
             assert a.read() == b.read(), rel
     assert catalog.verify("db.t") == []
+    assert t.rebuild(str(out)) == paths                               # again: the same files, left as they are
+
+
+def test_rebuild_writes_into_no_table_and_over_no_file(catalog, tmp_path):
+    """A rebuild into another table's folder (or its own, the warehouse, a folder around a table) would overwrite
+    its published files: refused, naming the rule, nothing written. Into a folder of no table, a file already there
+    with other bytes stops it before it writes anything."""
+    from engine.errors import ValidationError
+
+    a = catalog.create_table("db.a", schema=events_table().schema)
+    a.append(events_table(2))
+    b = catalog.create_table("db.b", schema=events_table().schema)
+    b.append(events_table(3))
+
+    def files(root: str) -> dict[str, bytes]:
+        return {os.path.join(d, f): open(os.path.join(d, f), "rb").read()
+                for d, _, names in os.walk(root) for f in names}
+
+    before = {**files(a.location), **files(b.location)}
+    for into, rule in ((b.location, "location of table db.b"), (a.location, "location of table db.a"),
+                       (b.location + "/metadata", "inside the location of table db.b"),
+                       (os.path.dirname(b.location), "holds the location of table"), (catalog.warehouse, "")):
+        with pytest.raises(ValidationError, match=f"Cannot rebuild db.a into: .*{rule}"):
+            a.rebuild(into)
+    assert {**files(a.location), **files(b.location)} == before and catalog.verify("db.b") == []
+    out = tmp_path / "out"
+    (out / "metadata").mkdir(parents=True)
+    hint = out / "metadata" / "version-hint.text"
+    hint.write_bytes(b"user's")
+    with pytest.raises(ValidationError, match="version-hint.text exists with other content"):
+        a.rebuild(str(out))
+    assert [p.name for p in out.rglob("*") if p.is_file()] == ["version-hint.text"] and hint.read_bytes() == b"user's"
 
 
 def test_verify_catches_tampered_metadata_and_foreign_files(catalog):
