@@ -237,7 +237,8 @@ def shared_file(tmp_path: Path) -> Path:
     return shared
 
 
-def test_expire_with_delete_external_files_spares_a_file_live_in_another_table(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["expire", "purge"])
+def test_delete_external_files_spares_a_file_live_in_another_table(tmp_path: Path, how: str) -> None:
     shared = shared_file(tmp_path)
     own = tmp_path / "incoming" / "own.parquet"
     pq.write_table(pa.table({"id": [5]}), own)
@@ -248,30 +249,15 @@ def test_expire_with_delete_external_files_spares_a_file_live_in_another_table(t
         b.append_files([str(shared)])
         c = cat.create_table("db.c", SCHEMA)
         c.append_files([str(shared), str(own)])
-        c.delete("id in (1, 5)")
-        c.append(pa.table({"id": [2]}))
-        result = c.expire_snapshots(older_than_ms=later(), retain_last=1, delete_external_files=True)
-        assert shared.exists(), "db.c deleted a file db.b still reads"
-        assert str(own) in result.deleted_data_files and not own.exists()  # only db.c's: it goes
-        assert b.scan().to_arrow().column("id").to_pylist() == [1]
-    finally:
-        cat.close()
-
-
-def test_purge_with_delete_external_files_spares_a_file_live_in_another_table(tmp_path: Path) -> None:
-    shared = shared_file(tmp_path)
-    own = tmp_path / "incoming" / "own.parquet"
-    pq.write_table(pa.table({"id": [5]}), own)
-    cat = Catalog.open(tmp_path / "wh")
-    try:
-        cat.create_namespace("db")
-        b = cat.create_table("db.b", SCHEMA)
-        b.append_files([str(shared)])
-        c = cat.create_table("db.c", SCHEMA)
-        c.append_files([str(shared), str(own)])
-        deleted = cat.purge_table("db.c", delete_external_files=True)
-        assert shared.exists(), "purging db.c deleted a file db.b still reads"
-        assert str(own) in deleted and not own.exists()
+        if how == "expire":
+            c.delete("id in (1, 5)")
+            c.append(pa.table({"id": [2]}))
+            deleted = c.expire_snapshots(older_than_ms=later(), retain_last=1,
+                                         delete_external_files=True).deleted_data_files
+        else:
+            deleted = cat.purge_table("db.c", delete_external_files=True)
+        assert shared.exists(), f"{how} of db.c deleted a file db.b still reads"
+        assert str(own) in deleted and not own.exists()  # only db.c's: it goes
         assert b.scan().to_arrow().column("id").to_pylist() == [1]
     finally:
         cat.close()
