@@ -38,7 +38,7 @@ import secrets
 import threading
 import time
 from typing import Any, AsyncIterator, Callable, Iterator, Mapping
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_plus
 
 import attrs
 from starlette.applications import Starlette
@@ -46,7 +46,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.errors import IcelogError, NamespaceNotFound
+from engine.errors import IcelogError, NamespaceNotFound, NotFound, TableNotFound
 from storage.errors import FileError
 from tools.rest_commits import commit_table, commit_transaction, create_table, retries_by_itself
 from tools.rest_requests import (
@@ -102,7 +102,24 @@ def _route(rc: RestCatalog, handler: Callable[..., Any], *, auth: bool = True, b
 
 
 def _ns(request: Request) -> tuple[str, ...]:
-    return namespace_of(request.path_params["namespace"])
+    return namespace_of(_path_param(request, "namespace"))
+
+
+def _table(request: Request) -> str:
+    return _path_param(request, "table")
+
+
+def _path_param(request: Request, name: str) -> str:
+    """A path parameter as Iceberg clients encode it: Iceberg Java with ``URLEncoder`` (a space is ``+``, a ``+`` is
+    ``%2B``), PyIceberg and DuckDB with percent-escapes (``%20``, ``%2B``); so decoded from the path as sent, a
+    ``+`` read as a space, as Java's own REST server decodes it (the path the router matched has lost the
+    difference between ``+`` and ``%2B``)."""
+    raw, route = request.scope.get("raw_path"), request.scope.get("route")
+    if raw is not None and route is not None:
+        match = route.path_regex.match(raw.decode("utf-8", "surrogateescape"))
+        if match is not None and name in match.groupdict():
+            return unquote_plus(match.group(name), errors="strict")
+    return request.path_params[name]
 
 
 def h_config(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
@@ -132,10 +149,11 @@ def h_list_namespaces(rc: RestCatalog, request: Request, _: Any) -> dict[str, An
     parent_text = request.query_params.get("parent")
     parent = namespace_of(parent_text) if parent_text else ()
     state = cat.store.catalog()
-    if parent and not state.has_namespace(parent):
-        raise NamespaceNotFound(f"Cannot list namespaces: parent {'.'.join(parent)} does not exist")
     found = sorted({ns[:len(parent) + 1] for ns, _ in state.namespaces
                     if len(ns) > len(parent) and ns[:len(parent)] == parent})
+    # the spec: a parent that only prefixes namespaces (a.b created, a never) lists them, as Java's catalogs do
+    if parent and not found and not state.has_namespace(parent):
+        raise NamespaceNotFound(f"Cannot list namespaces: parent {'.'.join(parent)} does not exist")
     return {"namespaces": [list(ns) for ns in found]}
 
 
@@ -183,31 +201,31 @@ def h_create_table(rc: RestCatalog, request: Request, body: dict[str, Any]) -> d
 def h_load_table(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
     cat = rc.catalog()
     ns = _ns(request)
-    table = cat.load_table(ns + (request.path_params["table"],))
+    table = cat.load_table(ns + (_table(request),))
     return with_storage(rc, request, table_result(cat, table))
 
 
 def h_load_credentials(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
     """loadCredentials: the credentials of the table's storage, for its prefix."""
     ns = _ns(request)
-    table = rc.catalog().load_table(ns + (request.path_params["table"],))
+    table = rc.catalog().load_table(ns + (_table(request),))
     return {"storage-credentials": rc.storage_credentials(table.state.location)}
 
 
 def h_table_exists(rc: RestCatalog, request: Request, _: Any) -> Response:
     ns = _ns(request)
-    exists = rc.catalog().store.catalog().table(ns, request.path_params["table"]) is not None
+    exists = rc.catalog().store.catalog().table(ns, _table(request)) is not None
     return Response(status_code=204 if exists else 404)
 
 
 def h_commit_table(rc: RestCatalog, request: Request, body: dict[str, Any]) -> Response:
-    return commit_table(rc, _ns(request), request.path_params["table"], body,
+    return commit_table(rc, _ns(request), _table(request), body,
                         rebase_appends=not retries_by_itself(request.headers.get("x-client-version", "")))
 
 
 def h_drop_table(rc: RestCatalog, request: Request, _: Any) -> None:
     purge = request.query_params.get("purgeRequested", "false").lower() == "true"
-    rc.catalog().drop_table(_ns(request) + (request.path_params["table"],), purge=purge)
+    rc.catalog().drop_table(_ns(request) + (_table(request),), purge=purge)
 
 
 def h_rename_table(rc: RestCatalog, request: Request, body: dict[str, Any]) -> None:
@@ -228,7 +246,9 @@ def h_register_table(rc: RestCatalog, request: Request, body: dict[str, Any]) ->
         raise NamespaceNotFound(f"Cannot register table: namespace {'.'.join(ns)} does not exist")
     try:
         table = cat.register_table(ns + (name,), location)
-    except FileError as e:  # the client's metadata location cannot be read: a bad request, not a server fault
+    except (NamespaceNotFound, TableNotFound):
+        raise
+    except (FileError, NotFound) as e:  # the client's metadata cannot be read: a bad request, not a missing table
         raise BadRequest(f"Cannot register table {'.'.join(ns + (name,))}: {e}") from e
     return with_storage(rc, request, table_result(cat, table))
 

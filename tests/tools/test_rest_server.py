@@ -391,3 +391,50 @@ def test_cli_serve_needs_a_token(tmp_warehouse: Path, monkeypatch: pytest.Monkey
     monkeypatch.delenv("ICELOG_TOKEN", raising=False)
     assert main(["--warehouse", str(tmp_warehouse), "serve", "--port", "1"]) == 1
     assert "--token" in capsys.readouterr().err
+
+
+def test_names_with_spaces_and_pluses_reach_their_table_however_the_client_encodes_them(
+        server: str, client: RestCatalog, tmp_warehouse: Path) -> None:
+    """Iceberg Java (Spark) encodes path segments with URLEncoder (a space is ``+``, a ``+`` is ``%2B``), PyIceberg
+    and DuckDB with percent-escapes (``%20``, ``%2B``): both reach namespace ``my db`` and table ``a+b``."""
+    client.create_namespace("my db")
+    client.create_table(("my db", "a+b"), SCHEMA)
+    for ns, table in (("my+db", "a%2Bb"), ("my%20db", "a%2Bb")):
+        assert requests.head(f"{server}/v1/namespaces/{ns}", headers=_auth()).status_code == 204, ns
+        assert requests.head(f"{server}/v1/namespaces/{ns}/tables/{table}", headers=_auth()).status_code == 204
+        loaded = requests.get(f"{server}/v1/namespaces/{ns}/tables/{table}", headers=_auth())
+        assert loaded.status_code == 200, (ns, loaded.text)
+    assert requests.head(f"{server}/v1/namespaces/my+db/tables/a+b", headers=_auth()).status_code == 404  # "a b"
+    r = requests.post(f"{server}/v1/namespaces/my+db/tables", headers=_auth(), json={
+        "name": "from java", "schema": {"type": "struct", "schema-id": 0, "fields": [
+            {"id": 1, "name": "id", "type": "long", "required": False}]}})
+    assert r.status_code == 200, r.text
+    client.load_table(("my db", "a+b")).append(_rows([1]))
+    with Catalog.open(tmp_warehouse) as cat:
+        assert sorted(".".join(t) for t in cat.list_tables("my db")) == ["my db.a+b", "my db.from java"]
+        assert cat.load_table(("my db", "a+b")).scan().to_arrow().num_rows == 1
+
+
+def test_a_parent_that_only_prefixes_namespaces_lists_them(server: str, client: RestCatalog) -> None:
+    """The spec's listNamespaces: with accounting.tax created (and accounting never), ``parent=accounting`` gives
+    ["accounting", "tax"]; Spark's CREATE NAMESPACE a.b and PyIceberg create no parents. A parent with no
+    namespace at all under it is still 404."""
+    client.create_namespace(("accounting", "tax"))
+    assert client.list_namespaces("accounting") == [("accounting", "tax")]
+    r = requests.get(f"{server}/v1/namespaces", params={"parent": "accounting"}, headers=_auth())
+    assert r.status_code == 200 and r.json()["namespaces"] == [["accounting", "tax"]]
+    r = requests.get(f"{server}/v1/namespaces", params={"parent": "nothing"}, headers=_auth())
+    assert r.status_code == 404 and r.json()["error"]["type"] == "NoSuchNamespaceException"
+
+
+def test_registering_a_metadata_file_that_is_not_there_is_a_bad_request(server: str, client: RestCatalog,
+                                                                        tmp_path: Path) -> None:
+    """The spec's only 404 of registerTable is a missing namespace: Java reads any other 404 as NoSuchTable."""
+    client.create_namespace("db")
+    r = requests.post(f"{server}/v1/namespaces/db/register", headers=_auth(), json={
+        "name": "t", "metadata-location": str(tmp_path / "nowhere" / "v1.metadata.json")})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "BadRequestException", r.text
+    assert "does not exist" in r.json()["error"]["message"]
+    r = requests.post(f"{server}/v1/namespaces/nope/register", headers=_auth(), json={
+        "name": "t", "metadata-location": str(tmp_path / "nowhere" / "v1.metadata.json")})
+    assert r.status_code == 404 and r.json()["error"]["type"] == "NoSuchNamespaceException"
