@@ -515,7 +515,9 @@ def _key_getter(positions: tuple[int, ...]) -> Callable[[tuple[Any, ...]], Any]:
 
 
 def snapshot_as_of(state: TableState, timestamp_ms: int) -> int:
-    """The id of the snapshot that was current on the main branch at ``timestamp_ms`` (the snapshot log).
+    """The id of the snapshot that was current on the main branch at ``timestamp_ms``: the last entry of the snapshot
+    log at or before it, the whole log read (as Java's SnapshotUtil.snapshotIdAsOfTime: a client's clock may put an
+    entry before the one above it).
 
     :raises NotFound: when no snapshot was current yet
     """
@@ -523,8 +525,6 @@ def snapshot_as_of(state: TableState, timestamp_ms: int) -> int:
     for ts, sid in state.snapshot_log:
         if ts <= timestamp_ms:
             found = sid
-        else:
-            break
     if found is None:
         raise NotFound(f"Cannot scan: no snapshot was current at {timestamp_ms} ms")
     return found

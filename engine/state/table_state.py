@@ -391,10 +391,16 @@ def _(event: RefRemoved, state: TableState, at: LogPosition) -> TableState:
 @apply.register
 def _(event: SnapshotsRemoved, state: TableState, at: LogPosition) -> TableState:
     gone = set(event.snapshot_ids)
+    snapshot_log: list[tuple[int, int]] = []
+    for entry in state.snapshot_log:  # the spec: an expired snapshot's entry takes every entry before it along
+        if entry[1] in gone:
+            snapshot_log.clear()
+        else:
+            snapshot_log.append(entry)
     return _committed(state, at, snapshots=tuple(s for s in state.snapshots if s.snapshot_id not in gone),
                       expired_snapshots=state.expired_snapshots + tuple(
                           s for s in state.snapshots if s.snapshot_id in gone),
-                      snapshot_log=tuple(e for e in state.snapshot_log if e[1] not in gone))
+                      snapshot_log=tuple(snapshot_log))
 
 
 def fold(events: Iterable[tuple[Event, LogPosition]], state: TableState | None = None) -> TableState | None:

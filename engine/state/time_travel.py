@@ -309,7 +309,11 @@ def table_as_of(table: Any, version: int | None = None, time: Any = None) -> His
     """
     resolved = resolve_version(table, version, time)
     state = table.catalog.store.table(table.uuid, resolved)
-    return HistoricalTable(table.catalog, table.namespace, table.name, table.uuid, state)
+    # named as the catalog named it then (a rename since does not change the past)
+    then = catalog_as_of(table.catalog, _position_of_version(table.catalog.log, table.uuid, resolved)).state
+    entry = next((t for t in then.tables if t.table_uuid == table.uuid), None)
+    namespace, name = (entry.namespace, entry.name) if entry is not None else (table.namespace, table.name)
+    return HistoricalTable(table.catalog, namespace, name, table.uuid, state)
 
 
 # ---------------------------------------------------------------- the catalog in the past
