@@ -278,7 +278,7 @@ def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, ke
         return [], [], []
     schema = state.schema
     mapping = parse_name_mapping(state.prop(NAME_MAPPING_PROPERTY))
-    loader = DeleteLoader(mapping, io=table.catalog.io)
+    loader = DeleteLoader(mapping, io=table.catalog.io, fields=schema.index_by_id())
     groups: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = defaultdict(dict)
     previous: dict[str, Sequence[DataFile]] = {}
     referenced: list[DataFile] = []

@@ -357,8 +357,8 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
         return None
     writer = _writer_state(state, target, order_id)
     mapping = parse_name_mapping(state.prop(NAME_MAPPING_PROPERTY))
-    loader = DeleteLoader(mapping, io=io)
     schema = state.schema
+    loader = DeleteLoader(mapping, io=io, fields=schema.index_by_id())
     added: list[DataFile] = []
     rewritten: list[FileScanTask] = []
     total = sum(len(g.tasks) for g in groups)

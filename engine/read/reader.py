@@ -15,7 +15,7 @@ the table since still matches). The row filter is applied last, to the projected
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -144,11 +144,15 @@ class DeleteLoader:
     """Reads delete files once per scan: position deletes grouped by data file, equality delete keys.
 
     :param mapping: the table's name mapping, for delete files written without field ids
+    :param fields: the fields of the schema read, by id: an equality key column a data file predates reads as the
+        field's ``initial-default`` there (format v3), as the rest of the row does
     """
 
-    def __init__(self, mapping: MappingEntries | None = None, *, io: FileIO = LOCAL_FILES) -> None:
+    def __init__(self, mapping: MappingEntries | None = None, *, io: FileIO = LOCAL_FILES,
+                 fields: Mapping[int, T.NestedField] | None = None) -> None:
         self.mapping = mapping
         self.io = io
+        self.fields = fields or {}
         self._positions: dict[str, dict[str, pa.Array]] = {}
         self._keys: dict[str, list[pa.Array]] = {}
 
@@ -266,7 +270,12 @@ def deleted_rows(raw: RawFile, data_file: DataFile, deletes: Iterable[DataFile],
         data = []
         for fid, x in zip(d.equality_ids or (), deleted):
             col = raw.column_by_id(fid)
-            data.append(pa.nulls(n, type=x.type) if col is None else cast_column(col, x.type, str(fid), raw.path))
+            if col is None:  # a column the file predates: its initial default in every row (else nulls)
+                field = loader.fields.get(fid)
+                data.append(pa.nulls(n, type=x.type) if field is None else
+                            default_column(field, x.type, n, field.initial_default))
+            else:
+                data.append(cast_column(col, x.type, str(fid), raw.path))
         add(_equal_rows(data, deleted, raw.positions))
     return mask
 
@@ -345,7 +354,7 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
         if d.content == DataFileContent.EQUALITY_DELETES:
             needed |= set(d.equality_ids or ())
     row_groups = None if row_filter is None else functools.partial(_row_groups_matching, schema, row_filter)
-    loader = loader or DeleteLoader(mapping, io=io)
+    loader = loader or DeleteLoader(mapping, io=io, fields=schema.index_by_id())
     first = _filter_columns_first(data_file, schema, row_filter, needed, deletes)
     if first is not None:  # late materialization: the filter's columns, then the rest for the rows it keeps
         assert row_filter is not None

@@ -437,7 +437,7 @@ class Scan:
         (Parquet decoding releases the GIL), at most ``2 x threads`` files ahead of the consumer, so memory stays
         bounded however large the table."""
         mapping = parse_name_mapping(self.state.prop(NAME_MAPPING_PROPERTY))
-        loader = DeleteLoader(mapping, io=self.io)
+        loader = DeleteLoader(mapping, io=self.io, fields=self.schema.index_by_id())
         tasks = self.plan_files()
         if len(tasks) <= 1 or READ_THREADS <= 1:
             for task in tasks:
@@ -479,7 +479,7 @@ class Scan:
         """The number of matching rows: a file with no delete files whose every row matches (its partition or
         its metrics prove it) counts by its record count, without being read."""
         mapping = parse_name_mapping(self.state.prop(NAME_MAPPING_PROPERTY))
-        loader = DeleteLoader(mapping, io=self.io)
+        loader = DeleteLoader(mapping, io=self.io, fields=self.schema.index_by_id())
         total = 0
         for task in self.plan_files():
             rest = task.residual
