@@ -199,9 +199,7 @@ def _fold_before_writing(store: StateStore, writes_spec: Sequence[tuple[str, int
     for stream, expected, events in writes_spec:
         if stream == CATALOG_STREAM:
             continue
-        state = store.table(stream) if expected else None
-        if state is not None and state.version != expected:
-            continue  # a build on a stale head: the compare-and-swap refuses it
+        state = store.table(stream, expected) if expected else None  # the state the build read: no query
         for event in events:
             state = apply_in_commit(event, state, ctx)
 
