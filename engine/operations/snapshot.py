@@ -166,6 +166,7 @@ def row_id_backfill_events(state: TableState, ctx: CommitContext,
     :param snapshot_ids: the id of each branch's snapshot, the same on every build of one operation (a later
         operation of its transaction read them); default: new ones
     """
+    snapshot_ids = snapshot_ids or snapshot_ids_by_branch()
     events: list[SnapshotAdded] = []
     heads = sorted(((name, ref.snapshot_id) for name, ref in state.refs if ref.type == "branch"),
                    key=lambda item: (item[0] != MAIN_BRANCH, item[0]))
@@ -186,7 +187,7 @@ def row_id_backfill_events(state: TableState, ctx: CommitContext,
         if not changes:
             continue
         event = SnapshotAdded(
-            snapshot_id=snapshot_ids(branch) if snapshot_ids else new_snapshot_id(), parent_snapshot_id=head_id, sequence_number=state.last_sequence_number + 1,
+            snapshot_id=snapshot_ids(branch), parent_snapshot_id=head_id, sequence_number=state.last_sequence_number + 1,
             timestamp_ms=max(ctx.time_ms, state.last_updated_ms), operation="replace",
             summary=snapshot_summary((), (), head), schema_id=state.current_schema_id, branch=branch,
             changes=tuple(changes), partition_types={s.spec_id: s.partition_type(state.schema) for s in state.specs},

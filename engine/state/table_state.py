@@ -321,7 +321,7 @@ def _(event: SchemaAdded, state: TableState, at: LogPosition) -> TableState:
     if any(s.schema_id == event.schema.schema_id for s in state.schemas):
         raise ValidationError(f"Cannot add schema: schema id {event.schema.schema_id} already exists")
     return _committed(state, at, schemas=state.schemas + (event.schema,),
-                        last_column_id=max(state.last_column_id, event.last_column_id))
+                      last_column_id=max(state.last_column_id, event.last_column_id))
 
 
 @apply.register

@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 
 from engine.errors import IntegrityError, NotFound, TableNotFound, ValidationError
-from engine.state.events import CATALOG_STREAM, decode
+from engine.state.events import CATALOG_STREAM, TableRenamed, decode
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.identifiers import parse_identifier, parse_namespace
 from engine.model.partitioning import PartitionSpec
@@ -309,11 +309,21 @@ def table_as_of(table: Any, version: int | None = None, time: Any = None) -> His
     """
     resolved = resolve_version(table, version, time)
     state = table.catalog.store.table(table.uuid, resolved)
-    # named as the catalog named it then (a rename since does not change the past)
-    then = catalog_as_of(table.catalog, _position_of_version(table.catalog.log, table.uuid, resolved)).state
-    entry = next((t for t in then.tables if t.table_uuid == table.uuid), None)
-    namespace, name = (entry.namespace, entry.name) if entry is not None else (table.namespace, table.name)
+    namespace, name = _name_then(table, _position_of_version(table.catalog.log, table.uuid, resolved))
     return HistoricalTable(table.catalog, namespace, name, table.uuid, state)
+
+
+def _name_then(table: Any, position: int) -> tuple[tuple[str, ...], str]:
+    """The table's name right after log ``position``: the name its first rename after it moved away from, else
+    today's (only the catalog's events since are read, not its whole history)."""
+    log: Log = table.catalog.log
+    since = version_at_position(log, CATALOG_STREAM, position)
+    for e in log.read_stream(CATALOG_STREAM, after_version=since):
+        if e.type == TableRenamed.TYPE:
+            event = decode(e.type, e.type_version, e.payload, position=e.position)
+            if isinstance(event, TableRenamed) and event.table_uuid == table.uuid:
+                return event.namespace, event.name
+    return table.namespace, table.name
 
 
 # ---------------------------------------------------------------- the catalog in the past
