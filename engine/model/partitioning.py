@@ -109,6 +109,12 @@ class PartitionSpec:
         """The largest partition field id, or 999 when there are none."""
         return max((f.field_id for f in self.fields), default=PARTITION_DATA_ID_START - 1)
 
+    def identity_values(self, partition: tuple[Any, ...]) -> dict[int, Any]:
+        """Source field id to value for the identity fields of a partition tuple of this spec (None included: a
+        null partition value is a value). The spec's rule 1 for a column a data file does not have: the value of
+        its identity partition field (Hive-style files keep partition columns only in their paths)."""
+        return {f.source_id: v for f, v in zip(self.fields, partition) if f.transform.is_identity}
+
     def fields_by_source_id(self, source_id: int) -> tuple[PartitionField, ...]:
         return tuple(f for f in self.fields if f.source_id == source_id)
 

@@ -163,6 +163,8 @@ class _ArrowEvaluator:
             return pc.invert(pc.starts_with(col, pattern=pred.literal))
         if isinstance(pred, SetPredicate):
             value_set = _arrow_value_set(ref.field_type, col.type, pred.literals)
+            if pa.types.is_floating(col.type):  # is_in hashes bits, = compares values: -0.0 must find 0.0
+                col, value_set = _positive_zeros(col), _positive_zeros(value_set)
             found = pc.is_in(col, value_set=value_set)
             if isinstance(pred, NotIn):
                 found = pc.invert(found)
@@ -260,6 +262,11 @@ def arrow_constant(t: IcebergType, arrow_type: pa.DataType, value: Any, length: 
     scalar = _arrow_scalar(t, arrow_type, value)
     out = pa.repeat(scalar, length)
     return out if out.type == arrow_type else out.cast(arrow_type)
+
+
+def _positive_zeros(values: Any) -> Any:
+    """The values with -0.0 made 0.0 (IEEE: -0.0 + 0.0 is 0.0), nothing else changed."""
+    return pc.add(values, pa.scalar(0.0, values.type))
 
 
 def _arrow_value_set(t: IcebergType, arrow_type: pa.DataType, literals: tuple[Any, ...]) -> pa.Array:

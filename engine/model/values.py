@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import math
 import re
 import struct
 import uuid
@@ -390,6 +391,10 @@ def bound_value(t: IcebergType, raw: bytes) -> Any:
 # -- JSON single-value serialization -----------------------------------------------------------------------------
 
 
+_NON_FINITE_TEXT = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # JSON has none: Jackson's strings
+_NON_FINITE_VALUES = {text: float(name) for name, text in _NON_FINITE_TEXT.items()}
+
+
 def value_to_json(t: IcebergType, v: Any) -> Any:
     """The JSON single-value form of a canonical value, as Java's ``SingleValueParser`` writes it: numbers and
     booleans as JSON, dates/times/timestamps as ISO strings (timestamptz with ``+00:00``), decimals as plain
@@ -403,6 +408,8 @@ def value_to_json(t: IcebergType, v: Any) -> Any:
         return bool(v)
     if isinstance(t, (IntegerType, LongType)):
         return int(v)
+    if isinstance(t, (FloatType, DoubleType)) and not math.isfinite(v):
+        return _NON_FINITE_TEXT["nan" if math.isnan(v) else "inf" if v > 0 else "-inf"]  # as Jackson writes them
     if isinstance(t, FloatType):
         return float(float32_shortest(v))  # Java writes the float's own shortest digits ("0.1", not 0.100000001)
     if isinstance(t, DoubleType):
@@ -449,6 +456,8 @@ def value_from_json(t: IcebergType, j: Any) -> Any:
             raise ValidationError(f"Cannot parse {t} value: {j!r}")
         return _check_range(t, j)
     if isinstance(t, (FloatType, DoubleType)):
+        if isinstance(j, str) and j in _NON_FINITE_VALUES:
+            return _NON_FINITE_VALUES[j]
         if isinstance(j, bool) or not isinstance(j, (int, float)):
             raise ValidationError(f"Cannot parse {t} value: {j!r}")
         return value_from_python(t, j)

@@ -287,6 +287,7 @@ def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, ke
         if f.spec_id not in spec_ids or not metrics_might_match(bound, f, schema):
             continue
         rows = read_data_file(f, schema, deletes=task.deletes, name_mapping_entries=mapping, loader=loader,
+                              partition_constants=state.partition_constants(f),
                               with_positions=True, with_lineage=row_ids is not None,
                               data_sequence_number=task.data_sequence_number)
         mask = rows_matching_keys(rows.select(keys.column_names), keys)

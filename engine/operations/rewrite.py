@@ -368,6 +368,7 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
         # v3: rows keep their _row_id and _last_updated_sequence_number in the files they move to
         lineage = state.format_version >= 3
         parts = [read_data_file(t.file, schema, deletes=t.deletes, name_mapping_entries=mapping, loader=loader,
+                                partition_constants=state.partition_constants(t.file),
                                 with_lineage=lineage, data_sequence_number=t.data_sequence_number)
                  for t in group.tasks]
         rows = conform(pa.concat_tables(parts), schema, keep_lineage=lineage, action=_ACTION)

@@ -124,6 +124,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
         # v3 copy-on-write: surviving rows keep their _row_id and _last_updated_sequence_number in the new file
         lineage = mode != MERGE_ON_READ and state.format_version >= 3
         rows = read_data_file(f, schema, deletes=task.deletes, with_positions=True, io=io, with_lineage=lineage,
+                              partition_constants=state.partition_constants(f),
                               data_sequence_number=task.data_sequence_number)
         physical = rows.column(POS_COLUMN)
         rows = rows.drop_columns([POS_COLUMN])

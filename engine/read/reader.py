@@ -111,17 +111,22 @@ def default_column(field: T.NestedField, arrow_type: pa.DataType, length: int, d
 
 
 def project(table: pa.Table | None, file_schema: pa.Schema, num_rows: int, schema: Schema, path: str,
-            keep_dictionaries: bool = False) -> pa.Table:
+            keep_dictionaries: bool = False, constants: Mapping[int, Any] | None = None) -> pa.Table:
     """The rows of ``table`` (columns described by ``file_schema``, with field ids) as ``schema``'s columns.
 
     :param keep_dictionaries: top-level columns read as dictionaries stay so (for evaluating a filter: the result's
         schema then differs from ``schema``'s Arrow form in those columns)
+    :param constants: field id to canonical value for columns the file does not have, before their defaults (the
+        values of the file's identity partition fields)
     """
     target = schema_to_arrow(schema)
     by_id = {fid: i for i, f in enumerate(file_schema) if (fid := arrow_field_id(f)) is not None}
     columns = []
     for field, arrow_field in zip(schema.columns, target):
         i = by_id.get(field.field_id)
+        if i is None and constants and field.field_id in constants:
+            columns.append(arrow_constant(field.field_type, arrow_field.type, constants[field.field_id], num_rows))
+            continue
         if i is None or table is None:
             columns.append(default_column(field, arrow_field.type, num_rows, field.initial_default))
             continue
@@ -248,8 +253,9 @@ def _equal_rows(data: list[pa.Array], deleted: list[pa.Array], rows: pa.Array) -
 
 
 def deleted_rows(raw: RawFile, data_file: DataFile, deletes: Iterable[DataFile], loader: DeleteLoader,
-                 ) -> pa.Array | None:
-    """A mask of the data file's rows its delete files delete (None when none is deleted)."""
+                 constants: Mapping[int, Any] | None = None) -> pa.Array | None:
+    """A mask of the data file's rows its delete files delete (None when none is deleted); ``constants`` as
+    :func:`project` takes them."""
     n = raw.num_rows
     mask: pa.Array | None = None
 
@@ -270,8 +276,10 @@ def deleted_rows(raw: RawFile, data_file: DataFile, deletes: Iterable[DataFile],
         data = []
         for fid, x in zip(d.equality_ids or (), deleted):
             col = raw.column_by_id(fid)
-            if col is None:  # a column the file predates: its initial default in every row (else nulls)
-                field = loader.fields.get(fid)
+            field = loader.fields.get(fid)
+            if col is None and constants and fid in constants and field is not None:  # as the scan reads it
+                data.append(arrow_constant(field.field_type, x.type, constants[fid], n))
+            elif col is None:  # a column the file predates: its initial default in every row (else nulls)
                 data.append(pa.nulls(n, type=x.type) if field is None else
                             default_column(field, x.type, n, field.initial_default))
             else:
@@ -331,7 +339,7 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
                    name_mapping_entries: MappingEntries | None = None, row_filter: BooleanExpression | None = None,
                    loader: DeleteLoader | None = None, with_positions: bool = False,
                    with_lineage: bool = False, data_sequence_number: int | None = None,
-                   io: FileIO | None = None) -> pa.Table:
+                   io: FileIO | None = None, partition_constants: Mapping[int, Any] | None = None) -> pa.Table:
     """The live rows of ``data_file`` with ``schema``'s top-level columns (names, order, types).
 
     :param deletes: the delete files that apply to the file (scan planning decides which)
@@ -344,7 +352,10 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     :param with_lineage: add the row lineage columns ``_row_id`` and ``_last_updated_sequence_number`` (before
         ``_pos``), from the file's ``first_row_id`` and ``data_sequence_number`` (:func:`lineage_columns`)
     :param io: where the files are read from (default: the loader's, else local files)
+    :param partition_constants: field id to value of the file's identity partition fields, read for those columns
+        the file does not have (:meth:`PartitionSpec.identity_values`)
     """
+    constants = partition_constants
     io = io or (loader.io if loader is not None else LOCAL_FILES)
     mapping = name_mapping_entries if name_mapping_entries is not None else name_mapping(schema)
     needed = {f.field_id for f in schema.columns}
@@ -362,8 +373,8 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
 
         def keep_rows(raw: RawFile) -> pa.Array:
             selected = evaluate_arrow(filtered, project(raw.table, raw.schema, raw.num_rows, schema,
-                                                        data_file.file_path, keep_dictionaries=True))
-            deleted = deleted_rows(raw, data_file, deletes, loader) if deletes else None
+                                                        data_file.file_path, True, constants))
+            deleted = deleted_rows(raw, data_file, deletes, loader, constants) if deletes else None
             return selected if deleted is None else pc.and_(selected, pc.invert(deleted))
 
         raw = RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format,
@@ -373,14 +384,14 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     else:
         raw = RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format,
                        io=io, row_groups=row_groups)
-        mask = deleted_rows(raw, data_file, deletes, loader) if deletes else None
+        mask = deleted_rows(raw, data_file, deletes, loader, constants) if deletes else None
     table, num_rows = raw.table, raw.num_rows
     if mask is not None and table is not None:
         table = table.filter(pc.invert(mask))
         num_rows = table.num_rows
     elif mask is not None:
         num_rows = raw.num_rows - int(pc.sum(mask).as_py() or 0)
-    out = project(table, raw.schema, num_rows, schema, data_file.file_path)
+    out = project(table, raw.schema, num_rows, schema, data_file.file_path, constants=constants)
     if with_lineage:
         for name, values in zip(LINEAGE_COLUMNS, lineage_columns(raw, data_file.first_row_id, data_sequence_number)):
             out = out.append_column(lineage_field(name), values.filter(pc.invert(mask)) if mask is not None else values)

@@ -426,6 +426,7 @@ class Scan:
     def _read(self, task: FileScanTask, mapping: Any, loader: DeleteLoader) -> pa.Table:
         row_filter = None if task.residual is None or isinstance(task.residual, AlwaysTrue) else task.residual
         table = read_data_file(task.file, self.schema, deletes=task.deletes, name_mapping_entries=mapping,
+                               partition_constants=self.state.partition_constants(task.file),
                                row_filter=row_filter, loader=loader, with_lineage=self.with_lineage,
                                data_sequence_number=task.data_sequence_number)
         if self.columns is not None:
@@ -469,6 +470,8 @@ class Scan:
         tables = list(self.to_batches())
         if not tables:
             return self._empty()
+        if tables[0].num_columns == 0:  # concat_tables drops the rows of tables without columns
+            return pa.table({"rows": pa.nulls(sum(t.num_rows for t in tables))}).select([])
         return pa.concat_tables(tables)
 
     def to_pandas(self, **kwargs: Any) -> Any:

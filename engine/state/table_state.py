@@ -38,6 +38,7 @@ from engine.state.events import (
     TableRegistered,
     TableRenamed,
 )
+from engine.model.data_file import DataFile
 from engine.model.kept_values import KeptForObjects
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
@@ -153,6 +154,11 @@ class TableState:
             if s.spec_id == spec_id:
                 return s
         raise ValidationError(f"Cannot find partition spec: no spec with id {spec_id}")
+
+    def partition_constants(self, data_file: DataFile) -> dict[int, Any]:
+        """What a reader fills a column the data file does not have with, before its default: the file's identity
+        partition values by source field id (spec "Column Projection", rule 1)."""
+        return self.spec_by_id(data_file.spec_id).identity_values(data_file.partition)
 
     @property
     def sort_order(self) -> SortOrder:
