@@ -27,10 +27,12 @@ from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expression_binding import bind
 from engine.model.expression_parser import parse_expression
 from engine.model.metrics_evaluation import metrics_might_match, metrics_must_match
+from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.row_evaluation import evaluate_arrow
 from engine.operations.commit import CommitContext
 from engine.operations.snapshot import snapshot_events
 from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
+from engine.read.raw_file import parse_name_mapping
 from engine.read.reader import POS_COLUMN, read_data_file
 from engine.read.scan import DELETE_FILE_PATH_ID, Scan
 from engine.state.table_state import TableState
@@ -106,6 +108,9 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
                     ) -> RowChanges:
     """Decide which files to drop, rewrite (copy-on-write) or cover with position deletes (merge-on-read)."""
     schema = state.schema
+    # files without field ids read through the table's name mapping, as the scan does (not the current names: a
+    # renamed column would read as nulls and be written back so)
+    mapping = parse_name_mapping(state.prop(NAME_MAPPING_PROPERTY))
     # every live data file with the delete files that apply to it: rows already deleted stay deleted
     tasks = Scan(store, state, snapshot_id=start_snapshot_id).plan_files() if start_snapshot_id is not None else []
     removed: list[DataFile] = []
@@ -124,6 +129,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
         # v3 copy-on-write: surviving rows keep their _row_id and _last_updated_sequence_number in the new file
         lineage = mode != MERGE_ON_READ and state.format_version >= 3
         rows = read_data_file(f, schema, deletes=task.deletes, with_positions=True, io=io, with_lineage=lineage,
+                              name_mapping_entries=mapping,
                               partition_constants=state.partition_constants(f),
                               data_sequence_number=task.data_sequence_number)
         physical = rows.column(POS_COLUMN)

@@ -38,13 +38,15 @@ Iceberg's rules (checked by :class:`~engine.model.schema.Schema`).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa
 
 from engine.errors import CommitConflict, ValidationError
-from engine.state.events import CurrentSchemaSet, Event, SchemaAdded
+from engine.state.events import CurrentSchemaSet, Event, PropertiesSet, SchemaAdded
 from engine.model.arrow_schema import schema_from_arrow
+from engine.model.name_mapping import NAME_MAPPING_PROPERTY, updated_name_mapping
 from engine.model.schema import Schema
 from engine.operations.commit import CommitContext
 from engine.operations.pending import PendingUpdate
@@ -236,7 +238,23 @@ class UpdateSchema(PendingUpdate):
             return []
         for existing in base.schemas:
             if _same_structure(new_schema, existing):
-                return [CurrentSchemaSet(schema_id=existing.schema_id)]
+                return [CurrentSchemaSet(schema_id=existing.schema_id), *_mapping_update(base, existing)]
         last_column_id = max(base.last_column_id, new_schema.highest_field_id)
         return [SchemaAdded(schema=new_schema, last_column_id=last_column_id),
-                CurrentSchemaSet(schema_id=new_schema.schema_id)]
+                CurrentSchemaSet(schema_id=new_schema.schema_id), *_mapping_update(base, new_schema)]
+
+
+def _mapping_update(base: TableState, schema: Schema) -> list[Event]:
+    """The table's name mapping brought up to ``schema`` (Java's ``SchemaUpdate`` does this in the same commit):
+    files without field ids added after a rename or an added column then map by their names too."""
+    text = base.prop(NAME_MAPPING_PROPERTY)
+    if text is None:
+        return []
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        return []  # a mapping no reader can parse stays as it is: reading refuses it, naming the property
+    if not isinstance(entries, list):
+        return []
+    updated = json.dumps(updated_name_mapping(entries, schema), separators=(",", ":"))
+    return [] if updated == text else [PropertiesSet(updates={NAME_MAPPING_PROPERTY: updated})]
