@@ -254,6 +254,11 @@ def h_register_table(rc: RestCatalog, request: Request, body: dict[str, Any]) ->
 
 
 def h_report_metrics(rc: RestCatalog, request: Request, body: dict[str, Any]) -> None:
+    """reportMetrics: accepted and dropped (icelog keeps no client metrics); a table that does not exist is 404, as
+    the spec's NoSuchTableException answer says."""
+    ns, name = _ns(request), _table(request)
+    if rc.catalog().store.catalog().table(ns, name) is None:
+        raise TableNotFound(f"Cannot report metrics: table {'.'.join(ns + (name,))} does not exist")
     return None
 
 

@@ -218,6 +218,11 @@ def test_malformed_bodies_are_400_unless_something_is_missing_or_taken(server: s
     assert _post(server + "/v1/namespaces/nope/tables", _create()).status_code == 404
     assert _post(server + "/v1/namespaces/db/tables/missing", _update()).status_code == 404
     assert _post(server + NS, {"namespace": ["db"]}).status_code == 409
+    report = {"report-type": "commit-report", "table-name": "db.missing", "snapshot-id": 1, "sequence-number": 1,
+              "operation": "append", "metrics": {}}
+    assert _assert_error(_post(server + "/v1/namespaces/db/tables/missing/metrics", report),
+                         (404,))["type"] == "NoSuchTableException"
+    assert _post(server + TABLE + "/metrics", dict(report, **{"table-name": "db.t"})).status_code == 204
 
 
 def test_the_server_still_commits_after_bad_requests(server: str, warehouse: Path) -> None:
