@@ -397,6 +397,8 @@ def check_schema_for_format(schema: Schema, format_version: int, where: str = "s
                 raise ValidationError(f"Cannot use {where}: column {name!r} has an {key}; icelog takes default "
                                       f"values of primitive columns at the top level or inside structs only")
             try:
+                if isinstance(t, (FloatType, DoubleType)) and isinstance(value, str):
+                    raise ValidationError("JSON numbers have no NaN or infinities")  # Java reads no other form
                 value_from_json(t, value)
             except (ValidationError, ValueError, TypeError, OverflowError, KeyError) as e:
                 raise ValidationError(f"Cannot use {where}: the {key} {value!r} of column {name!r} is not a "

@@ -276,6 +276,10 @@ class SchemaChanges:
             except (ValidationError, ValueError, TypeError, OverflowError) as e:
                 raise ValidationError(f"Cannot {action} with default {default!r}: it is not a {field_type} "
                                       f"({e})") from e
+            if isinstance(default_json, str) and isinstance(field_type, (FloatType, DoubleType)):
+                # JSON numbers have no NaN or infinities: Java and PyIceberg read such a default as no number
+                raise ValidationError(f"Cannot {action} with default {default!r}: a default must be a finite "
+                                      f"number (schema JSON cannot hold NaN or infinities)")
         key = ROOT
         if len(path) > 1:
             parent_name = ".".join(path[:-1])

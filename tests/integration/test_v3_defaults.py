@@ -17,6 +17,7 @@ import pytest
 
 from engine import Catalog
 from engine.errors import UnsupportedTypeError, ValidationError
+from engine.model.schema import Schema, check_schema_for_format
 
 
 def test_defaults_fill_old_rows_and_missing_columns(spark: Any, tmp_path: Path) -> None:
@@ -62,6 +63,12 @@ def test_defaults_that_cannot_hold_are_refused_and_nothing_lands(tmp_path: Path)
             v3.update_schema().add_column("x", "int", default=2**40).commit()
         with pytest.raises(ValidationError, match="primitive"):
             v3.update_schema().add_column("t", pa.struct([("a", pa.int32())]), default={"a": 1}).commit()
+        for not_a_json_number in (float("nan"), float("inf"), float("-inf")):  # Java and PyIceberg read no other
+            with pytest.raises(ValidationError, match="'x' with default .*finite number"):
+                v3.update_schema().add_column("x", "double", default=not_a_json_number).commit()
+        with pytest.raises(ValidationError, match="initial-default 'NaN' of column 'x'"):  # as a REST client sends
+            check_schema_for_format(Schema.from_json({"type": "struct", "schema-id": 1, "fields": [
+                {"id": 1, "name": "x", "type": "float", "required": False, "initial-default": "NaN"}]}), 3)
         assert (v2.state.version, v3.state.version) == before
         # a required column without a default still needs allow_incompatible_changes
         with pytest.raises(ValidationError, match="required"):
