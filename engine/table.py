@@ -193,9 +193,9 @@ class Table(TableStateReads):
 
     def _live_paths(self, at: TableState, branch: str) -> set[str]:
         """The canonical paths of the data and delete files live in ``branch`` at ``at``."""
-        ref, io = at.ref(branch), self.catalog.io
+        head, io = at.branch_head(branch), self.catalog.io
         return {io.canonical(e.file.file_path)
-                for e in self.catalog.store.live_entries(at, ref.snapshot_id)} if ref else set()
+                for e in self.catalog.store.live_entries(at, head)} if head is not None else set()
 
     def _refuse_landed_since(self, state: TableState, files: Sequence[DataFile], branch: str, action: str
                              ) -> Callable[[TableState], None]:
@@ -356,8 +356,7 @@ class Table(TableStateReads):
 
     @staticmethod
     def _head(state: TableState, branch: str) -> int | None:
-        ref = state.ref(branch)
-        return ref.snapshot_id if ref is not None else None
+        return state.branch_head(branch)
 
     def _commit_rows(self, changes: RowChanges, operation: str, branch: str, *, isolation_for: str,
                      new_rows: Sequence[DataFile] = (), whole_table: bool = False) -> Snapshot | None:
@@ -377,9 +376,8 @@ class Table(TableStateReads):
         snapshot_id = new_snapshot_id()
 
         def build(base: TableState, ctx: CommitContext) -> list:
-            ref = base.ref(branch)
             live = {e.file.file_path: e.file for e in
-                    self.catalog.store.live_entries(base, ref.snapshot_id if ref else None)}
+                    self.catalog.store.live_entries(base, base.branch_head(branch))}
             missing = [p for p in wanted if p not in live]
             if missing:
                 raise ValidationError(f"Cannot delete files: {', '.join(missing[:3])} not in the table")

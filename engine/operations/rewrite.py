@@ -346,8 +346,8 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
         columns = resolve_zorder_columns(state, zorder_columns)
         order_id = 0
     bound = bind_filter(state, where)
-    ref = state.ref(branch)
-    snapshot = state.snapshot_by_id(ref.snapshot_id) if ref is not None else None
+    head = state.branch_head(branch)
+    snapshot = state.snapshot_by_id(head) if head is not None else None
     if snapshot is None:
         return None
     all_tasks = Scan(store, state, snapshot_id=snapshot.snapshot_id).plan_files()
@@ -396,8 +396,7 @@ def rewrite_events(store: StateStore, base: TableState, ctx: CommitContext, plan
 
     :raises ValidationConflict: naming the commit that conflicts
     """
-    ref = base.ref(branch)
-    head = ref.snapshot_id if ref is not None else None
+    head = base.branch_head(branch)
     keep = plan.use_starting_sequence_number and base.format_version >= 2
     v = Validator(store, base, plan.start_snapshot_id, head, ctx.staged_on_version)  # refuses a start that left the branch
     if v.new:
@@ -474,8 +473,8 @@ def manifest_rewrite_events(base: TableState, ctx: CommitContext, *, snapshot_id
     """The event of a manifest rewrite on ``base``: a ``replace`` snapshot with no file changes (the data is the
     parent's), which a projector that knows the convention renders by packing every manifest group into as few
     manifests as ``commit.manifest.target-size-bytes`` allows. None when the branch has no snapshot."""
-    ref = base.ref(branch)
-    parent = base.snapshot_by_id(ref.snapshot_id) if ref is not None else None
+    head = base.branch_head(branch)
+    parent = base.snapshot_by_id(head) if head is not None else None
     if parent is None:
         return []
     return [SnapshotAdded(

@@ -168,8 +168,7 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
                       operation: str, snapshot_id: int, branch: str, isolation_for: str,
                       new_rows: Sequence[DataFile] = (), whole_table: bool = False) -> list:
     """The snapshot event of a row-level write on ``base``, after validating what landed since it read."""
-    ref = base.ref(branch)
-    head = ref.snapshot_id if ref is not None else None
+    head = base.branch_head(branch)
     v = Validator(store, base, changes.start_snapshot_id, head, ctx.staged_on_version)
     action = f"{operation} rows"
     if v.new:

@@ -99,8 +99,7 @@ class RowDelta(PendingUpdate):
         #: the operation committing this delta, as its errors name it (``upsert``, ``delete by key``)
         self.action = action
         self._state: TableState = table.state
-        ref = self._state.ref(branch)
-        self._read_snapshot_id: int | None = ref.snapshot_id if ref is not None else None
+        self._read_snapshot_id: int | None = self._state.branch_head(branch)
         self._validate_from: int | None = self._read_snapshot_id
         #: the id of the snapshot the commit makes (fixed across retries)
         self.snapshot_id: int = new_snapshot_id()
@@ -345,8 +344,7 @@ class RowDelta(PendingUpdate):
         added = self._data + self._deletes
         if not added:
             return []
-        ref = base.ref(self.branch)
-        head = ref.snapshot_id if ref is not None else None
+        head = base.branch_head(self.branch)
         self._validate(base, head, ctx.staged_on_version)
         return snapshot_events(base, ctx, operation=self.operation(), snapshot_id=self.snapshot_id, added=added,
                                removed=self._replaced, branch=self.branch)

@@ -85,7 +85,8 @@ def snapshot_events(base: TableState, ctx: CommitContext, *, operation: str, sna
         raise ValidationError(f"Cannot commit to {branch}: it is a tag, not a branch (tags cannot be targets for "
                               f"producing snapshots)")
     if parent_snapshot_id is _HEAD:
-        parent = base.snapshot_by_id(ref.snapshot_id) if ref is not None else None
+        head = base.branch_head(branch)
+        parent = base.snapshot_by_id(head) if head is not None else None
     else:
         parent = (base.snapshot_by_id(parent_snapshot_id)  # type: ignore[arg-type]
                   if parent_snapshot_id is not None else None)

@@ -195,6 +195,14 @@ class TableState:
                 return r
         return None
 
+    def branch_head(self, branch: str) -> int | None:
+        """The snapshot a write to ``branch`` builds on: the ref's snapshot, or for a branch that does not exist yet
+        main's, so a new branch starts from the current snapshot (Java's ``SnapshotUtil.latestSnapshot``)."""
+        ref = self.ref(branch)
+        if ref is None:
+            ref = self.ref(MAIN_BRANCH)
+        return ref.snapshot_id if ref is not None else None
+
     def snapshot_by_id(self, snapshot_id: int) -> Snapshot | None:
         for s in reversed(self.snapshots):
             if s.snapshot_id == snapshot_id:
