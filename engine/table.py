@@ -33,8 +33,8 @@ from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_
 from engine.operations.expire import ExpireResult, expire_snapshots, remove_orphan_files
 from engine.operations.manage_snapshots import ManageSnapshots
 from engine.operations.rewrite import rewrite_data_files, rewrite_manifests
-from engine.operations.row_delete import (COPY_ON_WRITE, RowChanges, bind_filter, delete_mode, plan_dynamic_overwrite,
-                                          plan_row_delete, row_change_events)
+from engine.operations.row_delete import (COPY_ON_WRITE, REPLACE_PARTITIONS_SUMMARY, RowChanges, bind_filter,
+                                          delete_mode, plan_dynamic_overwrite, plan_row_delete, row_change_events)
 from engine.operations.row_delta import RowDelta, delete_by_key, upsert
 from engine.operations.snapshot import new_snapshot_id, snapshot_events, snapshot_ids_by_branch
 from engine.operations.table_updates import FORMAT_VERSION_PROPERTY, format_version_of, upgrade_events
@@ -217,7 +217,7 @@ class Table(TableStateReads):
         """
         state = self.state
         bound = bind_filter(state, where)
-        start = self._head(state, branch)
+        start = state.branch_head(branch)
         with self.removing_written_on_failure():
             changes = plan_row_delete(self.catalog.store, state, bound, start, mode=delete_mode(state),
                                       stage=self.stage_file, io=self.catalog.io)
@@ -229,7 +229,7 @@ class Table(TableStateReads):
         """Replace the rows matching ``where`` (all rows when None) with ``data``, as one ``overwrite`` snapshot
         (rows to keep in partly matched files are rewritten)."""
         state = self.state
-        start = self._head(state, branch)
+        start = state.branch_head(branch)
         bound = bind_filter(state, where) if where is not None else None  # a bad filter before any file is written
         with self.removing_written_on_failure():
             new_files = write_data_files(state, data, stage=self.stage_file, io=self.catalog.io, action="overwrite")
@@ -247,11 +247,12 @@ class Table(TableStateReads):
         """Replace exactly the partitions present in ``data`` (Iceberg's ReplacePartitions)."""
         state = self.state
         with self.removing_written_on_failure():
-            changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, self._head(state, branch),
+            changes, new_files = plan_dynamic_overwrite(self.catalog.store, state, data, state.branch_head(branch),
                                                         stage=self.stage_file, io=self.catalog.io)
             if not new_files:
                 return None  # no partition is written, so none is replaced
-            return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files)
+            return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=new_files,
+                                     summary_extra=REPLACE_PARTITIONS_SUMMARY)
 
     @contextlib.contextmanager
     def _staging(self) -> Iterator[list[str]]:
@@ -311,7 +312,7 @@ class Table(TableStateReads):
         """
         files = check_data_files(self.state, files, self.catalog.ownership(self.uuid), "overwrite")
         state = self.state
-        start = self._head(state, branch)
+        start = state.branch_head(branch)
         if where is None:
             live = [e.file for e in self.catalog.store.live_entries(state, start)
                     if e.file.content == DataFileContent.DATA]
@@ -341,7 +342,7 @@ class Table(TableStateReads):
             return None  # no partition is written, so none is replaced (Java's ReplacePartitions agrees)
         state = self.state
         spec = state.spec
-        start = self._head(state, branch)
+        start = state.branch_head(branch)
         partitions = {f.partition for f in files}
         live = [e.file for e in self.catalog.store.live_entries(state, start)
                 if e.file.content == DataFileContent.DATA]
@@ -352,19 +353,17 @@ class Table(TableStateReads):
             removed, replaced = live, None
         changes = RowChanges(start_snapshot_id=start, removed=tuple(removed), touched=tuple(removed),
                              partitions=replaced)
-        return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files)
-
-    @staticmethod
-    def _head(state: TableState, branch: str) -> int | None:
-        return state.branch_head(branch)
+        return self._commit_rows(changes, "overwrite", branch, isolation_for="update", new_rows=files,
+                                 summary_extra=REPLACE_PARTITIONS_SUMMARY)
 
     def _commit_rows(self, changes: RowChanges, operation: str, branch: str, *, isolation_for: str,
-                     new_rows: Sequence[DataFile] = (), whole_table: bool = False) -> Snapshot | None:
+                     new_rows: Sequence[DataFile] = (), whole_table: bool = False,
+                     summary_extra: Mapping[str, str] | None = None) -> Snapshot | None:
         snapshot_id = new_snapshot_id()
         store = self.catalog.store
         state = self.commit_events(lambda base, ctx: row_change_events(
             store, base, ctx, changes, operation=operation, snapshot_id=snapshot_id, branch=branch,
-            isolation_for=isolation_for, new_rows=new_rows, whole_table=whole_table))
+            isolation_for=isolation_for, new_rows=new_rows, whole_table=whole_table, summary_extra=summary_extra))
         return state.snapshot_by_id(snapshot_id)
 
     def delete_files(self, paths: Iterable[str], *, branch: str = MAIN_BRANCH) -> Snapshot | None:

@@ -9,7 +9,8 @@ default) or merge-on-read (position delete files).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 import pyarrow as pa
@@ -164,10 +165,17 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
                       touched=tuple(touched), bound_filter=bound)
 
 
+#: the summary property of a dynamic overwrite (Java's BaseReplacePartitions sets it; a cherry-pick re-applies a
+#: snapshot that has it to the partitions it replaced)
+REPLACE_PARTITIONS_SUMMARY: Mapping[str, str] = MappingProxyType({"replace-partitions": "true"})
+
+
 def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, changes: RowChanges, *,
                       operation: str, snapshot_id: int, branch: str, isolation_for: str,
-                      new_rows: Sequence[DataFile] = (), whole_table: bool = False) -> list:
-    """The snapshot event of a row-level write on ``base``, after validating what landed since it read."""
+                      new_rows: Sequence[DataFile] = (), whole_table: bool = False,
+                      summary_extra: Mapping[str, str] | None = None) -> list:
+    """The snapshot event of a row-level write on ``base``, after validating what landed since it read;
+    ``summary_extra``: properties for the snapshot's summary (a dynamic overwrite's ``replace-partitions``)."""
     head = base.branch_head(branch)
     v = Validator(store, base, changes.start_snapshot_id, head, ctx.staged_on_version)
     action = f"{operation} rows"
@@ -186,7 +194,7 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
     if operation == "delete" and any(f.content == DataFileContent.DATA for f in added):
         op = "overwrite"
     return snapshot_events(base, ctx, operation=op, snapshot_id=snapshot_id, added=added,
-                           removed=changes.removed, branch=branch)
+                           removed=changes.removed, branch=branch, summary_extra=summary_extra)
 
 
 def bind_filter(state: TableState, where: str | None) -> Any:

@@ -295,6 +295,25 @@ def test_cherrypick_dynamic_overwrite_fails_when_its_partition_changed(table):
     assert head(table) == h
 
 
+@pytest.mark.parametrize("how", ["dynamic_overwrite", "replace_partitions"])
+def test_the_apis_dynamic_overwrites_are_marked_and_cherry_pick_as_such(table, how):
+    """Java's BaseReplacePartitions marks its snapshot ``replace-partitions=true``: a cherry-pick re-applies it onto
+    a main that moved on in another partition."""
+    from engine.write.data_writer import write_data_files
+
+    staged_on = table.snaps[2].snapshot_id
+    table.manage_snapshots().create_branch(staged_on, "stage").commit()
+    if how == "dynamic_overwrite":
+        o = table.dynamic_overwrite(rows([10, 11], "a"), branch="stage")
+    else:
+        o = table.replace_partitions(write_data_files(table.state, rows([10, 11], "a")), branch="stage")
+    assert (o.operation, o.summary_value("replace-partitions")) == ("overwrite", "true")
+    table.append(rows([20], "b"))  # main moves on in another partition: no fast-forward
+    table.manage_snapshots().cherrypick_snapshot(o.snapshot_id).commit()
+    assert table.current_snapshot().summary_value("source-snapshot-id") == str(o.snapshot_id)
+    assert ids_of(table) == [10, 11, 20]
+
+
 def test_cherrypick_a_delete_is_refused(table):
     s3 = table.snaps[2]
     path = table.catalog.store.file_changes_of(table.state, s3)[0].file.file_path

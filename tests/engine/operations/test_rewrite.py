@@ -351,7 +351,7 @@ def test_two_compactions_of_the_same_files_one_wins(cat):
 def test_position_delete_vs_compaction_of_its_file_fails(cat):
     t = shuffled_table(cat, files=3, properties=MOR)
     state = t.state
-    changes = plan_row_delete(t.catalog.store, state, bind_filter(state, "id = 42"), t._head(state, "main"),
+    changes = plan_row_delete(t.catalog.store, state, bind_filter(state, "id = 42"), state.branch_head("main"),
                               mode=delete_mode(state))
     assert changes.touched and not changes.removed  # position deletes for a file the compaction will rewrite
     compaction = t.rewrite_data_files()

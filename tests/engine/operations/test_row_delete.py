@@ -87,7 +87,7 @@ def test_dynamic_overwrite_replaces_only_partitions_present(cat):
 def race_delete(t, where: str, concurrent) -> object:
     """Plan a delete, let ``concurrent`` commit meanwhile, then commit the delete."""
     state = t.state
-    start = t._head(state, "main")
+    start = state.branch_head("main")
     changes = plan_row_delete(t.catalog.store, state, bind_filter(state, where), start, mode=delete_mode(state))
     concurrent()
     return t._commit_rows(changes, "delete", "main", isolation_for="delete")
