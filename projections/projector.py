@@ -180,7 +180,9 @@ class Renderer:
                                        path=m.manifest_path) from missing
         out = []
         for e in entries:
-            inherit = e.status == EntryStatus.ADDED
+            # Java's InheritableMetadataFactory: ADDED entries inherit, and every entry of a v1 manifest (sequence
+            # number 0: an upgraded table's EXISTING entries read as sequence number 0, not as missing)
+            inherit = e.status == EntryStatus.ADDED or m.sequence_number == 0
             if e.snapshot_id is not None and (not inherit or (e.data_sequence_number is not None and
                                                               e.file_sequence_number is not None)):
                 out.append(e)  # nothing inherited (a merged manifest's entries): the entry as it is

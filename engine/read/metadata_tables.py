@@ -451,7 +451,9 @@ class InspectTable:
         rows = []
         for m in self._manifest_files(snap) if snap else []:
             for e in self._manifest_entries(m):
-                inherit = e.status == 1  # ADDED entries inherit from their manifest
+                # ADDED entries inherit from their manifest, and every entry of a v1 one (sequence number 0), as
+                # Java's InheritableMetadataFactory
+                inherit = e.status == 1 or m.sequence_number == 0
                 seq = e.data_sequence_number
                 file_seq = e.file_sequence_number
                 if inherit and seq is None:
