@@ -417,9 +417,13 @@ def _filter_columns_first(data_file: DataFile, schema: Schema, row_filter: Boole
     for d in deletes:
         if d.content == DataFileContent.EQUALITY_DELETES:
             first |= set(d.equality_ids or ())
-    if not first or all(subtree_ids(f) & first for f in schema_to_arrow(schema)):
+    columns = schema_to_arrow(schema)
+    if not first or all(subtree_ids(f) & first for f in columns):
         return None  # the filter reads every column the scan returns: nothing to read later
-    if all(_fixed_width(f.type) for f in schema_to_arrow(schema) if not subtree_ids(f) & first):
+    # a nested field's struct by its own id too: a file written before the field was added has the struct without
+    # the field's id, and the field then reads as its initial default, not as a null struct
+    first |= {fid for f in columns if subtree_ids(f) & first and (fid := arrow_field_id(f)) is not None}
+    if all(_fixed_width(f.type) for f in columns if not subtree_ids(f) & first):
         # pyarrow decodes whole columns either way: a second pass over the file for columns that are cheap to
         # filter costs more than it saves; read them with the filter's (its strings still as dictionaries)
         return first | needed
