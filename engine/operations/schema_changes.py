@@ -148,8 +148,8 @@ def is_promotion(old: IcebergType, new: IcebergType) -> bool:
     """Whether the spec allows promoting ``old`` to ``new`` (equal types count as allowed)."""
     if old == new:
         return True
-    if isinstance(old, UnknownType):  # format v3: no file holds a value of an unknown column
-        return True
+    if isinstance(old, UnknownType):  # format v3: no file holds a value of an unknown column; the spec promotes it
+        return isinstance(new, PrimitiveType)  # to primitives only (no primitive evolves to a struct, list or map)
     if isinstance(old, IntegerType):
         return isinstance(new, LongType)
     if isinstance(old, FloatType):
@@ -349,9 +349,11 @@ class SchemaChanges:
             raise ValidationError(f"Cannot {action}: map keys cannot change")
         updated = self.current(field)
         if field_type is not None and field_type != updated.field_type:
-            if not isinstance(updated.field_type, PrimitiveType):
-                raise ValidationError(f"Cannot change the type of column {name!r}: it is a {updated.field_type}, "
-                                      "not a primitive")
+            for kind in (updated.field_type, field_type):
+                if not isinstance(kind, PrimitiveType):
+                    raise ValidationError(f"Cannot change the type of column {name!r}: "
+                                          f"{'it' if kind is updated.field_type else 'the new type'} is a {kind}, "
+                                          "not a primitive")
             if not is_promotion(updated.field_type, field_type):
                 raise ValidationError(f"Cannot change the type of column {name!r}: {updated.field_type} cannot be "
                                       f"promoted to {field_type}")

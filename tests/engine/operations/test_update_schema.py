@@ -376,6 +376,8 @@ def test_promote_map_value_and_make_element_optional(catalog):
                                "decimal(5, 2)"),
     ("loc", "long", "Cannot change the type of column 'loc': it is a struct<lat: double, lon: double>, not a "
                     "primitive"),
+    ("id", pa.struct([("a", pa.int32())]), "Cannot change the type of column 'id': the new type is a "
+                                           "struct<a: int>, not a primitive"),
     ("attrs.key", "string", "Cannot update column 'attrs.key': map keys cannot change"),
     ("nope", "long", "Cannot update column 'nope': column 'nope' does not exist"),
 ])
@@ -670,3 +672,18 @@ def test_scan_promoted_decimal(catalog):
     out = t.scan().to_arrow()
     assert out.schema.field("amount").type == pa.decimal128(18, 2)
     assert out.column("amount").to_pylist() == [decimal.Decimal("1.25")]
+
+
+def test_an_unknown_column_is_promoted_to_primitives_only(catalog):
+    """v3: an unknown column holds no value in any file, so it may become any primitive; never a struct, list or
+    map (no primitive evolves to one, and their fields would need fresh ids)."""
+    t = catalog.create_table("db.u", schema=pa.schema([("c1", pa.string()), ("u", pa.null())]), format_version=3)
+    t.append(pa.table({"c1": ["a", "b"], "u": pa.nulls(2)}))
+    version = t.state.version
+    for nested in (pa.struct([("a", pa.int32())]), pa.list_(pa.int32())):
+        with pytest.raises(ValidationError, match="Cannot change the type of column 'u': the new type is a"):
+            t.update_schema().update_column("u", nested).commit()
+    assert t.state.version == version
+    t.update_schema().update_column("u", "int").commit()
+    assert t.scan().to_arrow().column("u").to_pylist() == [None, None]
+    assert t.scan(where="u is null").count() == 2
