@@ -44,7 +44,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import CommitConflict, ValidationError
-from engine.state.events import CurrentSchemaSet, Event, PropertiesSet, SchemaAdded
+from engine.state.events import CurrentSchemaSet, Event, PropertiesRemoved, PropertiesSet, SchemaAdded
 from engine.model.arrow_schema import schema_from_arrow
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY, updated_name_mapping
 from engine.model.schema import Schema
@@ -238,10 +238,43 @@ class UpdateSchema(PendingUpdate):
             return []
         for existing in base.schemas:
             if _same_structure(new_schema, existing):
-                return [CurrentSchemaSet(schema_id=existing.schema_id), *_mapping_update(base, existing)]
+                return [CurrentSchemaSet(schema_id=existing.schema_id), *_carried_properties(base, existing)]
         last_column_id = max(base.last_column_id, new_schema.highest_field_id)
         return [SchemaAdded(schema=new_schema, last_column_id=last_column_id),
-                CurrentSchemaSet(schema_id=new_schema.schema_id), *_mapping_update(base, new_schema)]
+                CurrentSchemaSet(schema_id=new_schema.schema_id), *_carried_properties(base, new_schema)]
+
+
+#: prefixes of table properties that name a column after them (Java's SchemaUpdate renames and drops these with
+#: their column: PropertyUtil.applySchemaChanges)
+COLUMN_PROPERTY_PREFIXES = ("write.metadata.metrics.column.", "write.parquet.bloom-filter-enabled.column.",
+                            "write.parquet.stats-enabled.column.")
+
+
+def _carried_properties(base: TableState, schema: Schema) -> list[Event]:
+    """The properties a schema change carries along in its commit: the name mapping, and the properties named after
+    a column, which follow its new name (a parent's rename included) or go with it when it is deleted."""
+    return [*_mapping_update(base, schema), *_column_property_changes(base, schema)]
+
+
+def _column_property_changes(base: TableState, schema: Schema) -> list[Event]:
+    old_names = {fid: base.schema.find_column_name(fid) for fid in base.schema.index_by_id()}
+    new_ids = schema.index_by_id()
+    renamed = {name: schema.find_column_name(fid) for fid, name in old_names.items()
+               if fid in new_ids and schema.find_column_name(fid) != name}
+    deleted = {name for fid, name in old_names.items() if fid not in new_ids}
+    updates: dict[str, str] = {}
+    removals: list[str] = []
+    for key, value in base.properties:
+        prefix = next((p for p in COLUMN_PROPERTY_PREFIXES if key.startswith(p)), None)
+        column = key[len(prefix):] if prefix is not None else None
+        if column in renamed:
+            updates[prefix + renamed[column]] = value  # type: ignore[operator]
+            removals.append(key)
+        elif column in deleted:
+            removals.append(key)
+    removals = [k for k in removals if k not in updates]
+    return ([PropertiesSet(updates=updates)] if updates else []) + \
+        ([PropertiesRemoved(removals=removals)] if removals else [])
 
 
 def _mapping_update(base: TableState, schema: Schema) -> list[Event]:

@@ -687,3 +687,25 @@ def test_an_unknown_column_is_promoted_to_primitives_only(catalog):
     t.update_schema().update_column("u", "int").commit()
     assert t.scan().to_arrow().column("u").to_pylist() == [None, None]
     assert t.scan(where="u is null").count() == 2
+
+
+METRICS_COLUMN = "write.metadata.metrics.column."
+
+
+def test_column_properties_follow_renames_and_go_with_deleted_columns(catalog):
+    """Java's SchemaUpdate carries a column's properties (metrics mode, Parquet bloom filter, column stats) to its
+    new name and drops them with it; icelog also carries a nested field's when its parent is renamed."""
+    t = catalog.create_table("db.p", schema=pa.schema([
+        ("id", pa.int64()), ("s", pa.string()), ("x", pa.string()), ("loc", pa.struct([("lat", pa.float64())]))]),
+        properties={METRICS_COLUMN + "s": "none", METRICS_COLUMN + "x": "counts", METRICS_COLUMN + "loc.lat": "full",
+                    "write.parquet.bloom-filter-enabled.column.id": "true"})
+    with t.update_schema() as update:  # a swap of two names, a parent rename, a delete
+        update.rename_column("s", "tmp").rename_column("x", "s").rename_column("loc", "place").delete_column("id")
+    with t.update_schema() as update:
+        update.rename_column("tmp", "x")
+    props = {k: v for k, v in t.state.properties if ".column." in k}
+    assert props == {METRICS_COLUMN + "x": "none", METRICS_COLUMN + "s": "counts", METRICS_COLUMN + "place.lat": "full"}
+    t.append(pa.table({"x": ["b"], "s": ["c"], "place": [{"lat": 1.0}]}))
+    (task,) = t.scan().plan_files()
+    x_id = t.state.schema.find_field("x").field_id
+    assert x_id not in dict(task.file.lower_bounds or ()) and x_id not in dict(task.file.value_counts or ())
