@@ -16,7 +16,7 @@ Where the facts live:
 - log: the table's stream in the event log.
 
 Partition structs use the table's unified partition type (every spec's fields, by field id), as Java does,
-and the ``partition`` column is left out when that type has no field.
+and the ``partition`` column is left out when that type has no field (and ``partitions()``'s ``spec_id`` too).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Protocol
 
+import attrs
 import pyarrow as pa
 
 from engine.errors import ValidationError
@@ -40,7 +41,7 @@ from engine.model.values import from_bytes
 from engine.state.store import StateStore
 from engine.state.table_state import Snapshot, TableState
 from projections import layout
-from projections.manifest_reader import read_manifest, read_manifest_list
+from projections.manifest_reader import inherit_first_row_ids, read_manifest, read_manifest_list
 from storage.files import FileIO
 
 TIMESTAMPTZ = pa.timestamp("us", tz="UTC")
@@ -217,6 +218,16 @@ def _data_file_row(f: DataFile, parts: _Partitions) -> dict[str, Any]:
     return row
 
 
+def _java_row_ids(entries: list[ManifestEntry], first_row_id: int | None) -> list[ManifestEntry]:
+    """A published manifest's entries with first row ids as Java's ``ManifestReader`` gives them: live data files
+    without one inherit from the manifest's ``first_row_id``, and a manifest without one (in its list) gives every
+    entry none."""
+    if first_row_id is not None:
+        return inherit_first_row_ids(entries, first_row_id)
+    return [e if e.data_file.first_row_id is None else
+            attrs.evolve(e, data_file=attrs.evolve(e.data_file, first_row_id=None)) for e in entries]
+
+
 class InspectTable:
     """The metadata tables of one table, read at the table's current state (PyIceberg's ``table.inspect``).
 
@@ -369,9 +380,10 @@ class InspectTable:
             if ts is not None and (g["last_updated_at"] is None or ts > g["last_updated_at"]):
                 g["last_updated_at"] = ts
                 g["last_updated_snapshot_id"] = e.snapshot_id
-        fields = [] if parts.empty else [pa.field("partition", parts.arrow_type, nullable=False)]
+        # Java's PartitionsTable keeps neither partition nor spec_id when the unified partition type has no field
+        fields = [] if parts.empty else [pa.field("partition", parts.arrow_type, nullable=False),
+                                         pa.field("spec_id", pa.int32(), nullable=False)]
         fields += [
-            pa.field("spec_id", pa.int32(), nullable=False),
             pa.field("record_count", pa.int64(), nullable=False),
             pa.field("file_count", pa.int32(), nullable=False),
             pa.field("total_data_file_size_in_bytes", pa.int64(), nullable=False),
@@ -385,7 +397,7 @@ class InspectTable:
         rows = list(groups.values())
         if parts.empty:
             for r in rows:
-                del r["partition"]
+                del r["partition"], r["spec_id"]
         return pa.Table.from_pylist(rows, schema=pa.schema(fields))
 
     # ------------------------------------------------------------ from the published manifests
@@ -401,11 +413,11 @@ class InspectTable:
         for i, s in enumerate(m.partitions):
             lower = upper = None
             if ptype is not None and i < len(spec.fields):
+                # as Java's ManifestsTable: a missing bound (every value null, a void field) is rendered too, and
+                # every transform renders null as "null"
                 t, transform = ptype.fields[i].field_type, spec.fields[i].transform
-                if s.lower_bound is not None:
-                    lower = transform.to_human_string(t, from_bytes(t, s.lower_bound))
-                if s.upper_bound is not None:
-                    upper = transform.to_human_string(t, from_bytes(t, s.upper_bound))
+                lower = transform.to_human_string(t, None if s.lower_bound is None else from_bytes(t, s.lower_bound))
+                upper = transform.to_human_string(t, None if s.upper_bound is None else from_bytes(t, s.upper_bound))
             out.append({"contains_null": s.contains_null, "contains_nan": s.contains_nan,
                         "lower_bound": lower, "upper_bound": upper})
         return out
@@ -444,13 +456,14 @@ class InspectTable:
         return pa.Table.from_pylist(rows, schema=ALL_MANIFESTS_SCHEMA)
 
     def entries(self, snapshot_id: int | None = None) -> pa.Table:
-        """Every entry (added, existing and deleted) of the snapshot's manifests, with inherited snapshot ids and
-        sequence numbers filled in (Java's ``ManifestEntriesTable``, without ``readable_metrics``)."""
+        """Every entry (added, existing and deleted) of the snapshot's manifests, with inherited snapshot ids,
+        sequence numbers and first row ids filled in (Java's ``ManifestEntriesTable``, without
+        ``readable_metrics``)."""
         parts = _Partitions(self.state)
         snap = self._snapshot(snapshot_id)
         rows = []
         for m in self._manifest_files(snap) if snap else []:
-            for e in self._manifest_entries(m):
+            for e in _java_row_ids(self._manifest_entries(m), m.first_row_id):
                 # ADDED entries inherit from their manifest, and every entry of a v1 one (sequence number 0), as
                 # Java's InheritableMetadataFactory
                 inherit = e.status == 1 or m.sequence_number == 0

@@ -222,3 +222,41 @@ def test_json_lines_for_the_cli(table):
     assert isinstance(json.loads(next(to_json_lines(table.inspect.snapshots())))["committed_at"], str)
     with pytest.raises(ValidationError, match="unknown metadata table"):
         inspect_kind(table, "nope")
+
+
+def test_partition_summaries_without_bounds_show_the_string_null(catalog):
+    # Java's ManifestsTable renders a missing bound through the transform too, and every transform renders null
+    # as "null": a partition of null values only, and a v1 void field
+    null_bounds = [{"contains_null": True, "contains_nan": False, "lower_bound": "null", "upper_bound": "null"}]
+    t = catalog.create_table("db.nulls", schema=SCHEMA, partition_by=["category"])
+    t.append(rows([1], None))
+    assert t.inspect.manifests().column("partition_summaries").to_pylist() == [null_bounds]
+    assert t.inspect.all_manifests().column("partition_summaries").to_pylist() == [null_bounds]
+    v1 = catalog.create_table("db.void", schema=SCHEMA, partition_by=["category"], format_version=1)
+    v1.update_spec().remove_field("category").commit()  # v1 keeps the field, as void
+    v1.append(rows([1], "a"))
+    assert v1.inspect.manifests().column("partition_summaries").to_pylist() == [null_bounds]
+
+
+def test_partitions_of_an_unpartitioned_table_have_javas_columns(catalog):
+    # Java's PartitionsTable.schema() keeps neither partition nor spec_id for an unpartitioned table
+    t = catalog.create_table("db.flat", schema=SCHEMA)
+    t.append(rows([1, 2], "a"))
+    got = t.inspect.partitions()
+    assert got.column_names == COLUMNS["partitions"][2:]
+    assert got.to_pylist()[0]["record_count"] == 2
+    empty = catalog.create_table("db.flat_empty", schema=SCHEMA)
+    assert empty.inspect.partitions().column_names == COLUMNS["partitions"][2:]
+
+
+def test_entries_read_first_row_ids_as_javas_reader(catalog):
+    # a v3 data manifest with only DELETED entries (a whole file deleted) has no first_row_id in icelog's list;
+    # Java's reader (ManifestReader.idAssigner) then gives every entry of it a null first_row_id, and so does
+    # entries(): Spark shows the same
+    t = catalog.create_table("db.v3", schema=SCHEMA, partition_by=["category"], format_version=3)
+    t.append(rows([1, 2], "a"))
+    t.append(rows([3], "b"))
+    t.delete("category = 'a'")
+    got = {(e["status"], e["data_file"]["first_row_id"]) for e in t.inspect.entries().to_pylist()}
+    assert got == {(2, None), (1, 2)}
+    assert catalog.verify("db.v3") == []
