@@ -130,8 +130,7 @@ def plan_expiry(state: TableState, now: int, older_than_ms: int | None = None,
     :param older_than_ms: the default cutoff: snapshots committed before it may expire
     :param retain_last: the default number of snapshots each branch keeps (at least 1)
     """
-    if retain_last is not None and retain_last < 1:
-        raise ValidationError(f"Cannot expire snapshots: retain_last must be at least 1, got {retain_last}")
+    _check_arguments(older_than_ms, retain_last)
     if not state.snapshots:
         return (), ()
     default_cutoff = (older_than_ms if older_than_ms is not None
@@ -263,10 +262,10 @@ def expire_snapshots(table: CollectedTable, older_than_ms: int | None = None, re
         in place); without it they stay, and files under another table's location always stay
     :param progress: called with (data and delete files checked, files the expired snapshots reached) as it
         deletes the unreachable ones
-    :raises ValidationError: ``gc.enabled`` is false, or ``retain_last`` is below 1
+    :raises ValidationError: ``gc.enabled`` is false, ``older_than_ms`` is not an integer, or ``retain_last`` is
+        not an integer of at least 1
     """
-    if retain_last is not None and retain_last < 1:
-        raise ValidationError(f"Cannot expire snapshots: retain_last must be at least 1, got {retain_last}")
+    _check_arguments(older_than_ms, retain_last)
     _check_gc(table.state)
     attempts: list[_Attempt] = []
 
@@ -349,6 +348,23 @@ def _manifest_paths(index: ManifestListIndex, table_uuid: str,
     return paths, complete
 
 
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_arguments(older_than_ms: object, retain_last: object) -> None:
+    """Expiry's arguments, checked before anything is planned or committed."""
+    if older_than_ms is not None and not _is_integer(older_than_ms):
+        raise ValidationError(f"Cannot expire snapshots: older_than_ms must be an integer (milliseconds since the "
+                              f"epoch), got {older_than_ms!r}")
+    if retain_last is None:
+        return
+    if not _is_integer(retain_last):
+        raise ValidationError(f"Cannot expire snapshots: retain_last must be an integer, got {retain_last!r}")
+    if retain_last < 1:
+        raise ValidationError(f"Cannot expire snapshots: retain_last must be at least 1, got {retain_last}")
+
+
 def _check_gc(state: TableState) -> None:
     if not state.bool_property(GC_ENABLED, True):
         raise ValidationError(f"Cannot expire snapshots: {GC_ENABLED} is false (deleting files may corrupt other "
@@ -399,6 +415,9 @@ def remove_orphan_files(table: CollectedTable, older_than_ms: int | None = None)
     The cutoff protects files that writers have staged but not committed yet. The projection is published first,
     so the files of the latest commits count as referenced.
     """
+    if older_than_ms is not None and not _is_integer(older_than_ms):
+        raise ValidationError(f"Cannot remove orphan files: older_than_ms must be an integer (milliseconds since the "
+                              f"epoch), got {older_than_ms!r}")
     table.publish()
     catalog = table.catalog
     store, io = catalog.store, catalog.io

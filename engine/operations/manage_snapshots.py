@@ -28,10 +28,9 @@ import attrs
 from engine.errors import NotFound, ValidationError
 from engine.state.events import Event, FileChange, RefRemoved, RefSet, SnapshotAdded
 from engine.model.data_file import DataFile, DataFileContent
-from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext, new_commit_id, now_ms
 from engine.operations.pending import PendingUpdate
-from engine.operations.snapshot import snapshot_events
+from engine.operations.snapshot import new_snapshot_id, snapshot_events, snapshot_summary
 from engine.state.table_state import (
     MAIN_BRANCH,
     LogPosition,
@@ -45,7 +44,6 @@ BRANCH = "branch"
 TAG = "tag"
 APPEND = "append"
 OVERWRITE = "overwrite"
-DELETE = "delete"
 SOURCE_SNAPSHOT_ID = "source-snapshot-id"
 REPLACE_PARTITIONS = "replace-partitions"
 WAP_ID = "wap.id"
@@ -65,6 +63,20 @@ def _positive(value: int | None, what: str, action: str) -> int | None:
 def _name(value: Any, what: str, action: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValidationError(f"Cannot {action}: {what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _tag_name(value: Any, action: str) -> str:
+    """A tag's name: never ``main``, which must be a branch (Java's TableMetadata.Builder.setRef)."""
+    _name(value, "the tag name", action)
+    if value == MAIN_BRANCH:
+        raise ValidationError(f"Cannot {action}: {MAIN_BRANCH} must be a branch, not a tag")
+    return value
+
+
+def _integer(value: Any, what: str, action: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"Cannot {action}: {what} must be an integer, got {value!r}")
     return value
 
 
@@ -135,18 +147,23 @@ class _Plan:
         self.refs[name] = ref
 
     def move_main(self, snapshot_id: int) -> None:
-        main = self.refs.get(MAIN_BRANCH)
-        self.refs[MAIN_BRANCH] = (attrs.evolve(main, snapshot_id=snapshot_id) if main is not None
-                                  else SnapshotRef(snapshot_id=snapshot_id))
+        self.move(MAIN_BRANCH, snapshot_id)
+
+    def move(self, branch: str, snapshot_id: int) -> None:
+        """Point ``branch`` at ``snapshot_id``, keeping its retention settings (a new branch gets none)."""
+        ref = self.refs.get(branch)
+        self.refs[branch] = (attrs.evolve(ref, snapshot_id=snapshot_id) if ref is not None
+                             else SnapshotRef(snapshot_id=snapshot_id))
 
     def add_snapshot(self, event: SnapshotAdded) -> None:
-        """Fold a new snapshot on main into the working state (the fold moves main, as the log will)."""
+        """Fold a new snapshot on its branch into the working state (the fold moves the branch, as the log
+        will)."""
         at = LogPosition(position=0, version=self.state.version, commit_id=self.ctx.commit_id,
                          time_ms=self.ctx.time_ms)
         self.state = apply(event, self.state, at)
         self.added.append(event)
         self.pending_changes[event.snapshot_id] = event.changes
-        self.move_main(event.snapshot_id)
+        self.move(event.branch, event.snapshot_id)
 
     def events(self) -> list[Event]:
         """The new snapshots, then the ref changes that differ from where the new snapshots leave the refs."""
@@ -216,6 +233,9 @@ class ManageSnapshots(PendingUpdate):
                       min_snapshots_to_keep: int | None = None) -> ManageSnapshots:
         """A new branch at ``snapshot_id`` (None: the current snapshot), with its retention settings.
 
+        On a table with no current snapshot, ``snapshot_id=None`` commits an empty ``append`` snapshot with no
+        parent to the new branch (Java's SnapshotManager.createBranch(name)); ``main`` stays absent.
+
         :param snapshot_id: the snapshot the branch starts at
         :param branch_name: the new branch's name (no ref may have it yet)
         :param max_ref_age_ms: how long the branch outlives its head snapshot before expiry removes it
@@ -227,14 +247,17 @@ class ManageSnapshots(PendingUpdate):
         _positive(max_ref_age_ms, "max_ref_age_ms", action)
         _positive(max_snapshot_age_ms, "max_snapshot_age_ms", action)
         _positive(min_snapshots_to_keep, "min_snapshots_to_keep", action)
+        empty_id = new_snapshot_id()
 
         def request(plan: _Plan) -> None:
             sid = snapshot_id if snapshot_id is not None else plan.main_head()
-            if sid is None:
-                raise ValidationError(f"Cannot {action}: the table has no current snapshot")
-            plan.snapshot(sid, action)
+            if sid is not None:
+                plan.snapshot(sid, action)
             if branch_name in plan.refs:
                 raise ValidationError(f"Cannot {action}: ref {branch_name} already exists")
+            if sid is None:  # no current snapshot: the branch starts at a new empty one
+                plan.add_snapshot(_empty_snapshot(plan, empty_id, branch_name))
+                sid = empty_id
             plan.set_ref(branch_name, SnapshotRef(snapshot_id=sid, type=BRANCH,
                                                   min_snapshots_to_keep=min_snapshots_to_keep,
                                                   max_snapshot_age_ms=max_snapshot_age_ms,
@@ -250,7 +273,7 @@ class ManageSnapshots(PendingUpdate):
         :param max_ref_age_ms: how long the tag outlives its snapshot before expiry removes it
         """
         action = f"create tag {tag_name}"
-        _name(tag_name, "the tag name", action)
+        _tag_name(tag_name, action)
         _positive(max_ref_age_ms, "max_ref_age_ms", action)
 
         def request(plan: _Plan) -> None:
@@ -286,20 +309,26 @@ class ManageSnapshots(PendingUpdate):
     def replace_branch(self, branch_name: str, snapshot_id: int | None = None, *, to_ref: str | None = None,
                        fast_forward: bool = False) -> ManageSnapshots:
         """Point an existing branch at ``snapshot_id`` or at the snapshot of ref ``to_ref`` (exactly one of them),
-        keeping its retention settings (Java's replaceBranch).
+        keeping its retention settings (Java's replaceBranch). With ``to_ref``, a branch that does not exist yet
+        is created at ``to_ref``'s snapshot, without retention settings (Java since 1.5).
 
         :param fast_forward: only if the branch's head is an ancestor of the new snapshot
         """
         action = f"replace branch {branch_name}"
+        _name(branch_name, "the branch name", action)
         if (snapshot_id is None) == (to_ref is None):
             raise ValidationError(f"Cannot {action}: give exactly one of snapshot_id and to_ref")
 
         def request(plan: _Plan) -> None:
-            ref = plan.ref(branch_name, BRANCH, action)
             if to_ref is not None:
                 target = plan.ref(to_ref, None, action).snapshot_id
                 target_name = to_ref
+                if branch_name not in plan.refs:
+                    plan.set_ref(branch_name, SnapshotRef(snapshot_id=target, type=BRANCH))
+                    return
+                ref = plan.ref(branch_name, BRANCH, action)
             else:
+                ref = plan.ref(branch_name, BRANCH, action)
                 target = plan.snapshot(snapshot_id, action).snapshot_id
                 target_name = f"snapshot {snapshot_id}"
             if target == ref.snapshot_id:
@@ -313,12 +342,13 @@ class ManageSnapshots(PendingUpdate):
 
     def fast_forward(self, branch_name: str, to_ref: str) -> ManageSnapshots:
         """Move ``branch_name`` to the head of ``to_ref``, only if its own head is an ancestor of it (Java's
-        fastForwardBranch)."""
+        fastForwardBranch); a branch that does not exist yet is created there."""
         return self.replace_branch(branch_name, to_ref=to_ref, fast_forward=True)
 
     def replace_tag(self, tag_name: str, snapshot_id: int) -> ManageSnapshots:
         """Point an existing tag at another snapshot, keeping its retention setting."""
         action = f"replace tag {tag_name}"
+        _tag_name(tag_name, action)
 
         def request(plan: _Plan) -> None:
             ref = plan.ref(tag_name, TAG, action)
@@ -394,6 +424,7 @@ class ManageSnapshots(PendingUpdate):
     def rollback_to_timestamp(self, timestamp_ms: int) -> ManageSnapshots:
         """Make the newest ancestor of the current snapshot committed strictly before ``timestamp_ms`` current."""
         action = f"roll back to timestamp {timestamp_ms}"
+        _integer(timestamp_ms, "timestamp_ms", action)
 
         def request(plan: _Plan) -> None:
             older = [s for s in plan.state.ancestors(plan.main_head()) if s.timestamp_ms < timestamp_ms]
@@ -406,40 +437,47 @@ class ManageSnapshots(PendingUpdate):
     def cherrypick_snapshot(self, snapshot_id: int) -> ManageSnapshots:
         """Apply a snapshot's changes to main, Java's rules: an append adds its data files in a new ``append``
         snapshot; a dynamic overwrite (``replace-partitions``) re-applies its adds and removes if the partitions it
-        replaced did not change since its parent; any snapshot whose parent is main's head is fast-forwarded.
-        A ``delete`` snapshot cannot be cherry-picked. The new snapshot's summary names the source snapshot.
+        replaced did not change since its parent; any snapshot whose parent is main's head is fast-forwarded,
+        whatever its operation (a ``delete``, a plain overwrite, a compaction can only be fast-forwarded). The new
+        snapshot's summary names the source snapshot. An append or dynamic overwrite staged with a ``wap.id`` that
+        an ancestor of main already carries (as ``wap.id`` or ``published-wap-id``) is refused, fast-forward or not
+        (Java's WapUtil.validateWapPublish).
 
         Data sequence numbers, as Java's CherryPickOperation: a fast-forward makes the picked snapshot itself the
         head, so its entries keep theirs (a compaction's starting sequence number included; a compaction, a
         ``replace`` snapshot, can only be fast-forwarded). An append or dynamic overwrite that is re-applied adds
         its files to the new snapshot as new files, which take the new snapshot's sequence number even when they
         carried an explicit one in the picked snapshot: deletes committed on main before the pick never saw those
-        rows, and an older number would let them delete the picked rows.
+        rows, and an older number would let them delete the picked rows. On a format version 3 table they likewise
+        take new row ids from the table's ``next-row-id``.
         """
         action = f"cherry-pick snapshot {snapshot_id}"
         new_id = new_snapshot_id()
 
         def request(plan: _Plan) -> None:
             picked = plan.snapshot(snapshot_id, action)
-            if picked.operation == DELETE:
-                raise ValidationError(f"Cannot {action}: it is a delete snapshot; only append and overwrite snapshots "
-                                      f"can be cherry-picked")
             head = plan.main_head()
+            dynamic = (picked.operation == OVERWRITE
+                       and (picked.summary_value(REPLACE_PARTITIONS) or "").lower() == "true")
+            extra = {SOURCE_SNAPSHOT_ID: str(picked.snapshot_id)}
+            if picked.operation == APPEND or dynamic:  # as Java, before the fast-forward decision
+                if dynamic:
+                    _check_based_on_history(plan, picked, head, action)
+                wap_id = _check_wap(plan, picked, head, action)
+                if wap_id:
+                    extra[PUBLISHED_WAP_ID] = wap_id
             if picked.parent_snapshot_id == head:
                 plan.move_main(picked.snapshot_id)  # fast-forward
                 return
-            dynamic = (picked.operation == OVERWRITE
-                       and (picked.summary_value(REPLACE_PARTITIONS) or "").lower() == "true")
             if picked.operation != APPEND and not dynamic:
-                raise ValidationError(f"Cannot {action}: not an append, a dynamic overwrite, or a fast-forward of "
-                                      f"the current snapshot {head}")
+                raise ValidationError(f"Cannot {action}: it is a {picked.operation} snapshot whose parent "
+                                      f"{picked.parent_snapshot_id} is not the current snapshot {head}, so not an "
+                                      f"append, a dynamic overwrite, or a fast-forward")
             _check_not_picked(plan, picked, head, action)
-            extra = {SOURCE_SNAPSHOT_ID: str(picked.snapshot_id)}
-            wap_id = _check_wap(plan, picked, head, action)
-            if wap_id:
-                extra[PUBLISHED_WAP_ID] = wap_id
             changes = plan.changes(picked)
-            added = [c.file for c in changes if c.added and c.file.content == DataFileContent.DATA]
+            # re-applied files are new files: new sequence number, and new row ids on a v3 table
+            added = [attrs.evolve(c.file, first_row_id=None) for c in changes
+                     if c.added and c.file.content == DataFileContent.DATA]
             removed: list[DataFile] = []
             if dynamic:
                 removed = [c.file for c in changes if not c.added and c.file.content == DataFileContent.DATA]
@@ -463,25 +501,33 @@ def _check_not_picked(plan: _Plan, picked: Snapshot, head: int | None, action: s
 
 
 def _check_wap(plan: _Plan, picked: Snapshot, head: int | None, action: str) -> str | None:
-    """The write-audit-publish id the picked snapshot stages, if not published already (Java's WapUtil)."""
+    """The write-audit-publish id the picked snapshot stages, if not published already: no ancestor of the current
+    snapshot carries it, staged (a fast-forwarded snapshot) or published (Java's WapUtil.isWapIdPublished)."""
     wap_id = picked.summary_value(WAP_ID)
     if not wap_id:
         return None
     for ancestor in plan.state.ancestors(head):
-        if ancestor.summary_value(PUBLISHED_WAP_ID) == wap_id:
+        if wap_id in (ancestor.summary_value(WAP_ID), ancestor.summary_value(PUBLISHED_WAP_ID)):
             raise ValidationError(f"Cannot {action}: write-audit-publish id {wap_id} was already published by "
                                   f"snapshot {ancestor.snapshot_id}")
     return wap_id
 
 
-def _check_overwrite(plan: _Plan, picked: Snapshot, head: int | None, added: Sequence[DataFile],
-                     removed: Sequence[DataFile], action: str) -> None:
-    """A dynamic overwrite applies only where it was based on the current history and its partitions are unchanged
-    since: the files it removes are still live, and nothing landed in the partitions it replaces."""
+def _check_based_on_history(plan: _Plan, picked: Snapshot, head: int | None, action: str) -> None:
+    """A dynamic overwrite is picked only if it was based on the current history: its parent is an ancestor of the
+    current snapshot, or it has none."""
     parent = picked.parent_snapshot_id
     if parent is not None and not _is_ancestor(plan.state, parent, head):
         raise ValidationError(f"Cannot {action}: the overwrite is based on snapshot {parent}, not an ancestor of "
                               f"the current snapshot {head}")
+
+
+def _check_overwrite(plan: _Plan, picked: Snapshot, head: int | None, added: Sequence[DataFile],
+                     removed: Sequence[DataFile], action: str) -> None:
+    """A dynamic overwrite based on the current history re-applies only where its partitions are unchanged since its
+    parent: the files it removes are still live, and no data file landed in the partitions it replaces (Java's
+    validateReplacedPartitions reads the added data files only; a delete file there does not conflict)."""
+    parent = picked.parent_snapshot_id
     live = plan.live_paths(head)
     gone = [f.file_path for f in removed if f.key not in live]
     if gone:
@@ -491,6 +537,20 @@ def _check_overwrite(plan: _Plan, picked: Snapshot, head: int | None, added: Seq
         if snap.snapshot_id == parent:
             break
         for c in plan.changes(snap):
-            if c.added and (c.file.spec_id, c.file.partition) in replaced:
+            if c.added and c.file.content == DataFileContent.DATA and (c.file.spec_id, c.file.partition) in replaced:
                 raise ValidationError(f"Cannot {action}: partition {c.file.partition} it replaces changed in "
                                       f"snapshot {snap.snapshot_id}")
+
+
+def _empty_snapshot(plan: _Plan, snapshot_id: int, branch: str) -> SnapshotAdded:
+    """An ``append`` snapshot with no parent and no file changes on ``branch``: what Java's createBranch(name) commits
+    (an empty fast append) when the table has no current snapshot."""
+    state = plan.state
+    v3 = state.format_version >= 3
+    return SnapshotAdded(
+        snapshot_id=snapshot_id, parent_snapshot_id=None,
+        sequence_number=state.last_sequence_number + 1 if state.format_version >= 2 else 0,
+        timestamp_ms=max(plan.ctx.time_ms, state.last_updated_ms), operation=APPEND,
+        summary=snapshot_summary((), (), None), schema_id=state.current_schema_id, branch=branch,
+        partition_types={s.spec_id: s.partition_type(state.schema) for s in state.specs},
+        first_row_id=(state.next_row_id or 0) if v3 else None, added_rows=0 if v3 else None)

@@ -98,8 +98,10 @@ def test_metadata_commands_say_what_changed(tmp_path: Path, files: dict[str, str
         ("create-branch", "db.t", "audit"),
     )}
     assert told == {
-        "add-column": "add-column db.t: added column note string (id 3); schema 1",
-        "rename-column": "rename-column db.t: renamed column note to comment (id 3); schema 2",
+        # the table has a name mapping (its files came without field ids): the schema commits update it too
+        "add-column": "add-column db.t: added column note string (id 3); schema 1; set schema.name-mapping.default",
+        "rename-column": "rename-column db.t: renamed column note to comment (id 3); schema 2; "
+                         "set schema.name-mapping.default",
         "update-column": "update-column db.t: column comment (id 3) doc 'free text'; schema 3",
         "drop-column": "drop-column db.t: dropped column comment (id 3); schema 0",  # the same as schema 0
         "add-partition-field": "add-partition-field db.t: added partition field id_bucket_4 (bucket[4]) (id 1001); "

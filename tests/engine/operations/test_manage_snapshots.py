@@ -314,16 +314,35 @@ def test_the_apis_dynamic_overwrites_are_marked_and_cherry_pick_as_such(table, h
     assert ids_of(table) == [10, 11, 20]
 
 
-def test_cherrypick_a_delete_is_refused(table):
+def test_cherrypick_a_delete_is_refused_unless_it_fast_forwards(table):
+    """Java's CherryPickOperation re-applies only appends and dynamic overwrites; a delete whose parent is not the
+    current snapshot is refused."""
     s3 = table.snaps[2]
     path = table.catalog.store.file_changes_of(table.state, s3)[0].file.file_path
     d = table.delete_files([path])
     assert d.operation == "delete"
     table.manage_snapshots().rollback_to_snapshot(s3.snapshot_id).commit()
+    table.append(rows([5]))  # main moves on: d's parent s3 is no longer the head
     h = head(table)
-    with pytest.raises(ValidationError, match=f"Cannot cherry-pick snapshot {d.snapshot_id}: it is a delete snapshot"):
+    with pytest.raises(ValidationError, match=f"Cannot cherry-pick snapshot {d.snapshot_id}: it is a delete snapshot "
+                                              f"whose parent {s3.snapshot_id} is not the current snapshot"):
         table.manage_snapshots().cherrypick_snapshot(d.snapshot_id)
     assert head(table) == h
+    assert ids_of(table) == [1, 2, 3, 4, 5]
+
+
+def test_cherrypick_a_delete_whose_parent_is_the_head_fast_forwards(table):
+    """Java's CherryPickOperation fast-forwards any operation whose parent is the current snapshot: a delete staged on
+    a branch is published by moving main to it."""
+    s3 = table.snaps[2]
+    table.manage_snapshots().create_branch(s3.snapshot_id, "audit").commit()
+    d = table.delete("id = 3", branch="audit")
+    assert (d.operation, d.parent_snapshot_id) == ("delete", s3.snapshot_id)
+    n = len(table.snapshots())
+    table.manage_snapshots().cherrypick_snapshot(d.snapshot_id).commit()
+    assert table.current_snapshot().snapshot_id == d.snapshot_id
+    assert len(table.snapshots()) == n
+    assert ids_of(table) == [1, 2, 4]
 
 
 def test_cherrypick_fast_forward_of_a_branch_compaction_keeps_its_data_sequence_numbers(table):
@@ -419,7 +438,7 @@ def _errors(table):
         (lambda ms: ms.replace_tag("tag1", 424242), NotFound, "snapshot 424242 does not exist"),
         (lambda ms: ms.fast_forward("main", "branch1"), ValidationError,
          f"Cannot fast-forward main: its head {s3.snapshot_id} is not an ancestor of branch1"),
-        (lambda ms: ms.fast_forward("nope", "main"), NotFound, "branch nope does not exist"),
+        (lambda ms: ms.fast_forward("tag1", "main"), ValidationError, "tag1 is a tag, not a branch"),
         (lambda ms: ms.rename_branch("main", "x"), ValidationError, "Cannot rename branch main"),
         (lambda ms: ms.rename_branch("branch1", "tag1"), ValidationError,
          "Cannot rename branch branch1: ref tag1 already exists"),
@@ -532,3 +551,197 @@ def test_a_commit_to_a_tag_is_refused_and_the_tag_stays(table, tmp_path):
             commit()
     assert table.state.version == version and table.state.ref("v1").snapshot_id == tagged
     assert data_files() == files_before                               # the refused append's file is gone
+
+
+# ---------------------------------------------------------------- refs on tables without main
+
+
+def test_create_branch_on_an_empty_table_commits_an_empty_snapshot(catalog):
+    """Java's SnapshotManager.createBranch(name) with no current snapshot: an empty fast append with no parent on the
+    new branch; main stays absent, and the projection (a manifest list naming no manifest) is valid."""
+    from pyiceberg.table import StaticTable
+
+    t = catalog.create_table("db.e", schema=SCHEMA, partition_by=["category"])
+    before = commits(t)
+    t.manage_snapshots().create_branch(None, "audit", min_snapshots_to_keep=2).commit()
+    assert commits(t) == before + 1
+    assert ref(t, "main") is None and t.current_snapshot() is None
+    audit = ref(t, "audit")
+    assert (audit.type, audit.min_snapshots_to_keep) == ("branch", 2)
+    snap = t.state.snapshot_by_id(audit.snapshot_id)
+    assert (snap.parent_snapshot_id, snap.operation) == (None, "append")
+    assert dict(snap.summary)["total-records"] == "0"
+    assert list(t.catalog.store.file_changes_of(t.state, snap)) == []
+    assert ids_of(t, snap.snapshot_id) == []
+    refs, current = published_refs(t)
+    assert refs == {"audit": {"snapshot-id": snap.snapshot_id, "type": "branch", "min-snapshots-to-keep": 2}}
+    assert current == -1  # no current snapshot, as Java writes it
+    assert catalog.verify("db.e") == []
+    static = StaticTable.from_metadata(t.metadata_location)
+    assert static.current_snapshot() is None
+    assert static.snapshot_by_name("audit").snapshot_id == snap.snapshot_id
+    assert static.scan(snapshot_id=snap.snapshot_id).to_arrow().num_rows == 0
+    t.append(rows([1]), branch="audit")  # the branch takes writes on top of its empty snapshot
+    assert t.state.snapshot_by_id(ref(t, "audit").snapshot_id).parent_snapshot_id == snap.snapshot_id
+    assert ref(t, "main") is None
+
+
+def test_create_branch_on_an_empty_table_refuses_an_existing_name(catalog):
+    t = catalog.create_table("db.e", schema=SCHEMA)
+    t.manage_snapshots().create_branch(None, "audit").commit()
+    h = head(t)
+    with pytest.raises(ValidationError, match="Cannot create branch audit: ref audit already exists"):
+        t.manage_snapshots().create_branch(None, "audit")
+    assert head(t) == h and len(t.snapshots()) == 1
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_replace_branch_to_a_ref_creates_a_missing_branch(table, fast):
+    """Java's replaceBranch(from, to) and fastForwardBranch since 1.5: a missing branch is created at the ref's
+    snapshot, without retention settings; replace_branch to a snapshot id still needs an existing branch."""
+    s1 = table.snaps[0]
+    table.manage_snapshots().create_branch(s1.snapshot_id, "branch1", min_snapshots_to_keep=3).commit()
+    ms = table.manage_snapshots()
+    (ms.fast_forward("new", "branch1") if fast else ms.replace_branch("new", to_ref="branch1")).commit()
+    assert ref(table, "new") == SnapshotRef(snapshot_id=s1.snapshot_id, type="branch")
+    h = head(table)
+    with pytest.raises(NotFound, match="Cannot replace branch other: branch other does not exist"):
+        table.manage_snapshots().replace_branch("other", s1.snapshot_id)
+    with pytest.raises(NotFound, match="Cannot replace branch other: ref nope does not exist"):
+        table.manage_snapshots().fast_forward("other", "nope")
+    assert head(table) == h and ref(table, "other") is None
+
+
+def test_fast_forward_main_when_the_data_is_only_on_a_branch(catalog):
+    t = catalog.create_table("db.e", schema=SCHEMA)
+    a = t.append(rows([1, 2]), branch="audit")
+    assert ref(t, "main") is None
+    t.manage_snapshots().fast_forward("main", "audit").commit()
+    assert t.current_snapshot().snapshot_id == a.snapshot_id
+    assert ids_of(t) == [1, 2]
+    refs, current = published_refs(t)
+    assert current == a.snapshot_id and refs["main"] == {"snapshot-id": a.snapshot_id, "type": "branch"}
+
+
+@pytest.mark.parametrize("call", [
+    lambda ms, sid: ms.create_tag(sid, "main"),
+    lambda ms, sid: ms.replace_tag("main", sid),
+])
+def test_a_tag_named_main_is_refused(catalog, call):
+    """Java's TableMetadata.Builder.setRef: main must be a branch, even on a table whose main does not exist yet."""
+    t = catalog.create_table("db.e", schema=SCHEMA)
+    a = t.append(rows([1]), branch="audit")
+    h = head(t)
+    with pytest.raises(ValidationError, match="main must be a branch, not a tag"):
+        call(t.manage_snapshots(), a.snapshot_id)
+    assert head(t) == h and ref(t, "main") is None
+
+
+# ---------------------------------------------------------------- cherry-pick: write-audit-publish, v3
+
+
+def stage_wap(table, branch, ids, wap_id):
+    """An append staged on ``branch`` with a ``wap.id``, as Spark's write-audit-publish writes it."""
+    from engine.write.data_writer import write_data_files
+    from engine.operations.snapshot import new_snapshot_id
+
+    snapshot_id = new_snapshot_id()
+    files = write_data_files(table.state, rows(ids))
+    table.commit_events(lambda base, ctx: snapshot_events(base, ctx, operation="append", snapshot_id=snapshot_id,
+                                                          added=files, branch=branch,
+                                                          summary_extra={"wap.id": wap_id}))
+    return table.state.snapshot_by_id(snapshot_id)
+
+
+def test_a_wap_id_fast_forwarded_once_is_not_published_again(table):
+    """Java's WapUtil.isWapIdPublished: an ancestor that carries the id as ``wap.id`` (a fast-forwarded staged
+    snapshot) published it."""
+    s3 = table.snaps[2]
+    table.manage_snapshots().create_branch(s3.snapshot_id, "w1").create_branch(s3.snapshot_id, "w2").commit()
+    wap1 = stage_wap(table, "w1", [5], "job-1")
+    wap2 = stage_wap(table, "w2", [5], "job-1")  # the same job, staged twice
+    table.manage_snapshots().cherrypick_snapshot(wap1.snapshot_id).commit()
+    assert table.current_snapshot().snapshot_id == wap1.snapshot_id
+    h = head(table)
+    with pytest.raises(ValidationError, match=f"write-audit-publish id job-1 was already published by snapshot "
+                                              f"{wap1.snapshot_id}"):
+        table.manage_snapshots().cherrypick_snapshot(wap2.snapshot_id)
+    assert head(table) == h
+    assert ids_of(table) == [1, 2, 3, 4, 5]
+
+
+def test_a_published_wap_id_is_refused_before_a_fast_forward(table):
+    """Java checks the WAP id of an append before it decides to fast-forward."""
+    s3 = table.snaps[2]
+    table.manage_snapshots().create_branch(s3.snapshot_id, "w1").commit()
+    wap1 = stage_wap(table, "w1", [5], "job-1")
+    table.append(rows([6]))  # main moves on: wap1 is re-applied
+    table.manage_snapshots().cherrypick_snapshot(wap1.snapshot_id).commit()
+    published = table.current_snapshot()
+    assert published.summary_value("published-wap-id") == "job-1"
+    table.manage_snapshots().create_branch(published.snapshot_id, "w2").commit()
+    wap2 = stage_wap(table, "w2", [5], "job-1")  # its parent is main's head
+    h = head(table)
+    with pytest.raises(ValidationError, match=f"job-1 was already published by snapshot {published.snapshot_id}"):
+        table.manage_snapshots().cherrypick_snapshot(wap2.snapshot_id)
+    assert head(table) == h
+    assert ids_of(table) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_delete_file_in_a_replaced_partition_does_not_block_a_dynamic_overwrite(table):
+    """Java's validateReplacedPartitions reads only the data files added since the overwrite's parent."""
+    from engine.model.data_file import DataFileContent
+
+    s3 = table.snaps[2]
+    table.manage_snapshots().create_branch(s3.snapshot_id, "stage").commit()
+    o = table.dynamic_overwrite(rows([10, 11], "a"), branch="stage")
+    table.set_properties({"write.delete.mode": "merge-on-read"})
+    d = table.delete("id = 1")  # a delete file in partition a, no data file
+    added = [c.file for c in table.catalog.store.file_changes_of(table.state, d) if c.added]
+    assert added and all(f.content != DataFileContent.DATA for f in added)
+    table.manage_snapshots().cherrypick_snapshot(o.snapshot_id).commit()
+    picked = table.current_snapshot()
+    assert picked.parent_snapshot_id == d.snapshot_id
+    assert picked.summary_value("source-snapshot-id") == str(o.snapshot_id)
+    assert ids_of(table) == [10, 11]
+
+
+def test_cherrypick_on_a_v3_table_gives_the_picked_rows_new_row_ids(catalog):
+    """Java's TestRowLineageAssignment.testCherryPickReassignsRowIds: re-applied files are new files, so they take
+    row ids from the table's next-row-id."""
+    t = catalog.create_table("db.v3", schema=SCHEMA, partition_by=["category"], format_version=3)
+    s1 = t.append(rows([1, 2]))  # row ids 0, 1
+    t.manage_snapshots().create_branch(s1.snapshot_id, "branch").commit()
+    b = t.append(rows([3, 4, 5]), branch="branch")  # row ids 2..4
+    t.append(rows([6]))  # row id 5
+    start = t.state.next_row_id
+    assert start == 6
+    t.manage_snapshots().cherrypick_snapshot(b.snapshot_id).commit()
+    picked = t.current_snapshot()
+    assert picked.snapshot_id != b.snapshot_id
+    assert (picked.first_row_id, picked.added_rows, t.state.next_row_id) == (start, 3, start + 3)
+    [f] = [c.file for c in t.catalog.store.file_changes_of(t.state, picked) if c.added]
+    assert f.first_row_id == start
+    [orig] = [c.file for c in t.catalog.store.file_changes_of(t.state, b) if c.added]
+    assert (orig.file_path, orig.first_row_id) == (f.file_path, 2)  # the branch keeps its own lineage
+    assert catalog.verify("db.v3") == []
+
+
+# ---------------------------------------------------------------- argument types
+
+
+@pytest.mark.parametrize("call, culprit", [
+    (lambda t: t.manage_snapshots().rollback_to_timestamp("yesterday"), "timestamp_ms must be an integer"),
+    (lambda t: t.manage_snapshots().rollback_to_timestamp(None), "timestamp_ms must be an integer"),
+    (lambda t: t.manage_snapshots().rollback_to_timestamp(True), "timestamp_ms must be an integer"),
+    (lambda t: t.expire_snapshots(older_than_ms="yesterday"), "older_than_ms must be an integer"),
+    (lambda t: t.expire_snapshots(older_than_ms=1.5), "older_than_ms must be an integer"),
+    (lambda t: t.expire_snapshots(retain_last="2"), "retain_last must be an integer"),
+    (lambda t: t.expire_snapshots(retain_last=1.5), "retain_last must be an integer"),
+    (lambda t: t.remove_orphan_files(older_than_ms="yesterday"), "older_than_ms must be an integer"),
+])
+def test_a_bad_argument_type_is_a_validation_error_naming_it(table, call, culprit):
+    h = head(table)
+    with pytest.raises(ValidationError, match=culprit):
+        call(table)
+    assert head(table) == h
