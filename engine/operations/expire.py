@@ -454,15 +454,23 @@ def remove_orphan_files(table: CollectedTable, older_than_ms: int | None = None)
     # icelog's own orphans first, from its staging records (no listing needed): files it staged before the
     # cutoff that no kept snapshot references were left by jobs that failed before their commit
     staged = catalog.log.staged_files(table.uuid, before_ms=cutoff)
+    settled: list[str] = []
     for path, _ in staged:
-        if path.endswith("/"):  # a staged job folder (Table.stage_folder): every file under it was staged
-            locals_ = [p for p, _ in io.list_files(path.rstrip("/"))]
+        young = False
+        if path.endswith("/"):  # a staged job folder (Table.stage_folder): every file under it was staged, when
+            # the job wrote it: a file written since the cutoff may be a running job's, and stays, as the folder's
+            # record does (a later run deletes what the job leaves)
+            listed_here = io.list_files(path.rstrip("/"))
+            young = any(mtime is None or mtime >= cutoff for _, mtime in listed_here)
+            locals_ = [p for p, mtime in listed_here if mtime is not None and mtime < cutoff]
         else:
             locals_ = [io.canonical(path)]
         for local in locals_:
             if not keep(local) and io.exists(local) and _delete(io, local):
                 deleted.append(local)
-    catalog.log.forget_staged(table.uuid, [p for p, _ in staged])
+        if not young:
+            settled.append(path)
+    catalog.log.forget_staged(table.uuid, settled)
     # then files other writers left under the table folder, by listing it
     listed = io.list_files(root)
     gone = set(deleted)

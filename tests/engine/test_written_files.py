@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 
 import attrs
 import pyarrow as pa
@@ -123,6 +124,26 @@ def test_files_of_a_staged_job_folder_are_orphans_until_committed(table):
     assert ids_of(table) == [0, 1, 2]
     with pytest.raises(ValidationError, match="not under"):
         table.stage_folder(table.location + "/metadata")
+
+
+def test_a_running_jobs_files_written_since_the_cutoff_stay(table):
+    """A job folder staged before the cutoff whose files were written after it (a job still running, as Java's
+    DeleteOrphanFiles judges by a file's modification time): they stay, and so does the folder's record, so a later
+    run removes what the job leaves if it fails."""
+    folder = f"{layout.data_dir(table.location)}/spark-job-2"
+    table.stage_folder(folder)
+    old = written(table, rows(range(2), "a"), folder)
+    os.utime(old[0].file_path, (1_000, 1_000))  # written long ago (seconds since the epoch)
+    running = written(table, rows(range(2, 4), "b"), folder)
+    cutoff = min(os.stat(f.file_path).st_mtime_ns // 1_000_000 for f in running) - 1  # just before the new files
+    time.sleep(0.01)
+    assert table.remove_orphan_files(older_than_ms=cutoff) == [old[0].file_path]
+    assert all(os.path.exists(f.file_path) for f in running)
+    table.append_data_files(running)  # the job commits what it wrote
+    assert ids_of(table) == [2, 3]
+    later = written(table, rows(range(5, 6), "a"), folder)  # and then fails: its next file is an orphan
+    assert table.remove_orphan_files(older_than_ms=2**62) == [later[0].file_path]
+    assert ids_of(table) == [2, 3]
 
 
 def test_wait_published_returns_once_another_catalog_publishes(tmp_path):
