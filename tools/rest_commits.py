@@ -23,12 +23,12 @@ from engine.errors import (AlreadyExists, CommitConflict, CommitStateUnknown, Ic
                            TableNotFound, ValidationError)
 from engine.state.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
 from engine.model.partitioning import PartitionField, PartitionSpec
-from engine.model.schema import Schema, assign_fresh_ids
+from engine.model.schema import Schema, assign_fresh_ids, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams, now_ms
 from engine.operations.client_files import ClientSnapshot, file_paths, load_client_snapshots, named_files
 from engine.operations.table_commit import TableCommit, parse_table_commit
-from engine.operations.table_updates import commit_events
+from engine.operations.table_updates import SUPPORTED_FORMAT_VERSIONS, commit_events
 from engine.ownership import Ownership, catalog_files, check_identifier, is_local, is_within, normalize_location
 from engine.state.table_state import LogPosition, apply
 from projections import layout
@@ -114,8 +114,12 @@ def create_table(rc: RestCatalog, ns: tuple[str, ...], body: Mapping[str, Any]) 
         fmt = int(props.pop(FORMAT_VERSION_PROPERTY, "2"))
     except ValueError as e:
         raise BadRequest(f"Invalid create table request: format-version {e}") from e
-    if fmt not in (1, 2):
-        raise BadRequest(f"Invalid create table request: format version {fmt} is not supported (1 or 2)")
+    if fmt not in SUPPORTED_FORMAT_VERSIONS:
+        raise BadRequest(f"Invalid create table request: format version {fmt} is not supported (1, 2 or 3)")
+    try:
+        check_schema_for_format(schema, fmt, "create table request")
+    except ValidationError as e:
+        raise BadRequest(str(e)) from e
     table_uuid = str(uuid.uuid4())
 
     def created_at(location: str) -> TableCreated:

@@ -184,6 +184,20 @@ def test_staged_create_commits_the_whole_definition(client: RestCatalog, tmp_war
         assert cat.verify("db.staged") == []
 
 
+def test_a_client_creates_a_v3_table_and_a_v3_type_needs_it(client: RestCatalog, server: str,
+                                                              tmp_warehouse: Path) -> None:
+    client.create_namespace("db")
+    table = client.create_table("db.v3", schema=SCHEMA, properties={"format-version": "3"})
+    assert table.metadata.format_version == 3
+    with Catalog.open(tmp_warehouse) as cat:
+        assert cat.load_table("db.v3").state.format_version == 3
+    body = {"name": "ns_v2", "schema": {"type": "struct", "schema-id": 0, "fields": [
+        {"id": 1, "name": "ts", "required": False, "type": "timestamp_ns"}]}, "properties": {"format-version": "2"}}
+    answer = requests.post(f"{server}/v1/namespaces/db/tables", json=body, headers=_auth(), timeout=10)
+    assert answer.status_code == 400 and "format version 3" in answer.json()["error"]["message"]
+    assert not client.table_exists("db.ns_v2")
+
+
 def test_stale_requirement_is_409_and_changes_nothing(client: RestCatalog, server: str, tmp_warehouse: Path) -> None:
     client.create_namespace("db")
     client.create_table("db.t", schema=SCHEMA)
