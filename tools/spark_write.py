@@ -97,6 +97,48 @@ def partition_expressions(spark: SparkSession, table_state: Any) -> list[str]:
     return out
 
 
+def _spark_type(t: Any) -> str | None:
+    """The Spark SQL type a table column of Iceberg primitive type ``t`` holds (None: no Spark type, or nested)."""
+    from engine.model import types as T
+
+    simple = {T.BooleanType: "boolean", T.IntegerType: "int", T.LongType: "bigint", T.FloatType: "float",
+              T.DoubleType: "double", T.DateType: "date", T.TimestampType: "timestamp_ntz",
+              T.TimestamptzType: "timestamp", T.StringType: "string", T.UUIDType: "string",
+              T.BinaryType: "binary", T.FixedType: "binary"}
+    if isinstance(t, T.DecimalType):
+        return f"decimal({t.precision},{t.scale})"
+    return simple.get(type(t))
+
+
+def cast_partition_sources(df: DataFrame, table_state: Any) -> DataFrame:
+    """``df`` with each partition source column cast to the table column's Spark type, as Spark casts what it
+    writes to a table's types: the partition values are then computed from the values the files hold (from an int
+    column, a string table column's bucket would hash the int). A nested source of another type is refused.
+
+    :raises ValidationError: naming the column
+    """
+    from pyspark.sql import functions as F
+
+    from engine.errors import ValidationError
+
+    schema = table_state.schema
+    for pf in table_state.spec.fields:
+        name = schema.find_column_name(pf.source_id)
+        wanted = _spark_type(schema.find_field(pf.source_id).field_type)
+        parts, holder = name.split("."), df.schema
+        for part in parts[:-1]:
+            field = next((f for f in holder.fields if f.name == part), None) if hasattr(holder, "fields") else None
+            holder = field.dataType if field is not None else None
+        found = next((f for f in holder.fields if f.name == parts[-1]), None) if hasattr(holder, "fields") else None
+        if found is None or wanted is None or found.dataType.simpleString() == wanted:
+            continue  # a missing optional column is null in every row; a type Spark lacks is the writer's to check
+        if len(parts) > 1:
+            raise ValidationError(f"Cannot write with Spark: partition source {name!r} is a "
+                                  f"{found.dataType.simpleString()}, the table's column a {wanted}: cast it first")
+        df = df.withColumn(name, F.col(_quote(name)).cast(wanted))
+    return df
+
+
 def write(df: DataFrame, table: Table, mode: str = "append", where: str | None = None, *,
           branch: str = "main") -> Snapshot | None:
     """Write a DataFrame into an icelog table from Spark's executors, committed as ONE snapshot through icelog.
@@ -145,6 +187,7 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
         from engine.operations.row_delete import bind_filter
 
         bind_filter(state, where)  # a bad filter fails before the job, not after it
+    df = cast_partition_sources(df, state)
     spark = df.sparkSession
     ship_sources(spark)
     keys = [F.expr(e).alias(f"{_KEY_PREFIX}{i}") for i, e in enumerate(partition_expressions(spark, state))]

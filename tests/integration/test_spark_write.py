@@ -108,6 +108,26 @@ def test_partition_values_equal_sparks_own_iceberg_writer(spark, tmp_warehouse, 
     cat.close()
 
 
+@pytest.mark.parametrize("arrow_type, spark_type, partition, rows, where", [
+    (pa.string(), "int", "bucket(4, c)", [(1, 123), (2, 456)], "c = '123'"),
+    (pa.timestamp("us", tz="UTC"), "date", "c", [(1, dt.date(2024, 3, 5)), (2, dt.date(2024, 3, 6))],
+     "c = '2024-03-05T00:00:00+00:00'"),
+    (pa.decimal128(10, 2), "decimal(9,1)", "truncate(100, c)",
+     [(1, decimal.Decimal("1.5")), (2, decimal.Decimal("7.0"))], "c = 1.5"),
+], ids=["int-into-string", "date-into-timestamptz", "decimal-scale"])
+def test_partition_values_come_from_the_values_written(spark, tmp_warehouse, arrow_type, spark_type, partition,
+                                                       rows, where):
+    """A DataFrame column of another type than the table's is cast to it before its partition values are
+    computed, as Spark casts what it writes: a filter finds the rows, in icelog and in Spark."""
+    with Catalog.open(tmp_warehouse) as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.cast", schema=pa.schema([("id", pa.int64()), ("c", arrow_type)]),
+                             partition_by=[partition])
+        write(spark.createDataFrame(rows, f"id long, c {spark_type}"), t)
+        assert [r["id"] for r in t.scan(where=where).to_arrow().to_pylist()] == [1]
+        assert [r["id"] for r in spark.read.format("iceberg").load(t.location).where(where).collect()] == [1]
+
+
 def test_append_overwrite_and_dynamic_overwrite_read_back_everywhere(spark, tmp_warehouse):
     cat, t = make_table(tmp_warehouse, "events", ["category", "bucket(4, id)"])
     first = sample_rows(120)
