@@ -349,18 +349,19 @@ def _manifest_paths(index: ManifestListIndex, table_uuid: str,
 
 
 def _is_integer(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """An int that a 64-bit long holds (what the log and the metadata store), not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
 
 
 def _check_arguments(older_than_ms: object, retain_last: object) -> None:
     """Expiry's arguments, checked before anything is planned or committed."""
     if older_than_ms is not None and not _is_integer(older_than_ms):
-        raise ValidationError(f"Cannot expire snapshots: older_than_ms must be an integer (milliseconds since the "
-                              f"epoch), got {older_than_ms!r}")
+        raise ValidationError(f"Cannot expire snapshots: older_than_ms must be a 64-bit integer (milliseconds since "
+                              f"the epoch), got {older_than_ms!r}")
     if retain_last is None:
         return
     if not _is_integer(retain_last):
-        raise ValidationError(f"Cannot expire snapshots: retain_last must be an integer, got {retain_last!r}")
+        raise ValidationError(f"Cannot expire snapshots: retain_last must be a 64-bit integer, got {retain_last!r}")
     if retain_last < 1:
         raise ValidationError(f"Cannot expire snapshots: retain_last must be at least 1, got {retain_last}")
 
@@ -416,8 +417,8 @@ def remove_orphan_files(table: CollectedTable, older_than_ms: int | None = None)
     so the files of the latest commits count as referenced.
     """
     if older_than_ms is not None and not _is_integer(older_than_ms):
-        raise ValidationError(f"Cannot remove orphan files: older_than_ms must be an integer (milliseconds since the "
-                              f"epoch), got {older_than_ms!r}")
+        raise ValidationError(f"Cannot remove orphan files: older_than_ms must be a 64-bit integer (milliseconds "
+                              f"since the epoch), got {older_than_ms!r}")
     table.publish()
     catalog = table.catalog
     store, io = catalog.store, catalog.io

@@ -75,8 +75,8 @@ def _tag_name(value: Any, action: str) -> str:
 
 
 def _integer(value: Any, what: str, action: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"Cannot {action}: {what} must be an integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
+        raise ValidationError(f"Cannot {action}: {what} must be a 64-bit integer, got {value!r}")
     return value
 
 

@@ -731,14 +731,17 @@ def test_cherrypick_on_a_v3_table_gives_the_picked_rows_new_row_ids(catalog):
 
 
 @pytest.mark.parametrize("call, culprit", [
-    (lambda t: t.manage_snapshots().rollback_to_timestamp("yesterday"), "timestamp_ms must be an integer"),
-    (lambda t: t.manage_snapshots().rollback_to_timestamp(None), "timestamp_ms must be an integer"),
-    (lambda t: t.manage_snapshots().rollback_to_timestamp(True), "timestamp_ms must be an integer"),
-    (lambda t: t.expire_snapshots(older_than_ms="yesterday"), "older_than_ms must be an integer"),
-    (lambda t: t.expire_snapshots(older_than_ms=1.5), "older_than_ms must be an integer"),
-    (lambda t: t.expire_snapshots(retain_last="2"), "retain_last must be an integer"),
-    (lambda t: t.expire_snapshots(retain_last=1.5), "retain_last must be an integer"),
-    (lambda t: t.remove_orphan_files(older_than_ms="yesterday"), "older_than_ms must be an integer"),
+    (lambda t: t.manage_snapshots().rollback_to_timestamp("yesterday"), "timestamp_ms must be a 64-bit integer"),
+    (lambda t: t.manage_snapshots().rollback_to_timestamp(None), "timestamp_ms must be a 64-bit integer"),
+    (lambda t: t.manage_snapshots().rollback_to_timestamp(True), "timestamp_ms must be a 64-bit integer"),
+    (lambda t: t.expire_snapshots(older_than_ms="yesterday"), "older_than_ms must be a 64-bit integer"),
+    (lambda t: t.expire_snapshots(older_than_ms=1.5), "older_than_ms must be a 64-bit integer"),
+    (lambda t: t.expire_snapshots(retain_last="2"), "retain_last must be a 64-bit integer"),
+    (lambda t: t.expire_snapshots(retain_last=1.5), "retain_last must be a 64-bit integer"),
+    (lambda t: t.remove_orphan_files(older_than_ms="yesterday"), "older_than_ms must be a 64-bit integer"),
+    (lambda t: t.remove_orphan_files(older_than_ms=2**63), "older_than_ms must be a 64-bit integer"),
+    (lambda t: t.expire_snapshots(older_than_ms=-2**63 - 1), "older_than_ms must be a 64-bit integer"),
+    (lambda t: t.manage_snapshots().rollback_to_timestamp(2**64), "timestamp_ms must be a 64-bit integer"),
 ])
 def test_a_bad_argument_type_is_a_validation_error_naming_it(table, call, culprit):
     h = head(table)
