@@ -294,13 +294,27 @@ def field_to_json(f: NestedField) -> dict[str, Any]:
     return out
 
 
+def _member(obj: Any, key: str, kind: type | tuple[type, ...], what: str) -> Any:
+    """``obj[key]`` of JSON kind ``kind`` (an int is never a bool, as Java's JsonUtil reads them)."""
+    if not isinstance(obj, dict):
+        raise ValidationError(f"Cannot parse {what}: expected a JSON object, got {obj!r}")
+    if key not in obj:
+        raise ValidationError(f"Cannot parse {what}: missing key {key!r} in {obj!r}")
+    value = obj[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ValidationError(f"Cannot parse {what}: {key!r} must be a {names}, got {value!r}")
+    return value
+
+
 def field_from_json(obj: dict[str, Any]) -> NestedField:
-    try:
-        return NestedField(field_id=int(obj["id"]), name=str(obj["name"]), field_type=type_from_json(obj["type"]),
-                           required=bool(obj["required"]), doc=obj.get("doc"),
-                           initial_default=obj.get("initial-default"), write_default=obj.get("write-default"))
-    except KeyError as e:
-        raise ValidationError(f"Cannot parse field: missing key {e.args[0]!r} in {obj!r}") from e
+    doc = obj.get("doc") if isinstance(obj, dict) else None
+    if doc is not None and not isinstance(doc, str):
+        raise ValidationError(f"Cannot parse field: 'doc' must be a str, got {doc!r}")
+    return NestedField(field_id=_member(obj, "id", int, "field"), name=_member(obj, "name", str, "field"),
+                       field_type=type_from_json(_member(obj, "type", (str, dict), "field")),
+                       required=_member(obj, "required", bool, "field"), doc=doc,
+                       initial_default=obj.get("initial-default"), write_default=obj.get("write-default"))
 
 
 def type_from_json(obj: Any) -> IcebergType:
@@ -310,16 +324,17 @@ def type_from_json(obj: Any) -> IcebergType:
     if not isinstance(obj, dict):
         raise ValidationError(f"Cannot parse type: {obj!r}")
     kind = obj.get("type")
-    try:
-        if kind == "struct":
-            return StructType(tuple(field_from_json(f) for f in obj["fields"]))
-        if kind == "list":
-            return ListType(element_id=int(obj["element-id"]), element_type=type_from_json(obj["element"]),
-                            element_required=bool(obj["element-required"]))
-        if kind == "map":
-            return MapType(key_id=int(obj["key-id"]), key_type=type_from_json(obj["key"]),
-                           value_id=int(obj["value-id"]), value_type=type_from_json(obj["value"]),
-                           value_required=bool(obj["value-required"]))
-    except KeyError as e:
-        raise ValidationError(f"Cannot parse {kind} type: missing key {e.args[0]!r}") from e
+    what = f"{kind} type"
+    if kind == "struct":
+        return StructType(tuple(field_from_json(f) for f in _member(obj, "fields", list, what)))
+    if kind == "list":
+        return ListType(element_id=_member(obj, "element-id", int, what),
+                        element_type=type_from_json(_member(obj, "element", (str, dict), what)),
+                        element_required=_member(obj, "element-required", bool, what))
+    if kind == "map":
+        return MapType(key_id=_member(obj, "key-id", int, what),
+                       key_type=type_from_json(_member(obj, "key", (str, dict), what)),
+                       value_id=_member(obj, "value-id", int, what),
+                       value_type=type_from_json(_member(obj, "value", (str, dict), what)),
+                       value_required=_member(obj, "value-required", bool, what))
     raise ValidationError(f"Cannot parse type: unknown nested type {kind!r}")

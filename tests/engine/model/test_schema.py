@@ -327,3 +327,20 @@ def test_assign_fresh_ids_matches_pyiceberg() -> None:
         pyiceberg_schema.Schema.model_validate_json(json.dumps(scrambled.to_json())))
     ours = assign_fresh_ids(scrambled, schema_id=0)
     assert Schema.from_json(json.loads(theirs.model_dump_json())) == ours
+
+
+@pytest.mark.parametrize("field, culprit", [
+    ({"id": "x", "name": "a", "required": False, "type": "int"}, "'id' must be a int"),
+    ({"id": None, "name": "a", "required": False, "type": "int"}, "'id' must be a int"),
+    ({"id": True, "name": "a", "required": False, "type": "int"}, "'id' must be a int"),
+    ({"id": 1, "name": 5, "required": False, "type": "int"}, "'name' must be a str"),
+    ({"id": 1, "name": "a", "required": "false", "type": "int"}, "'required' must be a bool"),
+    ({"id": 1, "name": "a", "required": False}, "missing key 'type'"),
+    ({"id": 1, "name": "a", "required": False, "type": {"type": "list", "element-id": 2, "element": "int",
+                                                        "element-required": "no"}}, "'element-required' must be"),
+    ({"id": 1, "name": "a", "required": False, "type": {"type": "struct", "fields": {}}}, "'fields' must be a list"),
+])
+def test_a_field_of_the_wrong_json_kind_is_refused_naming_the_key(field, culprit) -> None:
+    """As Java's JsonUtil reads them: "required": "false" is no boolean (bool("false") would make it required)."""
+    with pytest.raises(ValidationError, match=culprit):
+        Schema.from_json({"type": "struct", "schema-id": 0, "fields": [field]})
