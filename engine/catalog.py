@@ -96,6 +96,16 @@ class CatalogLog(_LogEntries, Log):
     database file (``storage.LogDamaged``) reaches the engine as :class:`IntegrityError` naming the position."""
 
 
+def _make_folder(path: str, what: str) -> None:
+    """Make the folder (and its parents) unless it exists; a file there, or an unwritable parent, is a
+    ValidationError naming it, not a traceback."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise ValidationError(f"Cannot open catalog: {what} {path} is not a folder icelog can use "
+                              f"({e.strerror or e})") from e
+
+
 def _open_postgres_log(url: str) -> Any:
     """The catalog's log in a PostgreSQL database, also callable (``catalog.log(since=position)``)."""
     try:
@@ -208,12 +218,12 @@ class Catalog:
                                       f"(local folders and s3:// URIs)")
             else:
                 root = normalize_location(text)
-                os.makedirs(root, exist_ok=True)
+                _make_folder(root, "warehouse")
         try:
             if postgres:
                 log = _open_postgres_log(path)
             else:
-                os.makedirs(path, exist_ok=True)
+                _make_folder(path, "catalog folder")
                 log = CatalogLog.open(os.path.join(path, CATALOG_DB), synchronous=synchronous, create=create)
         except LogDamaged as e:
             raise IntegrityError(f"Cannot open catalog at {path}: {e}", position=e.position) from e

@@ -68,3 +68,14 @@ def test_the_cli_and_the_rest_server_take_the_catalog_dir(tmp_path: Path, capsys
     assert r.status_code == 200
     assert r.json()["metadata"]["location"] == str(tmp_path / "lake" / "db" / "t")
     assert not (tmp_path / "lake" / "catalog.db").exists()
+
+
+@pytest.mark.parametrize("which", ["warehouse", "catalog_dir"])
+def test_a_file_where_a_folder_goes_is_a_validation_error_and_stays(tmp_path, which):
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_bytes(b"mine")
+    args = (a_file,) if which == "catalog_dir" else (tmp_path / "catalog",)
+    kwargs = {"warehouse": a_file} if which == "warehouse" else {}
+    with pytest.raises(ValidationError, match="not a folder icelog can use"):
+        Catalog.open(*args, **kwargs)
+    assert a_file.read_bytes() == b"mine"
