@@ -78,6 +78,8 @@ def snapshot_events(base: TableState, ctx: CommitContext, *, operation: str, sna
                     summary_extra: Mapping[str, str] | None = None) -> list[SnapshotAdded]:
     """The event of one snapshot on ``branch`` (its parent: the branch head unless given); none when the snapshot
     would change nothing."""
+    if not isinstance(branch, str) or not branch:
+        raise ValidationError(f"Cannot commit snapshot: the branch name must be a non-empty string, got {branch!r}")
     if not added and not removed:
         return []
     ref = base.ref(branch)

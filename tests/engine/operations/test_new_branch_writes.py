@@ -7,10 +7,13 @@ Layer: tests (engine's public API on real SQLite and Parquet files).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
 from engine import Catalog
+from engine.errors import ValidationError
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("category", pa.string())])
 
@@ -63,3 +66,14 @@ def test_an_upsert_and_a_compaction_on_a_new_branch_start_from_main(table):
     assert table.state.snapshot_by_id(fresh).parent_snapshot_id == main
     assert ids_at(table, fresh) == [1, 2, 3]
     assert table.state.current_snapshot.snapshot_id == main
+
+
+@pytest.mark.parametrize("branch", ["", None])
+def test_a_write_to_a_branch_without_a_name_is_refused_and_leaves_no_file(table, branch):
+    version, files = table.state.version, sorted(p.name for p in (Path(table.location) / "data").rglob("*.parquet"))
+    with pytest.raises(ValidationError, match="branch name must be a non-empty string"):
+        table.append(rows([9]), branch=branch)
+    with pytest.raises(ValidationError, match="branch name must be a non-empty string"):
+        table.delete("id = 1", branch=branch)
+    assert table.state.version == version
+    assert sorted(p.name for p in (Path(table.location) / "data").rglob("*.parquet")) == files
