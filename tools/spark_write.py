@@ -200,7 +200,7 @@ def write(df: DataFrame, table: Table, mode: str = "append", where: str | None =
     slim = _writer_state(state)
     task = functools.partial(write_task, state_blob=pickle.dumps(slim), job_folder=job_folder, keys=len(keys),
                              s3_blob=pickle.dumps(table.catalog.io.s3))
-    rows = _collect(keyed.mapInArrow(task, f"{_FILE_COLUMN} string"))
+    rows = _collect(keyed.mapInArrow(task, f"{_FILE_COLUMN} string"), job_folder)
     ptype = spec.partition_type(schema)
     files = [decode_file_change(r[_FILE_COLUMN], {spec.spec_id: ptype}).file for r in rows]
     # the job is done: when the commit is refused, its files are removed (a failed job's are left to
@@ -257,15 +257,16 @@ def _ship(spark: SparkSession, key: int) -> str:
     return archive
 
 
-_TASK_ERROR = re.compile(r"engine\.errors\.(ValidationError|CorruptFileError): (.+)")
+_TASK_ERROR = re.compile(r"engine\.errors\.(\w+): (.+)")
 
 
-def _collect(files: DataFrame) -> list[Any]:
-    """Run the write job; a task that refused the rows (icelog's ValidationError in a worker) fails it with a
-    ValidationError here, naming what the task said."""
+def _collect(files: DataFrame, job_folder: str) -> list[Any]:
+    """Run the write job; a task that failed with an icelog error in a worker (rows that do not fit, a store that
+    refused a file) fails it with the same error class here, naming what the task said (errors that carry a path
+    name the job's folder)."""
     from pyspark.errors import PythonException
 
-    from engine.errors import ValidationError
+    from engine import errors
 
     try:
         return files.collect()
@@ -273,8 +274,17 @@ def _collect(files: DataFrame) -> list[Any]:
         found = _TASK_ERROR.findall(str(e))
         if not found:
             raise
-        raise ValidationError(f"Cannot write with Spark: a task failed: {found[-1][1].strip()} (nothing was "
-                              f"committed; remove_orphan_files deletes the files the job wrote)") from e
+        name, said = found[-1]
+        cls = getattr(errors, name, None)
+        if not (isinstance(cls, type) and issubclass(cls, errors.IcelogError)):
+            raise
+        message = (f"Cannot write with Spark: a task failed: {said.strip()} (nothing was committed; "
+                   f"remove_orphan_files deletes the files the job wrote)")
+        try:
+            error = cls(message)
+        except TypeError:  # an error that names its file: the job's folder holds it
+            error = cls(message, path=job_folder)
+        raise error from e
 
 
 def _writer_state(state: Any) -> Any:

@@ -218,6 +218,25 @@ def test_the_files_of_a_job_whose_commit_is_refused_are_removed(spark, tmp_wareh
     cat.close()
 
 
+def _store_refuses(batches):
+    from engine.errors import StorageError
+
+    raise StorageError("Cannot write file: the store refused it", path="s3://bucket/x.parquet")
+    yield  # a generator, as mapInArrow wants
+
+
+def test_a_task_error_comes_back_as_its_icelog_class(spark):
+    """A task's StorageError is a StorageError on the driver (not a PythonException, nor a ValidationError),
+    naming what the task said; the job's folder is its path."""
+    from engine.errors import StorageError
+    from tools.spark_write import _collect, ship_sources
+
+    ship_sources(spark)
+    with pytest.raises(StorageError, match="a task failed: Cannot write file: the store refused it") as e:
+        _collect(spark.range(1).mapInArrow(_store_refuses, "data_file string"), "/wh/db/t/data/spark-job")
+    assert e.value.path == "/wh/db/t/data/spark-job"
+
+
 def test_bad_modes_and_columns_are_refused_before_any_job(spark, tmp_warehouse):
     cat, t = make_table(tmp_warehouse, "events", ["category"])
     df = spark.createDataFrame(sample_rows(3), SPARK_SCHEMA)
