@@ -523,7 +523,11 @@ def snapshot_as_of(state: TableState, timestamp_ms: int) -> int:
     entry before the one above it).
 
     :raises NotFound: when no snapshot was current yet
+    :raises ValidationError: when ``timestamp_ms`` is not a number of milliseconds
     """
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, (int, float)):
+        raise ValidationError(f"Cannot scan as of {timestamp_ms!r}: as_of_timestamp_ms must be milliseconds since "
+                              f"the epoch")
     found = None
     for ts, sid in state.snapshot_log:
         if ts <= timestamp_ms:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import attrs
 
 from engine.errors import IntegrityError, NotFound, TableNotFound, ValidationError
-from engine.state.events import CATALOG_STREAM, TableRenamed, decode
+from engine.state.events import CATALOG_STREAM, TableDropped, TableRenamed, decode
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.identifiers import parse_identifier, parse_namespace
 from engine.model.partitioning import PartitionSpec
@@ -101,6 +102,9 @@ class Changes:
 # ---------------------------------------------------------------- resolving versions and times
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
 def to_time_ms(time: Any) -> int:
     """Milliseconds since the epoch from an int/float (already ms) or a datetime (naive datetimes are UTC)."""
     if isinstance(time, bool):
@@ -108,10 +112,13 @@ def to_time_ms(time: Any) -> int:
     if isinstance(time, dt.datetime):
         if time.tzinfo is None:
             time = time.replace(tzinfo=dt.timezone.utc)
-        return int(time.timestamp() * 1000)
-    if isinstance(time, (int, float)):
+        # exact integer arithmetic (timestamp() * 1000 loses a millisecond to float rounding from 2039 on)
+        return (time - _EPOCH) // dt.timedelta(milliseconds=1)
+    if isinstance(time, (int, float)) and (isinstance(time, int) or math.isfinite(time)) and \
+            -2**63 <= time < 2**63:
         return int(time)
-    raise ValidationError(f"Cannot travel to time {time!r}: give milliseconds since the epoch or a datetime")
+    raise ValidationError(f"Cannot travel to time {time!r}: give milliseconds since the epoch (a 64-bit number) "
+                          f"or a datetime")
 
 
 def last_position(log: Log) -> int:
@@ -139,8 +146,8 @@ def version_at_position(log: Log, stream: str, position: int, head: int | None =
 
 
 def _check_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"Cannot travel to {what} {value!r}: it must be an integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
+        raise ValidationError(f"Cannot travel to {what} {value!r}: it must be a 64-bit integer")
     return value
 
 
@@ -314,15 +321,19 @@ def table_as_of(table: Any, version: int | None = None, time: Any = None) -> His
 
 
 def _name_then(table: Any, position: int) -> tuple[tuple[str, ...], str]:
-    """The table's name right after log ``position``: the name its first rename after it moved away from, else
-    today's (only the catalog's events since are read, not its whole history)."""
+    """The table's name right after log ``position``: the name its first rename or drop after it moved away from,
+    else the catalog's name for it today (only the catalog's events since are read, not its whole history; the
+    handle's own name may be a historical view's or a stale handle's)."""
     log: Log = table.catalog.log
     since = version_at_position(log, CATALOG_STREAM, position)
     for e in log.read_stream(CATALOG_STREAM, after_version=since):
-        if e.type == TableRenamed.TYPE:
+        if e.type in (TableRenamed.TYPE, TableDropped.TYPE):
             event = decode(e.type, e.type_version, e.payload, position=e.position)
-            if isinstance(event, TableRenamed) and event.table_uuid == table.uuid:
+            if isinstance(event, (TableRenamed, TableDropped)) and event.table_uuid == table.uuid:
                 return event.namespace, event.name
+    for entry in table.catalog.store.catalog().tables:
+        if entry.table_uuid == table.uuid:
+            return entry.namespace, entry.name
     return table.namespace, table.name
 
 
@@ -386,6 +397,8 @@ class HistoricalCatalog:
         return HistoricalTable(self.catalog, ns, name, entry.table_uuid, state)
 
     def log(self, since: int = 0) -> list[LogEntry]:
+        """The catalog's events after position ``since`` up to this view's position (as ``Catalog.log``)."""
+        since = _check_since(since)
         return _entries(self.catalog.log, self.catalog.log.read_since(since, self.position))
 
     def __getattr__(self, name: str) -> Any:
@@ -452,10 +465,14 @@ def catalog_log(catalog: Any, since: int = 0) -> list[LogEntry]:
 
 def entries_since(log: Any, since: int = 0) -> list[LogEntry]:
     """Every event of a catalog's log after position ``since`` (what ``catalog.log(since=...)`` returns)."""
+    return _entries(log, log.read_since(_check_since(since)))
+
+
+def _check_since(since: Any) -> int:
     since = _check_int(since, "position")
     if since < 0:
         raise ValidationError(f"Cannot read the log since position {since}: positions start at 0")
-    return _entries(log, log.read_since(since))
+    return since
 
 
 # ---------------------------------------------------------------- changes between versions
@@ -482,7 +499,8 @@ def _changes(catalog: Any, table_uuid: str, from_version: int, to_version: int, 
         ref = state.ref(branch)
         if ref is None:
             return {}
-        return {e.file.file_path: e.file for e in store.live_entries(state, ref.snapshot_id)}
+        # by key, not path: one Puffin file holds the deletion vectors of many data files
+        return {e.file.key: e.file for e in store.live_entries(state, ref.snapshot_id)}
 
     before, after = live(from_version), live(to_version)
     return Changes(added=tuple(f for p, f in after.items() if p not in before),

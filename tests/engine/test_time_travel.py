@@ -136,9 +136,9 @@ def test_as_of_version_errors(history):
         t.as_of(version=8)
     with pytest.raises(ValidationError, match="versions start at 1"):
         t.as_of(version=0)
-    with pytest.raises(ValidationError, match="must be an integer"):
+    with pytest.raises(ValidationError, match="must be a 64-bit integer"):
         t.as_of(version="3")
-    with pytest.raises(ValidationError, match="must be an integer"):
+    with pytest.raises(ValidationError, match="must be a 64-bit integer"):
         t.as_of(version=True)
     with pytest.raises(ValidationError, match="not both"):
         t.as_of(version=2, time=0)
@@ -174,7 +174,7 @@ def test_as_of_time_takes_the_last_version_committed_by_then(history):
     assert t.as_of(time=times[7] + 10_000).version == 7
     with pytest.raises(NotFound, match="did not exist yet"):
         t.as_of(time=times[1] - 1)
-    with pytest.raises(ValidationError, match="milliseconds since the epoch or a datetime"):
+    with pytest.raises(ValidationError, match="milliseconds since the epoch .* or a datetime"):
         t.as_of(time="yesterday")
 
 
