@@ -67,7 +67,13 @@ class ClientSnapshot:
 
 
 def _entries(io: FileIO, m: ManifestFile, what: str) -> tuple[ManifestEntry, ...]:
-    _, entries = read_manifest(read_file_bytes(io, m.manifest_path, what), m.manifest_path)
+    """The manifest's entries with the list's spec id (the spec's authority); a manifest whose own header names
+    another spec is refused: its partition tuples are laid out for that one."""
+    header, entries = read_manifest(read_file_bytes(io, m.manifest_path, what), m.manifest_path)
+    own = header.get("partition-spec-id")
+    if own is not None and own.strip().lstrip("-").isdigit() and int(own) != m.partition_spec_id:
+        raise ValidationError(f"Cannot read {what} {m.manifest_path}: the manifest list gives it partition spec "
+                              f"{m.partition_spec_id}, its own header spec {own}")
     return tuple(e if e.data_file.spec_id == m.partition_spec_id else
                  attrs.evolve(e, data_file=attrs.evolve(e.data_file, spec_id=m.partition_spec_id)) for e in entries)
 

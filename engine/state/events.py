@@ -258,6 +258,12 @@ class FileChange:
     data_sequence_number: int | None = None
 
     def encode(self, partition_type: StructType) -> str:
+        """The part's JSON text; a partition tuple that does not fit its spec's partition type is refused (no
+        reader or renderer could place it), before anything is written."""
+        if len(self.file.partition) != len(partition_type.fields):
+            raise ValidationError(f"Cannot record file {self.file.file_path}: its partition has "
+                                  f"{len(self.file.partition)} value(s), spec {self.file.spec_id} has "
+                                  f"{len(partition_type.fields)} field(s)")
         values = [value_to_json(f.field_type, v) if v is not None else None
                   for f, v in zip(partition_type.fields, self.file.partition)]
         obj: dict[str, Any] = {"change": "add" if self.added else "remove",

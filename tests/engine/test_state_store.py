@@ -261,3 +261,20 @@ def test_a_state_asked_for_inside_a_commit_is_never_taken_for_the_end_of_one(tmp
         fresh.store.stop_sharing()
         fresh.projector.stop_sharing()
         assert fresh.load_table("db.t").verify_projection() == []
+
+
+def test_a_file_change_whose_partition_does_not_fit_its_spec_is_never_recorded() -> None:
+    """The last guard before events are written: a partition tuple of another arity than its spec's partition type
+    (a client's manifest read under the wrong spec) is refused, naming the file, instead of landing in the log
+    where no renderer could place it."""
+    import pytest
+
+    from engine.errors import ValidationError
+    from engine.model import types as T
+    from engine.model.data_file import DataFile
+    from engine.state.events import FileChange
+
+    f = DataFile(file_path="/wh/db/t/data/x.parquet", spec_id=0, partition=(), record_count=1, file_size_in_bytes=9)
+    one_field = T.StructType(fields=(T.NestedField(field_id=1000, name="c", field_type=T.StringType()),))
+    with pytest.raises(ValidationError, match="x.parquet: its partition has 0 value.*spec 0 has 1 field"):
+        FileChange(added=True, file=f).encode(one_field)

@@ -82,6 +82,33 @@ def test_every_duckdb_statement_becomes_log_events(served: tuple[Path, RunningSe
         assert cat.list_tables("db") == [("db", "t")]
 
 
+@pytest.mark.parametrize("statement", ["INSERT INTO ice.db.pe VALUES (3, 'c')", "DELETE FROM ice.db.pe WHERE id = 1"])
+def test_a_manifest_whose_header_and_list_disagree_on_its_spec_is_refused(served: tuple[Path, RunningServer],
+                                                                           duckdb_connection: Any,
+                                                                           statement: str) -> None:
+    """DuckDB 1.4.4 writes a manifest of the current (unpartitioned) spec 1 into its list as spec 0 after a
+    partition field was removed: the commit is refused before it lands (it landed and could never be published:
+    the table then failed to load), and the table takes commits as before."""
+    warehouse, server = served
+    with Catalog.open(warehouse) as cat:
+        t = cat.create_table("db.pe", schema=pa.schema([("id", pa.int64()), ("c", pa.string())]),
+                             partition_by=["c"], properties={"write.delete.mode": "merge-on-read"})
+        t.append(pa.table({"id": [1, 2], "c": ["a", "b"]}))
+        t.update_spec().remove_field("c").commit()
+        before = cat.store.log.head(t.uuid)
+    _attach(duckdb_connection, server)
+    with pytest.raises(Exception, match="its own header spec 1"):
+        duckdb_connection.execute(statement)
+    load = requests.get(f"{server.uri}/v1/namespaces/db/tables/pe", timeout=30,
+                        headers={"Authorization": f"Bearer {server.token}"})
+    assert load.status_code == 200, load.text
+    with Catalog.open(warehouse) as cat:
+        t = cat.load_table("db.pe")
+        assert cat.store.log.head(t.uuid) == before and cat.verify("db.pe") == []
+        t.append(pa.table({"id": [9], "c": ["z"]}))
+        assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [1, 2, 9]
+
+
 def test_a_refused_commit_leaves_orphans_not_foreign_files(served: tuple[Path, RunningServer]) -> None:
     warehouse, server = served
     with Catalog.open(warehouse) as cat:
