@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import attrs
 
 from storage.contract import GENESIS_HASH, EventLog, NewEvent, StoredEvent, StreamWrite
-from storage.errors import InvalidWrite, LogIntegrityError
+from storage.errors import FileNotFound, InvalidWrite, LogIntegrityError
 from storage.postgres_url import is_postgres_url
 
 #: how many events are read from the source at a time
@@ -28,9 +28,15 @@ BATCH_EVENTS = 5000
 CATALOG_FILE = "catalog.db"
 
 
-def open_log(target: str, *, busy_timeout_ms: int = 30_000) -> EventLog:
+def open_log(target: str, *, busy_timeout_ms: int = 30_000, must_exist: bool = False) -> EventLog:
     """The log at ``target``: a ``postgresql://`` URL, a SQLite file, or a folder holding ``catalog.db`` (a path
-    that does not exist yet is a folder, as ``--catalog-dir`` takes it, unless its name has a suffix: ``lake.db``)."""
+    that does not exist yet is a folder, as ``--catalog-dir`` takes it, unless its name has a suffix: ``lake.db``).
+
+    :param target: the URL, file or folder
+    :param busy_timeout_ms: how long to wait for another writer's lock
+    :param must_exist: refuse a SQLite log that is not there yet instead of creating it (a copy's source)
+    :raises FileNotFound: ``must_exist`` and no SQLite log file is at ``target``; nothing is created
+    """
     if is_postgres_url(target):
         from storage.postgres_log import PostgresLog
 
@@ -39,6 +45,8 @@ def open_log(target: str, *, busy_timeout_ms: int = 30_000) -> EventLog:
 
     folder = os.path.isdir(target) or (not os.path.lexists(target) and not os.path.splitext(target.rstrip("/"))[1])
     path = os.path.join(target, CATALOG_FILE) if folder else target
+    if must_exist and not os.path.isfile(path):
+        raise FileNotFound(f"Cannot open the log at {target}: there is none (no {path})", path=target)
     return Log.open(path, busy_timeout_ms=busy_timeout_ms)
 
 

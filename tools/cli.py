@@ -87,6 +87,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 0-65535, got {text!r}")
+    return value
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from engine.errors import ValidationError
     from tools.demo import run_demo
@@ -309,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--older-than-ms", type=int)
     p = add("serve", cmd_serve, "Run the Iceberg REST catalog server over the warehouse (Spark type=rest).")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8181)
+    p.add_argument("--port", type=_port, default=8181)
     p.add_argument("--token", help="the bearer token clients must send (default $ICELOG_TOKEN)")
     p.add_argument("--max-body-bytes", type=_positive_int, default=4 << 20,
                    help="the largest request body accepted; larger ones get 413 (default 4194304, 4 MiB)")

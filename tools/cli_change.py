@@ -239,13 +239,13 @@ def _snapshots(args: argparse.Namespace, action: Callable[[Any], Any]) -> None:
 
 def cmd_create_branch(args: argparse.Namespace) -> None:
     def act(b: Any) -> None:
-        b.create_branch(args.snapshot_id or _current_id(b), args.name)
+        b.create_branch(_current_id(b) if args.snapshot_id is None else args.snapshot_id, args.name)
     _snapshots(args, act)
 
 
 def cmd_create_tag(args: argparse.Namespace) -> None:
     def act(b: Any) -> None:
-        b.create_tag(args.snapshot_id or _current_id(b), args.name)
+        b.create_tag(_current_id(b) if args.snapshot_id is None else args.snapshot_id, args.name)
     _snapshots(args, act)
 
 
@@ -292,7 +292,8 @@ def cmd_expire_snapshots(args: argparse.Namespace) -> None:
                                                         delete_external_files=args.delete_external_files,
                                                         progress=progress)
         if args.json:
-            print(json.dumps({"expired_snapshot_ids": list(result.expired_snapshot_ids),
+            print(json.dumps({"command": args.command, "table": args.table,
+                              "expired_snapshot_ids": list(result.expired_snapshot_ids),
                               "removed_refs": list(result.removed_refs),
                               "deleted_files": {kind: len(getattr(result, f"deleted_{kind}")) for kind in
                                                 ("data_files", "delete_files", "manifests", "manifest_lists",

@@ -63,8 +63,14 @@ def cmd_log_copy(args: argparse.Namespace) -> None:
         raise ValidationError("Cannot copy the log: give SRC and DST (a catalog.db, its folder, or a "
                               "postgresql:// URL), e.g. icelog log copy warehouse postgresql://icelog@db/lake")
     try:
+        from storage.errors import FileNotFound
         from storage.log_copy import copy_log, head_hash, open_log
-        with open_log(args.targets[0]) as source, open_log(args.targets[1]) as target:
+        try:
+            source_log = open_log(args.targets[0], must_exist=True)
+        except FileNotFound as e:
+            raise ValidationError(f"Cannot copy the log: no log at SRC {args.targets[0]} (a catalog.db, its "
+                                  f"folder, or a postgresql:// URL); nothing was created") from e
+        with source_log as source, open_log(args.targets[1]) as target:
             copied = copy_log(source, target)
             problems = target.verify()
             if problems or head_hash(target) != head_hash(source):
@@ -80,8 +86,9 @@ def cmd_log_copy(args: argparse.Namespace) -> None:
 
 def cmd_snapshots(args: argparse.Namespace) -> None:
     with open_catalog(args) as cat:
+        snapshots = cat.load_table(args.table).snapshots()
         print("snapshot_id\tparent_id\tsequence\ttime\toperation\ttotal_records\ttotal_data_files")
-        for s in cat.load_table(args.table).snapshots():
+        for s in snapshots:
             print(f"{s.snapshot_id}\t{s.parent_snapshot_id}\t{s.sequence_number}\t{iso_time(s.timestamp_ms)}\t"
                   f"{s.operation}\t{s.summary_value('total-records')}\t{s.summary_value('total-data-files')}")
 
@@ -95,14 +102,24 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 
 
 def cmd_scan(args: argparse.Namespace) -> None:
+    from engine.errors import ValidationError
+    from engine.read.metadata_tables import non_finite_as_text
+
+    if args.limit is not None and args.limit < 0:
+        raise ValidationError(f"Cannot scan {args.table}: --limit must be 0 or more, not {args.limit}")
+    columns = args.columns.split(",") if args.columns is not None else None
+    if columns is not None and not all(name.strip() for name in columns):
+        raise ValidationError(f"Cannot scan {args.table}: --columns {args.columns!r} names an empty column; give "
+                              f"comma-separated column names")
     with open_catalog(args) as cat:
-        columns = args.columns.split(",") if args.columns else None
         table = cat.load_table(args.table).scan(where=args.where, columns=columns,
                                                 snapshot_id=args.snapshot_id).to_arrow()
-        rows = table.slice(0, args.limit).to_pylist() if args.limit else table.to_pylist()
-        for row in rows:
-            print(json.dumps(row, default=str, ensure_ascii=False))
-        print(f"({table.num_rows} row(s))", file=sys.stderr)
+        shown = table if args.limit is None else table.slice(0, args.limit)
+        for row in shown.to_pylist():
+            print(json.dumps(non_finite_as_text(row), default=str, ensure_ascii=False, allow_nan=False))
+        count = (f"{shown.num_rows}" if shown.num_rows == table.num_rows
+                 else f"{shown.num_rows} of {table.num_rows}")
+        print(f"({count} row(s))", file=sys.stderr)
 
 
 def cmd_rebuild(args: argparse.Namespace) -> None:

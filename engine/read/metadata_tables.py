@@ -503,22 +503,51 @@ class InspectTable:
 
 
 def to_json_lines(table: pa.Table) -> Iterable[str]:
-    """One JSON object per row (for the CLI): timestamps as ISO strings, bytes as hex, maps as objects."""
+    """One JSON object per row (for the CLI): timestamps as ISO strings, bytes as hex, maps as objects (an empty
+    one too: the column's Arrow type says what is a map), NaN and infinities as Jackson's strings."""
+    fields = list(table.schema)
     for row in table.to_pylist():
-        yield json.dumps({k: _jsonable(v) for k, v in row.items()}, sort_keys=False, default=str)
+        yield json.dumps({f.name: _jsonable(row[f.name], f.type) for f in fields}, sort_keys=False, default=str,
+                         allow_nan=False)
 
 
-def _jsonable(v: Any) -> Any:
+def _jsonable(v: Any, t: pa.DataType) -> Any:
+    """``v``, a value of Arrow type ``t`` as ``to_pylist`` gives it, in the shape JSON can hold."""
+    if v is None:
+        return None
+    if pa.types.is_map(t):
+        return {str(_jsonable(k, t.key_type)): _jsonable(x, t.item_type) for k, x in v}
+    if pa.types.is_struct(t):
+        return {f.name: _jsonable(v.get(f.name), f.type) for f in t}
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [_jsonable(x, t.value_type) for x in v]
     if isinstance(v, (bytes, bytearray)):
         return v.hex()
-    if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
-    if isinstance(v, list):
-        if v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
-            return {str(k): _jsonable(x) for k, x in v}
-        return [_jsonable(x) for x in v]
+    if isinstance(v, float):
+        return non_finite_as_text(v)
     if hasattr(v, "isoformat"):
         return v.isoformat()
+    return v
+
+
+#: JSON has no NaN or infinities: these are the strings Jackson (and icelog's metadata JSON) write for them
+_NAN_TEXT, _INFINITY_TEXT = "NaN", "Infinity"
+
+
+def non_finite_as_text(v: Any) -> Any:
+    """``v`` (a value, or dicts, lists and tuples of them, as ``to_pylist`` gives) with each NaN, infinity and
+    -infinity float replaced by ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, so ``json.dumps(...,
+    allow_nan=False)`` takes it; tuples become lists."""
+    if isinstance(v, float):
+        if v != v:
+            return _NAN_TEXT
+        if v in (float("inf"), float("-inf")):
+            return _INFINITY_TEXT if v > 0 else f"-{_INFINITY_TEXT}"
+        return v
+    if isinstance(v, dict):
+        return {k: non_finite_as_text(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [non_finite_as_text(x) for x in v]
     return v
 
 
