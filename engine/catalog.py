@@ -52,6 +52,7 @@ from engine.ownership import (
     catalog_files,
     check_identifier,
     check_namespace,
+    check_namespace_properties,
     check_table_location,
     choose_default_location,
     is_local,
@@ -249,6 +250,8 @@ class Catalog:
     def create_namespace(self, namespace: str | Sequence[str], properties: Mapping[str, str] | None = None) -> None:
         ns = parse_namespace(namespace)
         check_namespace(ns)
+        properties = {str(k): str(v) for k, v in (properties or {}).items()}
+        check_namespace_properties(ns, properties)
 
         def build(ctx: CommitContext) -> list:
             state = self.store.catalog()
@@ -278,6 +281,7 @@ class Catalog:
         overlap = sorted(set(updates) & set(removals))
         if overlap:
             raise ValidationError(f"Cannot update namespace {'.'.join(ns)}: {', '.join(overlap)} both set and removed")
+        check_namespace_properties(ns, updates)
         outcome: list[tuple[list[str], list[str], list[str]]] = []
 
         def build(ctx: CommitContext) -> list:

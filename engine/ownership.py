@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -98,12 +98,36 @@ def check_name(part: Any, what: str) -> str:
     return part
 
 
+#: the catalog's pointer tables hold a namespace (its levels joined by dots), a property key and a property value in
+#: at most these many characters, as Java's JdbcCatalog's do (PostgreSQL enforces them; SQLite would not)
+NAMESPACE_MAX_CHARS, PROPERTY_KEY_MAX_CHARS, PROPERTY_VALUE_MAX_CHARS = 255, 255, 1000
+
+
 def check_namespace(namespace: Sequence[str]) -> None:
-    """Every level of a namespace is a valid name (see :func:`check_name`)."""
+    """Every level of a namespace is a valid name (see :func:`check_name`), and the joined name fits the catalog's
+    pointer tables."""
     if not namespace:
         raise ValidationError("Cannot use an empty namespace")
     for part in namespace:
         check_name(part, "namespace")
+    joined = ".".join(namespace)
+    if len(joined) > NAMESPACE_MAX_CHARS:
+        raise ValidationError(f"Cannot use namespace {joined[:60]!r}... ({len(joined)} characters): a namespace "
+                              f"is at most {NAMESPACE_MAX_CHARS} characters, its levels joined by dots")
+
+
+def check_namespace_properties(namespace: Sequence[str], properties: Mapping[str, str]) -> None:
+    """Namespace properties the catalog's pointer tables can hold: keys of 1 to 255 characters, values of at most
+    1000, neither with a NUL (PostgreSQL text cannot hold one)."""
+    for key, value in properties.items():
+        where = f"Cannot set property {key[:60]!r} of namespace {'.'.join(namespace)}"
+        if not key or len(key) > PROPERTY_KEY_MAX_CHARS:
+            raise ValidationError(f"{where}: a key is 1 to {PROPERTY_KEY_MAX_CHARS} characters, not {len(key)}")
+        if len(value) > PROPERTY_VALUE_MAX_CHARS:
+            raise ValidationError(f"{where}: a value is at most {PROPERTY_VALUE_MAX_CHARS} characters, not "
+                                  f"{len(value)}")
+        if "\x00" in key or "\x00" in value:
+            raise ValidationError(f"{where}: it holds a NUL character")
 
 
 def check_identifier(namespace: Sequence[str], name: str) -> None:

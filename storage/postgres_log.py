@@ -54,6 +54,7 @@ from storage.errors import (
     LogError,
     LogIntegrityError,
     StreamVersionConflict,
+    WrongThread,
 )
 
 T = TypeVar("T")
@@ -256,6 +257,9 @@ class PostgresLog:
         self._closed = False
         self._depth = 0
         self._conn: psycopg.Connection | None = None
+        #: the thread that opened the log: its connection is used by that thread only, as SQLite's is (threads
+        #: interleaving BEGIN, savepoints and COMMIT on one connection would write a broken chain into the log)
+        self._owner = threading.get_ident()
         #: tables other layers keep beside the log (storage.contract.DerivedTables)
         self.derived = PostgresDerived(self)
         self._connect()
@@ -291,6 +295,9 @@ class PostgresLog:
     def _live(self) -> psycopg.Connection:
         if self._closed:
             raise LogClosed(f"Cannot use the log: {self.path} is closed")
+        if threading.get_ident() != self._owner:
+            raise WrongThread(f"Cannot use the log from this thread: {self.path} was opened by another one, and a "
+                              f"catalog handle belongs to the thread that opened it (open one per thread)")
         if self._conn is None or self._conn.closed or self._conn.broken:
             if self._depth:
                 raise LogError(f"Cannot use the log: the connection to {self.path} broke inside a transaction")
@@ -591,8 +598,15 @@ class PostgresLog:
     def verify(self) -> list[str]:
         """Recompute the whole hash chain (parts included) and check the log's invariants on one consistent
         snapshot (REPEATABLE READ); the same checks as :meth:`storage.log.Log.verify`."""
+        begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
         conn = self._live()
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            conn.execute(begin)
+        except psycopg.OperationalError:  # a connection the server dropped (a restart): once more on a new one
+            if self._depth or not (conn.broken or conn.closed):
+                raise
+            conn = self._live()
+            conn.execute(begin)
         try:
             with conn.cursor(name="icelog_verify_events") as events, \
                     conn.cursor(name="icelog_verify_parts") as parts, \

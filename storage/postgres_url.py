@@ -5,6 +5,7 @@ Layer: storage (the standard library only, so it imports without psycopg).
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit, urlunsplit
 
 #: URL schemes that name a PostgreSQL log
@@ -16,11 +17,21 @@ def is_postgres_url(text: object) -> bool:
     return isinstance(text, str) and urlsplit(text).scheme.lower() in POSTGRES_SCHEMES
 
 
+#: libpq parameters that hold a secret (in a URL's query string)
+SECRET_PARAMETERS = ("password", "sslpassword")
+
+
 def redacted(url: str) -> str:
-    """The URL without its password, for messages."""
+    """The URL without its secrets, for messages: the password of its user information and the values of the
+    libpq parameters that hold one (``?password=...``). Hosts are kept as written (several ``h1:p1,h2:p2``, IPv6
+    in brackets)."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, hosts = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        netloc = f"{userinfo}@{hosts}"
+    names = "|".join(SECRET_PARAMETERS)
+    query = re.sub(rf"(?i)(^|&)({names})=[^&]*", r"\1\2=***", parts.query)
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
