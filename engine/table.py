@@ -27,6 +27,7 @@ from engine.formats.parquet_files import carries_field_ids, read_data_file
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.metrics_evaluation import metrics_must_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY, name_mapping_json
+from engine.model.partitioning import partition_key
 from engine.model.table_properties import check_property_values
 from engine.operations.append import append_events
 from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams, now_ms
@@ -343,11 +344,11 @@ class Table(TableStateReads):
         state = self.state
         spec = state.spec
         start = state.branch_head(branch)
-        partitions = {f.partition for f in files}
+        partitions = {partition_key(f.partition) for f in files}  # as Java's PartitionSet: NaN is one partition
         live = [e.file for e in self.catalog.store.live_entries(state, start)
                 if e.file.content == DataFileContent.DATA]
         if spec.is_partitioned:
-            removed = [f for f in live if f.spec_id == spec.spec_id and f.partition in partitions]
+            removed = [f for f in live if f.spec_id == spec.spec_id and partition_key(f.partition) in partitions]
             replaced: frozenset[tuple[int, tuple]] | None = frozenset((spec.spec_id, p) for p in partitions)
         else:  # the whole table, validated against data added anywhere (Java's ReplacePartitions: alwaysTrue)
             removed, replaced = live, None

@@ -13,6 +13,7 @@ Usage::
 from __future__ import annotations
 
 import re
+import struct
 from typing import Any, Sequence, Union
 from urllib.parse import quote_plus
 
@@ -318,6 +319,15 @@ def _check_name(schema: Schema, name: str, transform: Transform, source_id: int)
 
 
 # -- partition paths ---------------------------------------------------------------------------------------------
+
+
+def partition_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A partition tuple as a set member or dict key that compares as Java's ``PartitionSet`` does (``Double.compare``):
+    a float by its bits, so NaN is one value and -0.0 another than 0.0 (Python's ``==`` says neither). Tuples without
+    floats come back as they are."""
+    if not any(type(v) is float for v in values):
+        return values
+    return tuple(("float", "NaN" if v != v else struct.pack(">d", v)) if type(v) is float else v for v in values)
 
 
 def _escape(text: str) -> str:

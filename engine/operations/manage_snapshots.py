@@ -28,6 +28,7 @@ import attrs
 from engine.errors import NotFound, ValidationError
 from engine.state.events import Event, FileChange, RefRemoved, RefSet, SnapshotAdded
 from engine.model.data_file import DataFile, DataFileContent
+from engine.model.partitioning import partition_key
 from engine.operations.commit import CommitContext, new_commit_id, now_ms
 from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import new_snapshot_id, snapshot_events, snapshot_summary
@@ -532,12 +533,13 @@ def _check_overwrite(plan: _Plan, picked: Snapshot, head: int | None, added: Seq
     gone = [f.file_path for f in removed if f.key not in live]
     if gone:
         raise ValidationError(f"Cannot {action}: {gone[0]}, which it removes, is no longer in the table")
-    replaced = {(f.spec_id, f.partition) for f in added}
+    replaced = {(f.spec_id, partition_key(f.partition)) for f in added}
     for snap in plan.state.ancestors(head):
         if snap.snapshot_id == parent:
             break
         for c in plan.changes(snap):
-            if c.added and c.file.content == DataFileContent.DATA and (c.file.spec_id, c.file.partition) in replaced:
+            if c.added and c.file.content == DataFileContent.DATA and \
+                    (c.file.spec_id, partition_key(c.file.partition)) in replaced:
                 raise ValidationError(f"Cannot {action}: partition {c.file.partition} it replaces changed in "
                                       f"snapshot {snap.snapshot_id}")
 

@@ -16,6 +16,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.model.partitioning import partition_key
 from engine.model.paths import normalize_path
 from engine.write.data_writer import (
     conform,
@@ -227,8 +228,9 @@ def plan_dynamic_overwrite(store: StateStore, state: TableState, data: pa.Table,
     table = conform(data, state.schema, action=DYNAMIC_OVERWRITE)
     partitions = {values for values, _ in split_by_partition(table, state.schema, spec)}
     files = write_data_files(state, data, stage=stage, io=io, action=DYNAMIC_OVERWRITE)
+    keys = {partition_key(p) for p in partitions}  # NaN is one partition, -0.0 another than 0.0 (Java's)
     removed = [e.file for e in store.live_entries(state, start_snapshot_id)
                if e.file.content == DataFileContent.DATA and e.file.spec_id == spec.spec_id
-               and e.file.partition in partitions]
+               and partition_key(e.file.partition) in keys]
     return RowChanges(start_snapshot_id=start_snapshot_id, removed=tuple(removed), touched=tuple(removed),
                       partitions=frozenset((spec.spec_id, p) for p in partitions)), files

@@ -48,6 +48,7 @@ from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import BooleanExpression
 from engine.model.expression_binding import bind
 from engine.model.expression_parser import parse_expression
+from engine.model.partitioning import partition_key
 from engine.model.schema import LAST_UPDATED_SEQUENCE_NUMBER_COLUMN, ROW_ID_COLUMN
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext
@@ -382,14 +383,14 @@ def _no_new_position_deletes_for(v: Validator, data_files: Sequence[DataFile], a
     """No position delete file added since that may delete rows of ``data_files`` (the same rows would be
     deleted, and counted, twice)."""
     paths = {normalize_path(f.file_path) for f in data_files}
-    partitions = {(f.spec_id, f.partition) for f in data_files}
+    partitions = {(f.spec_id, partition_key(f.partition)) for f in data_files}
     for snap in v.new:
         for change in v.store.file_changes_of(v.base, snap):
             f = change.file
             if not change.added or f.content != DataFileContent.POSITION_DELETES:
                 continue
             single = referenced_path(f)
-            if (single in paths) if single is not None else ((f.spec_id, f.partition) in partitions):
+            if (single in paths) if single is not None else ((f.spec_id, partition_key(f.partition)) in partitions):
                 raise ValidationConflict(
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}, {snap.operation}) "
                     f"added position delete file {f.file_path} for a data file whose rows this delta deletes",

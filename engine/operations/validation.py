@@ -21,6 +21,7 @@ from engine.errors import ValidationConflict
 from engine.model.data_file import DataFile, DataFileContent, LiveEntry
 from engine.model.metrics_evaluation import metrics_might_match
 from engine.model.partition_filters import partition_might_match
+from engine.model.partitioning import partition_key
 from engine.read.scan import DeleteIndex
 from engine.state.table_state import Snapshot, TableState
 from engine.state.store import StateStore
@@ -157,10 +158,12 @@ class Validator:
                     commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
 
     def no_new_data_in_partitions(self, partitions: set[tuple[int, tuple]], action: str) -> None:
-        """Serializable dynamic overwrite: no data added since to a partition the operation replaces."""
+        """Serializable dynamic overwrite: no data added since to a partition the operation replaces (partitions
+        compared as Java's PartitionSet does: NaN is one, -0.0 another than 0.0)."""
+        keys = {(spec_id, partition_key(values)) for spec_id, values in partitions}
         for snap, added, f in self._changes():
             if added and f.content == DataFileContent.DATA and snap.operation in ADDS_ROWS and (
-                    (f.spec_id, f.partition) in partitions):
+                    (f.spec_id, partition_key(f.partition)) in keys):
                 raise ValidationConflict(
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added {f.file_path} "
                     f"to a partition the operation replaces", commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)

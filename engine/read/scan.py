@@ -52,6 +52,7 @@ from engine.model.expression_binding import bind
 from engine.model.expression_parser import parse_expression
 from engine.model.expressions import AlwaysFalse, AlwaysTrue, BooleanExpression, referenced_field_ids
 from engine.model.manifest_evaluation import summaries_might_match
+from engine.model.partitioning import partition_key
 from engine.model.metrics_evaluation import metrics_might_match, metrics_must_match
 from engine.model.partition_filters import evaluate_partition, project_inclusive, residual
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
@@ -127,12 +128,12 @@ class DeleteIndex:
                 if path is not None:
                     self._pos_by_path[path].append(item)
                 else:
-                    self._pos_by_partition[(f.spec_id, f.partition)].append(item)
+                    self._pos_by_partition[(f.spec_id, partition_key(f.partition))].append(item)
             elif f.content == DataFileContent.EQUALITY_DELETES:
                 if f.spec_id in unpartitioned_specs:
                     self._eq_global.append(item)
                 else:
-                    self._eq_by_partition[(f.spec_id, f.partition)].append(item)
+                    self._eq_by_partition[(f.spec_id, partition_key(f.partition))].append(item)
         for bucket in (*self._pos_by_partition.values(), *self._pos_by_path.values(),
                        *self._eq_by_partition.values(), self._eq_global):
             bucket.sort(key=lambda x: (x[0], x[1]))
@@ -160,7 +161,7 @@ class DeleteIndex:
 
     def for_data_file(self, f: DataFile, data_sequence_number: int) -> tuple[DataFile, ...]:
         """The delete files that apply to a data file with this data sequence number, oldest first."""
-        key = (f.spec_id, f.partition)
+        key = (f.spec_id, partition_key(f.partition))  # a NaN partition is one partition, as in Java
         equality = (self._from(self._eq_by_partition.get(key, []), data_sequence_number, True)
                     + self._from(self._eq_global, data_sequence_number, True))
         if equality and self._fields is not None:
