@@ -508,6 +508,10 @@ class Catalog:
         return Ownership(location, others=self.table_locations(excluding=table_uuid),
                          catalog_files=catalog_files(self.database), name=name)
 
+    def ownership_at(self, location: str) -> Ownership:
+        """The files a table at ``location`` that is not registered yet would own, among the catalog's tables."""
+        return Ownership(location, others=self.table_locations(), catalog_files=catalog_files(self.database))
+
     def load_table(self, identifier: str | Sequence[str]) -> Table:
         ns, name = parse_identifier(identifier)
         entry = self.store.catalog().table(ns, name)
@@ -554,7 +558,8 @@ class Catalog:
             registered = commit_registration(
                 self.store, self.io, self.place_table, identifier, metadata_location, relocation, relocate,
                 location=location, progress=None if progress is None else lambda done, total: progress("read", done,
-                                                                                                        total))
+                                                                                                        total),
+                ownership_at=self.ownership_at)
         except BaseException as e:
             if not may_have_landed(e):  # nothing committed: remove the delete file copies it created
                 relocation.discard()

@@ -43,7 +43,7 @@ from engine.model.data_file import DataFile, DataFileContent
 from engine.model.paths import normalize_path
 from engine.model.identifiers import parse_identifier
 from engine.operations.commit import CommitContext, Landed, RetryPolicy, commit_streams
-from engine.ownership import check_identifier, refuse_catalog_database
+from engine.ownership import Ownership, check_identifier, refuse_catalog_database
 from engine.read.reader import read_position_delete_rows
 from engine.state.table_state import CatalogState
 from engine.state.store import StateStore
@@ -74,7 +74,8 @@ class Registration:
 def commit_registration(store: StateStore, io: FileIO, place_table: PlaceTable, identifier: str | Sequence[str],
                         metadata_location: str, relocation: PositionDeleteRelocation,
                         relocate: Mapping[str, str] | None = None, *, location: str | None = None,
-                        progress: Callable[[int, int], None] | None = None) -> Registration:
+                        progress: Callable[[int, int], None] | None = None,
+                        ownership_at: Callable[[str], Ownership] | None = None) -> Registration:
     """Take over an existing Iceberg table under ``identifier``: read its history and commit it as one log commit.
 
     :param store: the catalog's state store
@@ -87,6 +88,9 @@ def commit_registration(store: StateStore, io: FileIO, place_table: PlaceTable, 
     :param relocate: old path prefix -> new path prefix, for tables copied from another machine or store
     :param location: where icelog publishes its projection (default: the original table location)
     :param progress: called with (snapshots read, snapshots) while the history is read
+    :param ownership_at: the files a table at a location would own, among the catalog's tables
+        (``Catalog.ownership_at``); a history that references another table's file (or the catalog's) is refused,
+        as ``append_files`` refuses one: that table's expiry and purge delete its files
     :raises AlreadyExists: the name is taken, or the table (its uuid) is already registered
     :raises ValidationError: the metadata holds what icelog cannot represent
     :raises CorruptFileError: a metadata file, manifest list or manifest cannot be read
@@ -101,6 +105,8 @@ def commit_registration(store: StateStore, io: FileIO, place_table: PlaceTable, 
     imported = import_table(io, metadata_location, relocate=relocate, location=location,
                             relocate_position_deletes=relocation, progress=progress)
     check_position_deletes(io, imported)
+    if ownership_at is not None:
+        check_files_not_elsewhere(imported, ownership_at(imported.location), ".".join(ns + (name,)))
     events = list(imported.events)
     created = events[0]
     assert isinstance(created, TableCreated)
@@ -116,6 +122,21 @@ def commit_registration(store: StateStore, io: FileIO, place_table: PlaceTable, 
 
     landed = commit_streams(store, build, policy=RetryPolicy(), message=f"register {imported.metadata_location}")
     return Registration(namespace=ns, name=name, table_uuid=table_uuid, landed=landed, notes=tuple(imported.notes))
+
+
+def check_files_not_elsewhere(imported: ImportedTable, owned: Ownership, full: str) -> None:
+    """Refuse a history whose data or delete files lie under another table's location (or are the catalog's)."""
+    seen: set[str] = set()
+    for event in imported.events:
+        if isinstance(event, SnapshotAdded):
+            for change in event.changes:
+                path = change.file.file_path
+                if change.added and path not in seen:
+                    seen.add(path)
+                    owner = owned.owner_elsewhere(path)
+                    if owner is not None:
+                        raise ValidationError(f"Cannot register table {full}: its history references {path}, which "
+                                              f"belongs to {owner} (whose expiry and purge delete it)")
 
 
 def check_placement(store: StateStore, place_table: PlaceTable, ns: tuple[str, ...], name: str,

@@ -296,3 +296,22 @@ def test_an_old_registration_without_the_record_still_removes_orphans(tmp_path: 
         assert os.path.exists(t.location) and t.scan().to_arrow().num_rows == 1
     finally:
         cat.close()
+
+
+def test_a_history_referencing_another_tables_files_is_not_registered(tmp_path: Path) -> None:
+    """Registered in place as db.a, the same table (its uuid removed, as format v1 allows) is refused as db.c
+    elsewhere: its files are db.a's, whose expiry and purge delete them (the README's rule for inputs)."""
+    import json
+
+    md = source_table(tmp_path)
+    meta = json.loads(Path(md.removeprefix("file://")).read_text())
+    del meta["table-uuid"]
+    copy = tmp_path / "no-uuid.metadata.json"
+    copy.write_text(json.dumps(meta))
+    with Catalog.open(tmp_path / "icelog") as cat:
+        cat.create_namespace("db")
+        cat.register_table("db.a", md)
+        head = cat.log.head("catalog")
+        with pytest.raises(ValidationError, match="references .*belongs to db.a"):
+            cat.register_table("db.c", str(copy), location=str(tmp_path / "elsewhere"))
+        assert cat.log.head("catalog") == head and not (tmp_path / "elsewhere").exists()
