@@ -86,7 +86,7 @@ from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.model.values import from_bytes, to_bytes
 from engine.model.paths import normalize_path
 from projections.manifest_reader import inherit_first_row_ids, read_manifest, read_manifest_list
-from storage.errors import FileNotFound, LogError
+from storage.errors import FileError, FileNotFound, LogError
 from storage.files import FileIO
 
 MAIN = "main"
@@ -143,8 +143,8 @@ class Relocator:
 
     def __call__(self, path: str) -> str:
         path = self.absolute(path)
-        for old, new in self.rules:
-            if path.startswith(old):
+        for old, new in self.rules:  # a whole leading path: /w/t does not move /w/t_ext/f.parquet
+            if path.startswith(old) and (len(path) == len(old) or old.endswith("/") or path[len(old)] == "/"):
                 return new + path[len(old):]
         # every spelling of the same place: file: forms, another name node authority, s3a/s3n, escapes
         key = normalize_path(path)
@@ -216,7 +216,11 @@ def resolve_metadata_location(io: FileIO, location: str) -> str:
     folder = location
     if os.path.basename(_bare(location)) != "metadata" and io.exists(f"{location}/metadata"):
         folder = f"{location}/metadata"
-    names = {os.path.basename(p): p for p in io.list_dir(folder)}
+    try:
+        names = {os.path.basename(p): p for p in io.list_dir(folder)}
+    except FileError as e:  # a file that is neither a metadata file nor a folder (a data file, a database)
+        raise NotFound(f"Cannot register table: {location} is not a metadata file (*.metadata.json) nor a table "
+                       f"folder") from e
     hint = names.get("version-hint.text")
     if hint is not None:
         try:
@@ -359,6 +363,10 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     if fmt not in SUPPORTED_FORMAT_VERSIONS:
         raise f.fail("format-version", f"is {fmt}: icelog reads format versions 1, 2 and 3")
     notes: list[str] = []
+    for key in ("statistics", "partition-statistics"):
+        if meta.get(key):  # the log has no event for them (yet): say so, and the files stay the original writer's
+            notes.append(f"{key}: {len(meta[key])} file(s) are not carried (the published metadata lists none; "
+                         f"the files stay where they are)")
     next_row_id = None
     if fmt == 3:
         if meta.get("encryption-keys"):

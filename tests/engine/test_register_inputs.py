@@ -1,0 +1,71 @@
+"""Registration inputs at their edges: a file that is neither metadata nor a table folder is a typed error naming
+it; a relocation moves whole leading paths only (a table at /t does not move a file of /t_ext); statistics files
+the log cannot carry are named in the import notes.
+
+Layer: tests (engine's public API on real SQLite, Parquet, Avro and metadata files).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from engine import Catalog
+from engine.errors import NotFound
+
+SCHEMA = pa.schema([("id", pa.int64())])
+
+
+def _source(tmp_path: Path) -> tuple[str, Path]:
+    """A table at <tmp>/src/db/t with a file of its own and one appended in place from <tmp>/src/db/t_ext."""
+    outside = tmp_path / "src" / "db" / "t_ext" / "f.parquet"
+    outside.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array([9], pa.int64())}), outside)
+    with Catalog.open(tmp_path / "src") as src:
+        src.create_namespace("db")
+        t = src.create_table("db.t", SCHEMA)
+        t.append(pa.table({"id": pa.array([1], pa.int64())}))
+        t.append_files([str(outside)])
+        return t.metadata_location, Path(t.location.removeprefix("file://"))
+
+
+def test_a_file_that_is_not_metadata_is_a_typed_error(tmp_path: Path) -> None:
+    md, location = _source(tmp_path)
+    data_file = next(location.glob("data/*.parquet"))
+    with Catalog.open(tmp_path / "icelog") as cat:
+        cat.create_namespace("db")
+        for path in (data_file, next(location.glob("metadata/snap-*.avro"))):
+            with pytest.raises(NotFound, match="is not a metadata file"):
+                cat.register_table("db.r", str(path))
+        assert cat.list_tables("db") == []
+
+
+def test_a_relocation_moves_whole_leading_paths_only(tmp_path: Path) -> None:
+    md, location = _source(tmp_path)
+    moved = tmp_path / "moved"
+    shutil.copytree(location, moved)
+    copied_md = moved / "metadata" / Path(md).name
+    with Catalog.open(tmp_path / "icelog") as cat:
+        cat.create_namespace("db")
+        t = cat.register_table("db.r", str(copied_md), relocate={str(location): str(moved)})
+        paths = {f.file_path for f in cat.store.live_files(t.state, t.state.current_snapshot.snapshot_id)}
+        assert str(tmp_path / "src" / "db" / "t_ext" / "f.parquet") in paths  # not .../moved_ext/f.parquet
+        assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [1, 9]
+
+
+def test_statistics_the_log_cannot_carry_are_noted(tmp_path: Path) -> None:
+    md, _ = _source(tmp_path)
+    meta = json.loads(Path(md).read_text())
+    meta["statistics"] = [{"snapshot-id": meta["current-snapshot-id"], "statistics-path": "/x/stats.puffin",
+                           "file-size-in-bytes": 1, "file-footer-size-in-bytes": 1, "blob-metadata": []}]
+    with_stats = Path(md).parent / "v99.metadata.json"
+    with_stats.write_text(json.dumps(meta))
+    with Catalog.open(tmp_path / "icelog") as cat:
+        cat.create_namespace("db")
+        t = cat.register_table("db.r", str(with_stats), location=str(tmp_path / "elsewhere"))
+        assert any(n.startswith("statistics: 1 file(s) are not carried") for n in t.import_notes)
