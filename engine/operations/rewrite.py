@@ -58,7 +58,7 @@ from engine.state.events import Event, SnapshotAdded
 from engine.model import types as T
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
-from engine.model.partitioning import PartitionSpec
+from engine.model.partitioning import PartitionSpec, partition_key
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder, build_sort_order
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext
@@ -239,10 +239,12 @@ def group_files(state: TableState, tasks: Sequence[FileScanTask]) -> list[FileGr
     under an empty partition and repartitions them on write)."""
     current = state.default_spec_id
     groups: dict[tuple[int | None, tuple[Any, ...]], list[FileScanTask]] = {}
-    for t in tasks:
-        key = (t.file.spec_id, t.file.partition) if t.file.spec_id == current else (None, ())
+    partition_of: dict[tuple[int | None, tuple[Any, ...]], tuple[Any, ...]] = {}
+    for t in tasks:  # by partition_key: a NaN partition is one group, 0.0 and -0.0 two (Java's PartitionSet)
+        key = (t.file.spec_id, partition_key(t.file.partition)) if t.file.spec_id == current else (None, ())
+        partition_of.setdefault(key, t.file.partition if key[0] is not None else ())
         groups.setdefault(key, []).append(t)
-    return [FileGroup(spec_id=k[0], partition=k[1], tasks=tuple(v)) for k, v in groups.items()]
+    return [FileGroup(spec_id=k[0], partition=partition_of[k], tasks=tuple(v)) for k, v in groups.items()]
 
 
 def _needs_rewrite(group: FileGroup, strategy: str, target: int) -> bool:

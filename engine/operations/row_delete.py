@@ -118,7 +118,9 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
     removed: list[DataFile] = []
     added: list[DataFile] = []
     touched: list[DataFile] = []
+    # by (spec, partition_key): files of a NaN partition share one group, 0.0 and -0.0 do not (Java's PartitionSet)
     positions: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = {}
+    partition_of: dict[tuple[int, tuple[Any, ...]], tuple[Any, ...]] = {}
     previous: dict[str, Sequence[DataFile]] = {}
     for task in tasks:
         f = task.file
@@ -145,7 +147,9 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
             removed.append(f)
         elif mode == MERGE_ON_READ:
             where = physical.filter(mask).to_pylist()
-            positions.setdefault((f.spec_id, f.partition), {})[f.file_path] = where
+            key = (f.spec_id, partition_key(f.partition))
+            partition_of.setdefault(key, f.partition)
+            positions.setdefault(key, {})[f.file_path] = where
             previous[f.file_path] = task.deletes
         else:
             survivors = rows.filter(pc.invert(mask))
@@ -157,8 +161,8 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
     if positions:
         from engine.write.delete_files import write_row_deletes
 
-        for (spec_id, partition), deletes in positions.items():
-            written, replaced = write_row_deletes(state, deletes, spec_id=spec_id, partition=partition,
+        for key, deletes in positions.items():
+            written, replaced = write_row_deletes(state, deletes, spec_id=key[0], partition=partition_of[key],
                                                   previous=previous, stage=stage, io=io)
             added += written
             removed += replaced

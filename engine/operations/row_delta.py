@@ -199,6 +199,7 @@ class RowDelta(PendingUpdate):
                                   f"{type(deletes).__name__}")
         live, pending = self._live_data(), self._pending_data()
         groups: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = defaultdict(dict)
+        partition_of: dict[tuple[int, tuple[Any, ...]], tuple[Any, ...]] = {}
         referenced: dict[str, DataFile] = {}
         for path, positions in deletes.items():
             key = normalize_path(os.fspath(path))
@@ -214,13 +215,16 @@ class RowDelta(PendingUpdate):
                                           f"({data_file.record_count} rows)")
             if not positions:
                 continue
-            groups[(data_file.spec_id, data_file.partition)][data_file.file_path] = positions
+            group_key = (data_file.spec_id, partition_key(data_file.partition))  # NaN: one group (Java's)
+            partition_of.setdefault(group_key, data_file.partition)
+            groups[group_key][data_file.file_path] = positions
             if key not in pending:
                 referenced[key] = data_file
         previous = self._deletes_applying(referenced.values()) if self._state.format_version >= 3 else {}
-        for (spec_id, partition), group in groups.items():
+        for group_key, group in groups.items():
             with self._table.tracking_written(self._written):
-                written, replaced = write_row_deletes(self._state, group, spec_id=spec_id, partition=partition,
+                written, replaced = write_row_deletes(self._state, group, spec_id=group_key[0],
+                                                      partition=partition_of[group_key],
                                                       previous=previous, stage=self._table.stage_file,
                                                       io=self._table.catalog.io)
             # a vector this builder wrote before and now merged is dropped (its Puffin file stays staged, an

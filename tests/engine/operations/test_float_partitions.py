@@ -71,3 +71,22 @@ def test_deletes_of_a_nan_partition_apply_to_its_files(catalog):
     assert ids_of(t) == [1, 2]
     with Catalog.open(catalog.warehouse) as fresh:  # decoded from the log anew: its NaN objects are other ones
         assert ids_of(fresh.load_table("db.t")) == [1, 2]
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_deletes_and_compaction_keep_zero_and_minus_zero_apart(catalog, mode):
+    """Position deletes of partition-wide granularity and compaction groups: a file of 0.0 and one of -0.0 never
+    share a delete file or an output file (the rows of one would move to, or be deleted through, the other)."""
+    t = catalog.create_table("db.t", schema=SCHEMA, partition_by=["f"], format_version=2,
+                             properties={"write.delete.mode": mode, "write.delete.granularity": "partition"})
+    for ids, f in (([1, 2], 0.0), ([3, 4], -0.0), ([5], 0.0), ([6], -0.0)):
+        t.append(rows(ids, f))
+    t.delete("id = 1 or id = 3")
+    assert ids_of(t) == [2, 4, 5, 6]
+    t.rewrite_data_files()
+    assert ids_of(t) == [2, 4, 5, 6]
+    signs = {r["id"]: str(r["f"]) for r in t.scan().to_arrow().to_pylist()}
+    assert signs == {2: "0.0", 4: "-0.0", 5: "0.0", 6: "-0.0"}
+    t.delete_by_key(pa.table({"id": pa.array([4], pa.int64())}), ["id"])
+    assert ids_of(t) == [2, 5, 6]
+    assert catalog.verify("db.t") == []
