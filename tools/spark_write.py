@@ -110,12 +110,34 @@ def _spark_type(t: Any) -> str | None:
     return simple.get(type(t))
 
 
+_INTEGERS = ("tinyint", "smallint", "int", "bigint")
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+
+
+def _widens(source: str, target: str, *, to_text: bool = True) -> bool:
+    """Whether a Spark cast from type ``source`` to ``target`` loses nothing: an integer to a wider one (or to
+    text), float to double, a date to a timestamp, a decimal to one with as many integer and fraction digits."""
+    if source in _INTEGERS and target in _INTEGERS:
+        return _INTEGERS.index(source) <= _INTEGERS.index(target)
+    if (source, target) in (("float", "double"), ("date", "timestamp"), ("date", "timestamp_ntz")):
+        return True
+    if to_text and target == "string" and source in _INTEGERS:
+        return True
+    a, b = _DECIMAL.fullmatch(source), _DECIMAL.fullmatch(target)
+    if a and b:
+        (p, s), (q, t) = (int(x) for x in a.groups()), (int(x) for x in b.groups())
+        return t >= s and q - t >= p - s
+    return False
+
+
 def cast_partition_sources(df: DataFrame, table_state: Any) -> DataFrame:
     """``df`` with each partition source column cast to the table column's Spark type, as Spark casts what it
     writes to a table's types: the partition values are then computed from the values the files hold (from an int
-    column, a string table column's bucket would hash the int). A nested source of another type is refused.
+    column, a string table column's bucket would hash the int). Only casts that lose nothing are made (Spark's
+    own casts turn what does not fit into nulls); a nested source is left to the writer when it only widens a
+    number (its partition values are the same).
 
-    :raises ValidationError: naming the column
+    :raises ValidationError: naming the column, for a cast that could lose values; nothing is written
     """
     from pyspark.sql import functions as F
 
@@ -130,11 +152,15 @@ def cast_partition_sources(df: DataFrame, table_state: Any) -> DataFrame:
             field = next((f for f in holder.fields if f.name == part), None) if hasattr(holder, "fields") else None
             holder = field.dataType if field is not None else None
         found = next((f for f in holder.fields if f.name == parts[-1]), None) if hasattr(holder, "fields") else None
-        if found is None or wanted is None or found.dataType.simpleString() == wanted:
+        have = found.dataType.simpleString() if found is not None else None
+        if found is None or wanted is None or have == wanted:
             continue  # a missing optional column is null in every row; a type Spark lacks is the writer's to check
-        if len(parts) > 1:
-            raise ValidationError(f"Cannot write with Spark: partition source {name!r} is a "
-                                  f"{found.dataType.simpleString()}, the table's column a {wanted}: cast it first")
+        nested = len(parts) > 1
+        if nested and _widens(have, wanted, to_text=False) and not have.startswith("date"):
+            continue  # a wider number partitions the same: the worker widens the data
+        if nested or not _widens(have, wanted):
+            raise ValidationError(f"Cannot write with Spark: partition source {name!r} is a {have}, the table's "
+                                  f"column a {wanted}, and the cast could lose values: cast it first")
         df = df.withColumn(name, F.col(_quote(name)).cast(wanted))
     return df
 
@@ -283,7 +309,10 @@ def _collect(files: DataFrame, job_folder: str) -> list[Any]:
         try:
             error = cls(message)
         except TypeError:  # an error that names its file: the job's folder holds it
-            error = cls(message, path=job_folder)
+            try:
+                error = cls(message, path=job_folder)
+            except TypeError:  # one that needs more than a message to be made
+                error = errors.IcelogError(message)
         raise error from e
 
 

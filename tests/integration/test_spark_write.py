@@ -128,6 +128,17 @@ def test_partition_values_come_from_the_values_written(spark, tmp_warehouse, arr
         assert [r["id"] for r in spark.read.format("iceberg").load(t.location).where(where).collect()] == [1]
 
 
+def test_a_partition_source_whose_cast_could_lose_values_is_refused_before_the_job(spark, tmp_warehouse):
+    """Spark's own cast of 'abc' to int is null: such a column is refused, naming it, and nothing is written."""
+    with Catalog.open(tmp_warehouse) as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.lossy", schema=pa.schema([("id", pa.int64()), ("c", pa.int32())]),
+                             partition_by=["c"])
+        with pytest.raises(ValidationError, match="partition source 'c' is a string, the table's column a int"):
+            write(spark.createDataFrame([(1, "abc")], "id long, c string"), t)
+        assert t.state.current_snapshot is None and not list(Path(t.location, "data").rglob("*.parquet"))
+
+
 def test_append_overwrite_and_dynamic_overwrite_read_back_everywhere(spark, tmp_warehouse):
     cat, t = make_table(tmp_warehouse, "events", ["category", "bucket(4, id)"])
     first = sample_rows(120)
