@@ -304,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("name")
     for name, func, help_text in (("rollback", cmd_rollback, "Roll main back to an ancestor snapshot."),
                                   ("set-current-snapshot", cmd_set_current_snapshot, "Point main at a snapshot."),
-                                  ("cherrypick", cmd_cherrypick, "Apply an append or overwrite snapshot to main.")):
+                                  ("cherrypick", cmd_cherrypick, "Apply a snapshot to main (Java's cherry-pick rules).")):
         p = table_cmd(name, func, help_text)
         p.add_argument("snapshot_id", type=int)
     p = table_cmd("fast-forward", cmd_fast_forward, "Fast-forward a branch to another ref.")

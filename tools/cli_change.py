@@ -239,7 +239,8 @@ def _snapshots(args: argparse.Namespace, action: Callable[[Any], Any]) -> None:
 
 def cmd_create_branch(args: argparse.Namespace) -> None:
     def act(b: Any) -> None:
-        b.create_branch(_current_id(b) if args.snapshot_id is None else args.snapshot_id, args.name)
+        b.create_branch(args.snapshot_id, args.name)  # None: the current snapshot when it commits (an empty table:
+        # a new empty snapshot, as Java's createBranch)
     _snapshots(args, act)
 
 

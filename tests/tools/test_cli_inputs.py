@@ -104,3 +104,14 @@ def test_snapshots_of_a_missing_table_prints_no_header(wh: Path) -> None:
 def test_expire_snapshots_json_names_its_command_and_table(wh: Path) -> None:
     facts = json.loads(icelog(wh, "expire-snapshots", "db.t", "--json").stdout)
     assert facts["command"] == "expire-snapshots" and facts["table"] == "db.t" and facts["expired_snapshot_ids"] == []
+
+
+def test_create_branch_on_an_empty_table_works_as_in_the_api(wh: Path) -> None:
+    """The CLI passes "no snapshot id" on: on a table with no snapshot the branch starts at a new empty one, as
+    ManageSnapshots.create_branch does (Java's createBranch)."""
+    with Catalog.open(wh) as cat:
+        cat.create_table("db.empty", pa.schema([("id", pa.int64())]))
+    icelog(wh, "create-branch", "db.empty", "audit")
+    with Catalog.open(wh) as cat:
+        t = cat.load_table("db.empty")
+        assert t.state.ref("audit") is not None and t.state.ref("main") is None
