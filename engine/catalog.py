@@ -51,8 +51,8 @@ from engine.ownership import (
     Ownership,
     catalog_files,
     check_identifier,
-    check_namespace,
     check_namespace_properties,
+    check_new_namespace,
     check_table_location,
     choose_default_location,
     is_local,
@@ -249,7 +249,7 @@ class Catalog:
     # ------------------------------------------------------------ namespaces
     def create_namespace(self, namespace: str | Sequence[str], properties: Mapping[str, str] | None = None) -> None:
         ns = parse_namespace(namespace)
-        check_namespace(ns)
+        check_new_namespace(ns)
         properties = {str(k): str(v) for k, v in (properties or {}).items()}
         check_namespace_properties(ns, properties)
 

@@ -104,12 +104,17 @@ NAMESPACE_MAX_CHARS, PROPERTY_KEY_MAX_CHARS, PROPERTY_VALUE_MAX_CHARS = 255, 255
 
 
 def check_namespace(namespace: Sequence[str]) -> None:
-    """Every level of a namespace is a valid name (see :func:`check_name`), and the joined name fits the catalog's
-    pointer tables."""
+    """Every level of a namespace is a valid name (see :func:`check_name`)."""
     if not namespace:
         raise ValidationError("Cannot use an empty namespace")
     for part in namespace:
         check_name(part, "namespace")
+
+
+def check_new_namespace(namespace: Sequence[str]) -> None:
+    """A namespace to create: valid names (:func:`check_namespace`) whose joined name fits the catalog's pointer
+    tables (only new ones: a longer namespace a catalog made before keeps working)."""
+    check_namespace(namespace)
     joined = ".".join(namespace)
     if len(joined) > NAMESPACE_MAX_CHARS:
         raise ValidationError(f"Cannot use namespace {joined[:60]!r}... ({len(joined)} characters): a namespace "

@@ -526,7 +526,8 @@ def snapshot_as_of(state: TableState, timestamp_ms: int) -> int:
     :raises NotFound: when no snapshot was current yet
     :raises ValidationError: when ``timestamp_ms`` is not a number of milliseconds
     """
-    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, (int, float)):
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, (int, float)) or \
+            not -2**63 <= timestamp_ms < 2**63:  # NaN fails the comparison too
         raise ValidationError(f"Cannot scan as of {timestamp_ms!r}: as_of_timestamp_ms must be milliseconds since "
                               f"the epoch")
     found = None

@@ -105,7 +105,7 @@ def test_catalog_log_since_past_a_long_is_a_validation_error(catalog):
         catalog.log(since=2**63)
 
 
-@pytest.mark.parametrize("bad", [dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc), "2030-01-01"])
+@pytest.mark.parametrize("bad", [dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc), "2030-01-01", float("nan"), 2**63])
 def test_scan_as_of_timestamp_ms_of_the_wrong_type_is_a_validation_error(catalog, bad):
     t = catalog.create_table("db.t", SCHEMA)
     t.append(rows([1]))
