@@ -505,12 +505,13 @@ class Catalog:
         if name is None:
             entry = next((t for t in self.store.catalog().tables if t.table_uuid == table_uuid), None)
             name = ".".join(entry.namespace + (entry.name,)) if entry is not None else f"table {table_uuid}"
-        return Ownership(location, others=self.table_locations(excluding=table_uuid),
-                         catalog_files=catalog_files(self.database), name=name)
+        return self.ownership_at(location, excluding=table_uuid, name=name)
 
-    def ownership_at(self, location: str) -> Ownership:
-        """The files a table at ``location`` that is not registered yet would own, among the catalog's tables."""
-        return Ownership(location, others=self.table_locations(), catalog_files=catalog_files(self.database))
+    def ownership_at(self, location: str, *, excluding: str | None = None, name: str = "the table") -> Ownership:
+        """The files a table at ``location`` would own among the catalog's tables but ``excluding`` (its own uuid;
+        None for a table not registered yet)."""
+        return Ownership(location, others=self.table_locations(excluding=excluding),
+                         catalog_files=catalog_files(self.database), name=name)
 
     def load_table(self, identifier: str | Sequence[str]) -> Table:
         ns, name = parse_identifier(identifier)

@@ -266,6 +266,13 @@ def _entry_from_record(r: dict[str, Any], entry_names: dict[int, str], file_name
                          data_file=data_file)
 
 
+def inherits_sequence_numbers(entry: ManifestEntry, manifest: ManifestFile) -> bool:
+    """Whether an entry takes its missing sequence numbers from its manifest, as Java's InheritableMetadataFactory
+    rules: an ADDED entry does, and every entry of a v1 manifest (sequence number 0: a table upgraded from v1 reads
+    its EXISTING and DELETED entries as sequence number 0, not as missing)."""
+    return entry.status == EntryStatus.ADDED or manifest.sequence_number == 0
+
+
 def inherit_first_row_ids(entries: Sequence[ManifestEntry], first_row_id: int | None) -> list[ManifestEntry]:
     """A v3 data manifest's entries with the spec's first row id inheritance made explicit: each live data file
     without a ``first_row_id`` takes the manifest's plus the rows of the live files before it that had none

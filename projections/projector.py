@@ -38,7 +38,7 @@ from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
 from engine.state.table_state import Snapshot, TableState
 from projections import layout
-from projections.manifest_reader import read_manifest
+from projections.manifest_reader import inherits_sequence_numbers, read_manifest
 from projections.manifests import (
     partition_summaries,
     render_manifest,
@@ -180,9 +180,7 @@ class Renderer:
                                        path=m.manifest_path) from missing
         out = []
         for e in entries:
-            # Java's InheritableMetadataFactory: ADDED entries inherit, and every entry of a v1 manifest (sequence
-            # number 0: an upgraded table's EXISTING entries read as sequence number 0, not as missing)
-            inherit = e.status == EntryStatus.ADDED or m.sequence_number == 0
+            inherit = inherits_sequence_numbers(e, m)
             if e.snapshot_id is not None and (not inherit or (e.data_sequence_number is not None and
                                                               e.file_sequence_number is not None)):
                 out.append(e)  # nothing inherited (a merged manifest's entries): the entry as it is

@@ -73,6 +73,16 @@ def tmp_warehouse(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def catalog(tmp_warehouse: Path) -> Iterator[Any]:
+    """A catalog on `tmp_warehouse` with the namespace ``db`` (a test module may define its own ``catalog``)."""
+    from engine import Catalog
+
+    with Catalog.open(tmp_warehouse) as cat:
+        cat.create_namespace("db")
+        yield cat
+
+
+@pytest.fixture
 def warehouse_catalog(spark: SparkSession, tmp_warehouse: Path) -> str:
     """The name of a fresh Iceberg Hadoop catalog on `tmp_warehouse` in the shared session (tables not cached)."""
     from tools.spark import hadoop_catalog

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Any, Sequence, Union
+from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar, Union
 from urllib.parse import quote_plus
 
 import attrs
@@ -43,6 +43,8 @@ NAME = "name"
 TRANSFORM = "transform"
 SOURCE_ID = "source-id"
 FIELD_ID = "field-id"
+
+V = TypeVar("V")
 
 
 def _to_transform(value: Any) -> Transform:
@@ -328,6 +330,34 @@ def partition_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
     if not any(type(v) is float for v in values):
         return values
     return tuple(("float", "NaN" if v != v else struct.pack(">d", v)) if type(v) is float else v for v in values)
+
+
+class PartitionGroups(Generic[V]):
+    """Values grouped by (spec id, partition) as Java's ``PartitionSet`` groups them (:func:`partition_key`), each
+    group remembering the partition tuple it was first asked for (what a file written for it records)::
+
+        groups = PartitionGroups(dict)
+        groups.of(spec_id, partition)[path] = positions
+        for spec_id, partition, value in groups: ...
+    """
+
+    def __init__(self, make: Callable[[], V]) -> None:
+        self._make = make
+        self._groups: dict[tuple[Any, tuple[Any, ...]], tuple[tuple[Any, ...], V]] = {}
+
+    def of(self, spec_id: Any, partition: tuple[Any, ...]) -> V:
+        """The group's value, made on first use."""
+        key = (spec_id, partition_key(partition))
+        found = self._groups.get(key)
+        if found is None:
+            found = self._groups[key] = (partition, self._make())
+        return found[1]
+
+    def __iter__(self) -> Iterator[tuple[Any, tuple[Any, ...], V]]:
+        return ((key[0], partition, value) for key, (partition, value) in self._groups.items())
+
+    def __bool__(self) -> bool:
+        return bool(self._groups)
 
 
 def _escape(text: str) -> str:

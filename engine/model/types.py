@@ -52,6 +52,11 @@ class LongType(PrimitiveType):
     pass
 
 
+def is_long(value: Any) -> bool:
+    """Whether ``value`` is an int an Iceberg long holds (64 bits, signed); a bool is not one."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+
+
 @attrs.frozen
 class FloatType(PrimitiveType):
     pass

@@ -391,8 +391,8 @@ def bound_value(t: IcebergType, raw: bytes) -> Any:
 # -- JSON single-value serialization -----------------------------------------------------------------------------
 
 
-_NON_FINITE_TEXT = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # JSON has none: Jackson's strings
-_NON_FINITE_VALUES = {text: float(name) for name, text in _NON_FINITE_TEXT.items()}
+#: JSON has no NaN or infinities: the strings Jackson (so Java's SingleValueParser) writes, by ``str(value)``
+NON_FINITE_JSON = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
 def value_to_json(t: IcebergType, v: Any) -> Any:
@@ -409,7 +409,7 @@ def value_to_json(t: IcebergType, v: Any) -> Any:
     if isinstance(t, (IntegerType, LongType)):
         return int(v)
     if isinstance(t, (FloatType, DoubleType)) and not math.isfinite(v):
-        return _NON_FINITE_TEXT["nan" if math.isnan(v) else "inf" if v > 0 else "-inf"]  # as Jackson writes them
+        return NON_FINITE_JSON[str(float(v))]
     if isinstance(t, FloatType):
         return float(float32_shortest(v))  # Java writes the float's own shortest digits ("0.1", not 0.100000001)
     if isinstance(t, DoubleType):
@@ -456,8 +456,8 @@ def value_from_json(t: IcebergType, j: Any) -> Any:
             raise ValidationError(f"Cannot parse {t} value: {j!r}")
         return _check_range(t, j)
     if isinstance(t, (FloatType, DoubleType)):
-        if isinstance(j, str) and j in _NON_FINITE_VALUES:
-            return _NON_FINITE_VALUES[j]
+        if isinstance(j, str) and j in NON_FINITE_JSON.values():
+            return float(j)  # float() reads Jackson's "NaN", "Infinity" and "-Infinity"
         if isinstance(j, bool) or not isinstance(j, (int, float)):
             raise ValidationError(f"Cannot parse {t} value: {j!r}")
         return value_from_python(t, j)

@@ -37,6 +37,7 @@ import attrs
 from engine.errors import ValidationError
 from engine.state.events import Event, RefRemoved, SnapshotAdded, SnapshotsRemoved, TableCreated, decode
 from engine.model.data_file import DataFile, DataFileContent
+from engine.model.types import is_long
 from engine.operations.commit import CommitContext, now_ms
 from engine.ownership import Ownership
 from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState
@@ -348,19 +349,14 @@ def _manifest_paths(index: ManifestListIndex, table_uuid: str,
     return paths, complete
 
 
-def _is_integer(value: object) -> bool:
-    """An int that a 64-bit long holds (what the log and the metadata store), not a bool."""
-    return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
-
-
 def _check_arguments(older_than_ms: object, retain_last: object) -> None:
     """Expiry's arguments, checked before anything is planned or committed."""
-    if older_than_ms is not None and not _is_integer(older_than_ms):
+    if older_than_ms is not None and not is_long(older_than_ms):
         raise ValidationError(f"Cannot expire snapshots: older_than_ms must be a 64-bit integer (milliseconds since "
                               f"the epoch), got {older_than_ms!r}")
     if retain_last is None:
         return
-    if not _is_integer(retain_last):
+    if not is_long(retain_last):
         raise ValidationError(f"Cannot expire snapshots: retain_last must be a 64-bit integer, got {retain_last!r}")
     if retain_last < 1:
         raise ValidationError(f"Cannot expire snapshots: retain_last must be at least 1, got {retain_last}")
@@ -416,7 +412,7 @@ def remove_orphan_files(table: CollectedTable, older_than_ms: int | None = None)
     The cutoff protects files that writers have staged but not committed yet. The projection is published first,
     so the files of the latest commits count as referenced.
     """
-    if older_than_ms is not None and not _is_integer(older_than_ms):
+    if older_than_ms is not None and not is_long(older_than_ms):
         raise ValidationError(f"Cannot remove orphan files: older_than_ms must be a 64-bit integer (milliseconds "
                               f"since the epoch), got {older_than_ms!r}")
     table.publish()

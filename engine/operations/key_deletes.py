@@ -21,7 +21,6 @@ spec; everything else is pure Arrow).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any, Sequence
 
 import attrs
@@ -47,7 +46,7 @@ from engine.model.expressions import (
 from engine.model.expression_binding import bind
 from engine.model.metrics_evaluation import metrics_might_match
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
-from engine.model.partitioning import PartitionSpec, partition_key
+from engine.model.partitioning import PartitionGroups, PartitionSpec
 from engine.model.schema import ROW_ID_COLUMN, Schema
 from engine.read.reader import POS_COLUMN, DeleteLoader, read_data_file
 from engine.read.raw_file import parse_name_mapping
@@ -279,8 +278,7 @@ def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, ke
     schema = state.schema
     mapping = parse_name_mapping(state.prop(NAME_MAPPING_PROPERTY))
     loader = DeleteLoader(mapping, io=table.catalog.io, fields=schema.index_by_id())
-    groups: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = defaultdict(dict)
-    partition_of: dict[tuple[int, tuple[Any, ...]], tuple[Any, ...]] = {}  # by partition_key (see row_delete)
+    groups: PartitionGroups[dict[str, list[int]]] = PartitionGroups(dict)
     previous: dict[str, Sequence[DataFile]] = {}
     referenced: list[DataFile] = []
     for task in Scan(table.catalog.store, state, snapshot_id=snapshot_id).plan_files():
@@ -296,16 +294,14 @@ def _position_deletes(table: Any, state: TableState, snapshot_id: int | None, ke
         if positions and row_ids is not None:
             row_ids.append(rows.select([*keys.column_names, ROW_ID_COLUMN]).filter(mask))
         if positions:
-            key = (f.spec_id, partition_key(f.partition))
-            partition_of.setdefault(key, f.partition)
-            groups[key][f.file_path] = positions
+            groups.of(f.spec_id, f.partition)[f.file_path] = positions
             previous[f.file_path] = task.deletes
             referenced.append(f)
     files: list[DataFile] = []
     replaced: list[DataFile] = []
-    for key, deletes in groups.items():
-        written, gone = write_row_deletes(state, deletes, spec_id=key[0], partition=partition_of[key],
-                                          previous=previous, stage=table.stage_file, io=table.catalog.io)
+    for spec_id, partition, deletes in groups:
+        written, gone = write_row_deletes(state, deletes, spec_id=spec_id, partition=partition, previous=previous,
+                                          stage=table.stage_file, io=table.catalog.io)
         files += written
         replaced += gone
     return files, referenced, replaced

@@ -29,6 +29,7 @@ from engine.errors import NotFound, ValidationError
 from engine.state.events import Event, FileChange, RefRemoved, RefSet, SnapshotAdded
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.partitioning import partition_key
+from engine.model.types import is_long
 from engine.operations.commit import CommitContext, new_commit_id, now_ms
 from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import new_snapshot_id, snapshot_events, snapshot_summary
@@ -76,7 +77,7 @@ def _tag_name(value: Any, action: str) -> str:
 
 
 def _integer(value: Any, what: str, action: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
+    if not is_long(value):
         raise ValidationError(f"Cannot {action}: {what} must be a 64-bit integer, got {value!r}")
     return value
 

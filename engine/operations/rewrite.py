@@ -58,7 +58,7 @@ from engine.state.events import Event, SnapshotAdded
 from engine.model import types as T
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
-from engine.model.partitioning import PartitionSpec, partition_key
+from engine.model.partitioning import PartitionGroups, PartitionSpec
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder, build_sort_order
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext
@@ -238,13 +238,11 @@ def group_files(state: TableState, tasks: Sequence[FileScanTask]) -> list[FileGr
     """``tasks`` grouped by partition of the current spec; files of older specs form one group (Java groups them
     under an empty partition and repartitions them on write)."""
     current = state.default_spec_id
-    groups: dict[tuple[int | None, tuple[Any, ...]], list[FileScanTask]] = {}
-    partition_of: dict[tuple[int | None, tuple[Any, ...]], tuple[Any, ...]] = {}
-    for t in tasks:  # by partition_key: a NaN partition is one group, 0.0 and -0.0 two (Java's PartitionSet)
-        key = (t.file.spec_id, partition_key(t.file.partition)) if t.file.spec_id == current else (None, ())
-        partition_of.setdefault(key, t.file.partition if key[0] is not None else ())
-        groups.setdefault(key, []).append(t)
-    return [FileGroup(spec_id=k[0], partition=partition_of[k], tasks=tuple(v)) for k, v in groups.items()]
+    groups: PartitionGroups[list[FileScanTask]] = PartitionGroups(list)
+    for t in tasks:
+        current_spec = t.file.spec_id == current
+        groups.of(t.file.spec_id if current_spec else None, t.file.partition if current_spec else ()).append(t)
+    return [FileGroup(spec_id=spec_id, partition=partition, tasks=tuple(v)) for spec_id, partition, v in groups]
 
 
 def _needs_rewrite(group: FileGroup, strategy: str, target: int) -> bool:

@@ -16,7 +16,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.model.partitioning import partition_key
+from engine.model.partitioning import PartitionGroups, partition_key
 from engine.model.paths import normalize_path
 from engine.write.data_writer import (
     conform,
@@ -118,9 +118,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
     removed: list[DataFile] = []
     added: list[DataFile] = []
     touched: list[DataFile] = []
-    # by (spec, partition_key): files of a NaN partition share one group, 0.0 and -0.0 do not (Java's PartitionSet)
-    positions: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = {}
-    partition_of: dict[tuple[int, tuple[Any, ...]], tuple[Any, ...]] = {}
+    positions: PartitionGroups[dict[str, list[int]]] = PartitionGroups(dict)
     previous: dict[str, Sequence[DataFile]] = {}
     for task in tasks:
         f = task.file
@@ -147,9 +145,7 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
             removed.append(f)
         elif mode == MERGE_ON_READ:
             where = physical.filter(mask).to_pylist()
-            key = (f.spec_id, partition_key(f.partition))
-            partition_of.setdefault(key, f.partition)
-            positions.setdefault(key, {})[f.file_path] = where
+            positions.of(f.spec_id, f.partition)[f.file_path] = where
             previous[f.file_path] = task.deletes
         else:
             survivors = rows.filter(pc.invert(mask))
@@ -161,8 +157,8 @@ def plan_row_delete(store: StateStore, state: TableState, bound: Any, start_snap
     if positions:
         from engine.write.delete_files import write_row_deletes
 
-        for key, deletes in positions.items():
-            written, replaced = write_row_deletes(state, deletes, spec_id=key[0], partition=partition_of[key],
+        for spec_id, partition, deletes in positions:
+            written, replaced = write_row_deletes(state, deletes, spec_id=spec_id, partition=partition,
                                                   previous=previous, stage=stage, io=io)
             added += written
             removed += replaced

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import defaultdict
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -48,7 +47,7 @@ from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expressions import BooleanExpression
 from engine.model.expression_binding import bind
 from engine.model.expression_parser import parse_expression
-from engine.model.partitioning import partition_key
+from engine.model.partitioning import PartitionGroups, partition_key
 from engine.model.schema import LAST_UPDATED_SEQUENCE_NUMBER_COLUMN, ROW_ID_COLUMN
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.commit import CommitContext
@@ -198,8 +197,7 @@ class RowDelta(PendingUpdate):
             raise ValidationError(f"Cannot {action}: expected a mapping of data file path to positions, got "
                                   f"{type(deletes).__name__}")
         live, pending = self._live_data(), self._pending_data()
-        groups: dict[tuple[int, tuple[Any, ...]], dict[str, list[int]]] = defaultdict(dict)
-        partition_of: dict[tuple[int, tuple[Any, ...]], tuple[Any, ...]] = {}
+        groups: PartitionGroups[dict[str, list[int]]] = PartitionGroups(dict)
         referenced: dict[str, DataFile] = {}
         for path, positions in deletes.items():
             key = normalize_path(os.fspath(path))
@@ -215,16 +213,13 @@ class RowDelta(PendingUpdate):
                                           f"({data_file.record_count} rows)")
             if not positions:
                 continue
-            group_key = (data_file.spec_id, partition_key(data_file.partition))  # NaN: one group (Java's)
-            partition_of.setdefault(group_key, data_file.partition)
-            groups[group_key][data_file.file_path] = positions
+            groups.of(data_file.spec_id, data_file.partition)[data_file.file_path] = positions
             if key not in pending:
                 referenced[key] = data_file
         previous = self._deletes_applying(referenced.values()) if self._state.format_version >= 3 else {}
-        for group_key, group in groups.items():
+        for spec_id, partition, group in groups:
             with self._table.tracking_written(self._written):
-                written, replaced = write_row_deletes(self._state, group, spec_id=group_key[0],
-                                                      partition=partition_of[group_key],
+                written, replaced = write_row_deletes(self._state, group, spec_id=spec_id, partition=partition,
                                                       previous=previous, stage=self._table.stage_file,
                                                       io=self._table.catalog.io)
             # a vector this builder wrote before and now merged is dropped (its Puffin file stays staged, an

@@ -190,8 +190,9 @@ def row_id_backfill_events(state: TableState, ctx: CommitContext,
         if not changes:
             continue
         event = SnapshotAdded(
-            snapshot_id=snapshot_ids(branch), parent_snapshot_id=head_id, sequence_number=state.last_sequence_number + 1,
-            timestamp_ms=max(ctx.time_ms, state.last_updated_ms), operation="replace",
+            snapshot_id=snapshot_ids(branch), parent_snapshot_id=head_id,
+            sequence_number=state.last_sequence_number + 1, timestamp_ms=max(ctx.time_ms, state.last_updated_ms),
+            operation="replace",
             summary=snapshot_summary((), (), head), schema_id=state.current_schema_id, branch=branch,
             changes=tuple(changes), partition_types={s.spec_id: s.partition_type(state.schema) for s in state.specs},
             first_row_id=first, added_rows=next_id - first)

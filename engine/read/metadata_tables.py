@@ -22,6 +22,7 @@ and the ``partition`` column is left out when that type has no field (and ``part
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Iterable, Protocol
 
 import attrs
@@ -37,11 +38,12 @@ from engine.model.data_file import (
     ManifestFile,
 )
 from engine.model.types import IcebergType, NestedField, StructType, UUIDType
-from engine.model.values import from_bytes
+from engine.model.values import NON_FINITE_JSON, from_bytes
 from engine.state.store import StateStore
 from engine.state.table_state import Snapshot, TableState
 from projections import layout
-from projections.manifest_reader import inherit_first_row_ids, read_manifest, read_manifest_list
+from projections.manifest_reader import (inherit_first_row_ids, inherits_sequence_numbers, read_manifest,
+                                        read_manifest_list)
 from storage.files import FileIO
 
 TIMESTAMPTZ = pa.timestamp("us", tz="UTC")
@@ -464,9 +466,7 @@ class InspectTable:
         rows = []
         for m in self._manifest_files(snap) if snap else []:
             for e in _java_row_ids(self._manifest_entries(m), m.first_row_id):
-                # ADDED entries inherit from their manifest, and every entry of a v1 one (sequence number 0), as
-                # Java's InheritableMetadataFactory
-                inherit = e.status == 1 or m.sequence_number == 0
+                inherit = inherits_sequence_numbers(e, m)
                 seq = e.data_sequence_number
                 file_seq = e.file_sequence_number
                 if inherit and seq is None:
@@ -530,20 +530,12 @@ def _jsonable(v: Any, t: pa.DataType) -> Any:
     return v
 
 
-#: JSON has no NaN or infinities: these are the strings Jackson (and icelog's metadata JSON) write for them
-_NAN_TEXT, _INFINITY_TEXT = "NaN", "Infinity"
-
-
 def non_finite_as_text(v: Any) -> Any:
     """``v`` (a value, or dicts, lists and tuples of them, as ``to_pylist`` gives) with each NaN, infinity and
-    -infinity float replaced by ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, so ``json.dumps(...,
-    allow_nan=False)`` takes it; tuples become lists."""
+    -infinity float replaced by the string JSON metadata uses for it (:data:`NON_FINITE_JSON`), so
+    ``json.dumps(..., allow_nan=False)`` takes it; tuples become lists."""
     if isinstance(v, float):
-        if v != v:
-            return _NAN_TEXT
-        if v in (float("inf"), float("-inf")):
-            return _INFINITY_TEXT if v > 0 else f"-{_INFINITY_TEXT}"
-        return v
+        return v if math.isfinite(v) else NON_FINITE_JSON[str(v)]
     if isinstance(v, dict):
         return {k: non_finite_as_text(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):

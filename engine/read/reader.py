@@ -355,7 +355,6 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     :param partition_constants: field id to value of the file's identity partition fields, read for those columns
         the file does not have (:meth:`PartitionSpec.identity_values`)
     """
-    constants = partition_constants
     io = io or (loader.io if loader is not None else LOCAL_FILES)
     mapping = name_mapping_entries if name_mapping_entries is not None else name_mapping(schema)
     needed = {f.field_id for f in schema.columns}
@@ -373,8 +372,8 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
 
         def keep_rows(raw: RawFile) -> pa.Array:
             selected = evaluate_arrow(filtered, project(raw.table, raw.schema, raw.num_rows, schema,
-                                                        data_file.file_path, True, constants))
-            deleted = deleted_rows(raw, data_file, deletes, loader, constants) if deletes else None
+                                                        data_file.file_path, True, partition_constants))
+            deleted = deleted_rows(raw, data_file, deletes, loader, partition_constants) if deletes else None
             return selected if deleted is None else pc.and_(selected, pc.invert(deleted))
 
         raw = RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format,
@@ -384,14 +383,14 @@ def read_data_file(data_file: DataFile, schema: Schema, *, deletes: Sequence[Dat
     else:
         raw = RawFile(data_file.file_path, mapping=mapping, needed_ids=needed, file_format=data_file.file_format,
                        io=io, row_groups=row_groups)
-        mask = deleted_rows(raw, data_file, deletes, loader, constants) if deletes else None
+        mask = deleted_rows(raw, data_file, deletes, loader, partition_constants) if deletes else None
     table, num_rows = raw.table, raw.num_rows
     if mask is not None and table is not None:
         table = table.filter(pc.invert(mask))
         num_rows = table.num_rows
     elif mask is not None:
         num_rows = raw.num_rows - int(pc.sum(mask).as_py() or 0)
-    out = project(table, raw.schema, num_rows, schema, data_file.file_path, constants=constants)
+    out = project(table, raw.schema, num_rows, schema, data_file.file_path, constants=partition_constants)
     if with_lineage:
         for name, values in zip(LINEAGE_COLUMNS, lineage_columns(raw, data_file.first_row_id, data_sequence_number)):
             out = out.append_column(lineage_field(name), values.filter(pc.invert(mask)) if mask is not None else values)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,6 +35,7 @@ from engine.model.data_file import DataFile, DataFileContent
 from engine.model.identifiers import parse_identifier, parse_namespace
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
+from engine.model.types import is_long
 from engine.ownership import check_table_location
 from engine.read.scan import Scan
 from engine.state.table_state import (
@@ -114,8 +114,7 @@ def to_time_ms(time: Any) -> int:
             time = time.replace(tzinfo=dt.timezone.utc)
         # exact integer arithmetic (timestamp() * 1000 loses a millisecond to float rounding from 2039 on)
         return (time - _EPOCH) // dt.timedelta(milliseconds=1)
-    if isinstance(time, (int, float)) and (isinstance(time, int) or math.isfinite(time)) and \
-            -2**63 <= time < 2**63:
+    if isinstance(time, (int, float)) and -2**63 <= time < 2**63:  # NaN and infinities fail the range
         return int(time)
     raise ValidationError(f"Cannot travel to time {time!r}: give milliseconds since the epoch (a 64-bit number) "
                           f"or a datetime")
@@ -146,7 +145,7 @@ def version_at_position(log: Log, stream: str, position: int, head: int | None =
 
 
 def _check_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
+    if not is_long(value):
         raise ValidationError(f"Cannot travel to {what} {value!r}: it must be a 64-bit integer")
     return value
 

@@ -20,21 +20,13 @@ from engine.write.data_writer import read_data_file
 from projections import layout
 
 
-@pytest.fixture
-def cat(tmp_path):
-    catalog = Catalog.open(tmp_path / "warehouse")
-    catalog.create_namespace("db")
-    yield catalog
-    catalog.close()
-
-
 def _ids(table, where: str | None = None) -> list[int]:
     return sorted(table.scan(where=where).to_arrow().column("i").to_pylist())
 
 
 @pytest.mark.parametrize("partition_by", [[], ["x"]], ids=["unpartitioned", "identity"])
-def test_in_and_not_in_treat_signed_zeros_as_equal_and_unequal_do(cat, partition_by):
-    t = cat.create_table("db.z", schema=pa.schema([("x", pa.float64()), ("i", pa.int64())]),
+def test_in_and_not_in_treat_signed_zeros_as_equal_and_unequal_do(catalog, partition_by):
+    t = catalog.create_table("db.z", schema=pa.schema([("x", pa.float64()), ("i", pa.int64())]),
                          partition_by=partition_by)
     for i, x in enumerate([-0.0, 0.0, 1.0]):  # one file each: metrics and partitions see one value
         t.append(pa.table({"x": pa.array([x]), "i": pa.array([i], pa.int64())}))
@@ -46,28 +38,28 @@ def test_in_and_not_in_treat_signed_zeros_as_equal_and_unequal_do(cat, partition
 
 
 @pytest.mark.parametrize("column_type", [pa.float64(), pa.float32()], ids=["double", "float"])
-def test_nan_and_infinities_are_identity_partition_values(cat, tmp_path, column_type):
-    t = cat.create_table("db.n", schema=pa.schema([("x", column_type), ("i", pa.int64())]), partition_by=["x"])
+def test_nan_and_infinities_are_identity_partition_values(catalog, tmp_path, column_type):
+    t = catalog.create_table("db.n", schema=pa.schema([("x", column_type), ("i", pa.int64())]), partition_by=["x"])
     t.append(pa.table({"x": pa.array([math.nan, 1.0, math.inf, -math.inf], column_type),
                        "i": pa.array([0, 1, 2, 3], pa.int64())}))
     assert _ids(t) == [0, 1, 2, 3]
     assert _ids(t, "x is nan") == [0]
     assert _ids(t, "x > 1.0") == [2]
     assert _ids(t, "x < 0") == [3]
-    partitions = {p[0] for p in (f.partition for f in (e.file for e in cat.store.live_entries(
+    partitions = {p[0] for p in (f.partition for f in (e.file for e in catalog.store.live_entries(
         t.state, t.state.current_snapshot.snapshot_id)))}
     assert math.inf in partitions and -math.inf in partitions and any(math.isnan(p) for p in partitions)
     t.delete("x is nan")
     assert _ids(t) == [1, 2, 3]
-    assert cat.verify("db.n") == []
+    assert catalog.verify("db.n") == []
     with Catalog.open(tmp_path / "warehouse") as again:  # decoded from the log, not from memory
         reopened = again.load_table("db.n")
         assert _ids(reopened) == [1, 2, 3]
         assert _ids(reopened, "x > 1.0") == [2] and _ids(reopened, "x < 0") == [3]
 
 
-def test_a_projection_of_no_columns_keeps_every_row(cat):
-    t = cat.create_table("db.c", schema=pa.schema([("i", pa.int64())]))
+def test_a_projection_of_no_columns_keeps_every_row(catalog):
+    t = catalog.create_table("db.c", schema=pa.schema([("i", pa.int64())]))
     t.append(pa.table({"i": pa.array([1, 2, 3], pa.int64())}))
     t.append(pa.table({"i": pa.array([4, 5], pa.int64())}))
     rows = t.scan(columns=[]).to_arrow()
@@ -91,9 +83,9 @@ def _file_without(t, region: str, ids: list[int]):
                           properties=dict(state.properties))
 
 
-def test_a_column_the_file_lacks_reads_as_its_identity_partition_value(cat):
+def test_a_column_the_file_lacks_reads_as_its_identity_partition_value(catalog):
     schema = pa.schema([("id", pa.int64()), ("v", pa.string()), ("region", pa.string())])
-    t = cat.create_table("db.hive", schema=schema, partition_by=["region"],
+    t = catalog.create_table("db.hive", schema=schema, partition_by=["region"],
                          properties={"format-version": "2"})
     t.append_data_files([_file_without(t, "eu", [1, 2]), _file_without(t, "us", [3])])
     by_id = {r["id"]: r["region"] for r in t.scan().to_arrow().to_pylist()}
@@ -110,4 +102,4 @@ def test_a_column_the_file_lacks_reads_as_its_identity_partition_value(cat):
     t.rewrite_data_files()
     rows = {r["id"]: r["region"] for r in t.scan().to_arrow().to_pylist()}
     assert rows == {3: "us", 7: "ap", 8: "ap"}
-    assert cat.verify("db.hive") == []
+    assert catalog.verify("db.hive") == []

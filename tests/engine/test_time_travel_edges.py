@@ -21,14 +21,6 @@ def rows(ids):
     return pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]})
 
 
-@pytest.fixture
-def catalog(tmp_path):
-    cat = Catalog.open(tmp_path / "wh")
-    cat.create_namespace("db")
-    yield cat
-    cat.close()
-
-
 def _key(f):
     return (f.content, f.file_path, f.referenced_data_file, f.content_offset)
 

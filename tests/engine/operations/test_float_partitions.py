@@ -27,14 +27,6 @@ def ids_of(t) -> list[int]:
     return sorted(t.scan().to_arrow().column("id").to_pylist())
 
 
-@pytest.fixture
-def catalog(tmp_path):
-    cat = Catalog.open(tmp_path / "wh")
-    cat.create_namespace("db")
-    yield cat
-    cat.close()
-
-
 @pytest.mark.parametrize("format_version", [2, 3])
 def test_a_dynamic_overwrite_replaces_the_nan_partition_and_keeps_zero_apart_from_minus_zero(catalog,
                                                                                               format_version):
@@ -51,10 +43,10 @@ def test_a_dynamic_overwrite_replaces_the_nan_partition_and_keeps_zero_apart_fro
     assert catalog.verify("db.t") == []
 
 
-def test_data_added_to_a_replaced_nan_partition_meanwhile_conflicts(catalog, tmp_path):
+def test_data_added_to_a_replaced_nan_partition_meanwhile_conflicts(catalog):
     t = catalog.create_table("db.t", schema=SCHEMA, partition_by=["f"])
     t.append(rows([1], NAN))
-    with Catalog.open(tmp_path / "wh") as other:
+    with Catalog.open(catalog.warehouse) as other:
         with pytest.raises(ValidationConflict):
             with t.transaction() as tx:
                 tx.dynamic_overwrite(rows([10], NAN))
