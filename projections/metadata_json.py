@@ -182,6 +182,9 @@ class _Rendered:
     #: the JSON of metadata-log entries already encoded for this location and metadata base
     metadata_base: int = 0
     metadata_log_parts: dict[tuple[int, int], bytes] = attrs.Factory(dict)
+    #: the state last rendered and its document (the very object: a state is immutable)
+    state: TableState | None = None
+    document: bytes | None = None
 
 
 def _encode_log_entry(entry: tuple[int, int]) -> bytes:
@@ -205,6 +208,10 @@ class MetadataRenderer:
     def render(self, state: TableState) -> bytes:
         with self._lock:
             last = self._last.pop(state.table_uuid, None)
+        if last is not None and last.state is state and last.document is not None:
+            with self._lock:  # the same state again (a REST commit answers with the metadata it just published)
+                self._last[state.table_uuid] = last
+            return last.document
         rendered = self._extend(last, state) if last is not None else None
         if rendered is None:
             published = published_snapshots(state)
@@ -219,6 +226,7 @@ class MetadataRenderer:
         document = b"".join((head[:-1], b',"snapshots":[', *rendered.snapshot_texts.pieces(), b"],", middle[1:-1],
                              b',"snapshot-log":[', *rendered.snapshot_log_texts.pieces(), b'],"metadata-log":[',
                              metadata_log, b"]}"))
+        rendered.state, rendered.document = state, document
         # kept for the next render only once this one is done with it: the handles of a log in a process share the
         # renderer, and the next render (another thread's) extends the kept texts in place
         with self._lock:

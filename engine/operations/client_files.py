@@ -183,7 +183,7 @@ def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots
     built_on = snap.get("parent-snapshot-id")
     head_ref = base.ref(branch)
     if head_ref is None or head_ref.type != "branch" or (built_on is not None and not any(
-            s.snapshot_id == built_on for s in base.ancestors(head_ref.snapshot_id))):
+            s.snapshot_id == built_on for s in base.iter_ancestors(head_ref.snapshot_id))):
         return None  # the branch is gone (a tag of its name cannot be committed to), or left what the client read
     rest = TableCommit(requirements=tuple(r for r in commit.requirements if r is not asserted[0]),
                        updates=commit.updates)

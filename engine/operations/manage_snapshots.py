@@ -53,7 +53,7 @@ PUBLISHED_WAP_ID = "published-wap-id"
 
 
 def _is_ancestor(state: TableState, ancestor_id: int, of_id: int | None) -> bool:
-    return any(s.snapshot_id == ancestor_id for s in state.ancestors(of_id))
+    return any(s.snapshot_id == ancestor_id for s in state.iter_ancestors(of_id))
 
 
 def _positive(value: int | None, what: str, action: str) -> int | None:

@@ -56,7 +56,7 @@ def file_might_match(bound: Any, f: DataFile, state: TableState) -> bool:
 def snapshots_since(state: TableState, start_snapshot_id: int | None, branch_head: int | None) -> list[Snapshot]:
     """Snapshots on the branch after ``start_snapshot_id`` up to its head, oldest first."""
     out = []
-    for snap in state.ancestors(branch_head):
+    for snap in state.iter_ancestors(branch_head):
         if snap.snapshot_id == start_snapshot_id:
             break
         out.append(snap)
@@ -70,7 +70,7 @@ def landed_under(state: TableState, snapshot_id: int | None, staged_on_version: 
     on top of them), oldest first, and the newest ancestor the transaction read (None: none)."""
     out = []
     read = None
-    for snap in state.ancestors(snapshot_id):
+    for snap in state.iter_ancestors(snapshot_id):
         if snap.is_staged:
             continue
         if snap.log_version <= staged_on_version:

@@ -478,22 +478,22 @@ class FileIndex:
         (never kept)."""
         if snapshot_id is None:
             return {}
-        ancestry = state.ancestors(snapshot_id, through_expired=True)
-        if not ancestry:
-            return {}
         _, type_id = self._types(state)
         start: dict[str, FileItem] = {}
-        todo = ancestry
-        for i, snap in enumerate(ancestry):
-            if snap.staged_changes is not None:
-                continue  # staged in a transaction: its id may land later with other changes or another parent
-            cached = self._live.get((state.table_uuid, snap.snapshot_id, type_id))
-            if cached is not None:
-                self._live.move_to_end((state.table_uuid, snap.snapshot_id, type_id))
-                if i == 0:
-                    return MappingProxyType(cached)
-                start, todo = cached, ancestry[:i]
-                break
+        todo: list[Snapshot] = []  # the ancestry down to the newest snapshot whose set is kept (walked only so far)
+        for snap in state.iter_ancestors(snapshot_id, through_expired=True):
+            if snap.staged_changes is None:  # (one staged in a transaction may land with other changes)
+                cached = self._live.get((state.table_uuid, snap.snapshot_id, type_id))
+                if cached is not None:
+                    self._live.move_to_end((state.table_uuid, snap.snapshot_id, type_id))
+                    if not todo:
+                        return MappingProxyType(cached)
+                    start = cached
+                    break
+            todo.append(snap)
+        if not todo:
+            return {}
+        ancestry = todo
         changes = self.changes(state, [s for s in todo if s.staged_changes is None])
         live = dict(start)
         for snap in reversed(todo):  # oldest first
@@ -518,7 +518,7 @@ class FileIndex:
         """Whether the live set of the snapshot or of one of its ancestors is cached (planning from it is cheap)."""
         _, type_id = self._types(state)
         return any((state.table_uuid, s.snapshot_id, type_id) in self._live
-                   for s in state.ancestors(snapshot_id, through_expired=True) if s.staged_changes is None)
+                   for s in state.iter_ancestors(snapshot_id, through_expired=True) if s.staged_changes is None)
 
     def pruned_items(self, state: TableState, snapshot_id: int,
                      commit_might_match: Callable[[Mapping[int, tuple[FieldSummary, ...]]], bool],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from functools import singledispatch
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import attrs
 
@@ -217,15 +217,35 @@ class TableState:
     def ancestors(self, snapshot_id: int | None, *, through_expired: bool = False) -> list[Snapshot]:
         """The snapshot and its ancestors, newest first (stops where expired history ends, unless
         ``through_expired``: the files live in a snapshot still come from its expired ancestors)."""
-        by_id = {s.snapshot_id: s for s in self.snapshots}
+        return list(self.iter_ancestors(snapshot_id, through_expired=through_expired))
+
+    def iter_ancestors(self, snapshot_id: int | None, *, through_expired: bool = False) -> Iterator[Snapshot]:
+        """:meth:`ancestors` one at a time, for a caller that stops at the first it looks for: a snapshot is added
+        after its parent, so each parent is found looking back from its child, in the time the walk takes rather
+        than the history's; a parent found nowhere before its child (an expired one, or a history imported out of
+        order) is looked up by id once the walk gets there."""
+        snaps = self.snapshots
+        position = len(snaps)
+        while snapshot_id is not None:
+            i = position - 1
+            while i >= 0 and snaps[i].snapshot_id != snapshot_id:
+                i -= 1
+            if i < 0:
+                break
+            position = i
+            yield snaps[i]
+            snapshot_id = snaps[i].parent_snapshot_id
+        if snapshot_id is None:
+            return
+        by_id = {s.snapshot_id: s for s in snaps}
         if through_expired:
             by_id.update((s.snapshot_id, s) for s in self.expired_snapshots)
-        out: list[Snapshot] = []
-        while snapshot_id is not None and snapshot_id in by_id:
+        walked = 0
+        while snapshot_id is not None and snapshot_id in by_id and walked <= len(by_id):
             snap = by_id[snapshot_id]
-            out.append(snap)
+            walked += 1
+            yield snap
             snapshot_id = snap.parent_snapshot_id
-        return out
 
 
 @attrs.frozen(kw_only=True)

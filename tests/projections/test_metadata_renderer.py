@@ -263,3 +263,27 @@ def test_a_render_is_not_changed_by_the_next_one_extending_what_it_kept(tmp_path
     assert document == render_metadata(older)
     assert len(json.loads(document)["snapshots"]) == len(older.snapshots)
     assert rendered_newer == [render_metadata(newer)]
+
+
+def test_rendering_the_same_state_again_gives_the_kept_document_without_encoding_anything(tmp_path, monkeypatch):
+    """A REST commit answers with the metadata its publish has just rendered: the second render of that very state
+    is the first one's document, while any other state (an equal one folded anew, the next version) renders."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+        for i in range(4):
+            t.append(rows(range(i, i + 1)))
+        state = t.state
+        older = cat.store.table(t.uuid, state.version - 1)
+    renderer = MetadataRenderer()
+    first = renderer.render(state)
+    expected_older, expected = render_metadata(older), render_metadata(state)
+    heads: list[int] = []
+    original = metadata_json._head_dict
+    monkeypatch.setattr(metadata_json, "_head_dict", lambda s: heads.append(s.version) or original(s))
+
+    assert renderer.render(state) is first
+    assert heads == []
+    assert renderer.render(older) == expected_older  # another state renders (and is kept in turn)
+    assert renderer.render(attrs.evolve(state)) == first == expected
+    assert heads == [older.version, state.version]
