@@ -26,6 +26,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from tools.bench_stats import file_create_us
+
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("writer", pa.int32()), pa.field("x", pa.float64())])
 
 
@@ -230,7 +232,9 @@ def bench_rest(root: str, writer_counts: list[int], commits: int,
 def run(root: str, writer_counts: list[int], api_commits: int, rest_commits: int) -> dict[str, Any]:
     from projections.metadata_json import MAX_SNAPSHOTS
 
-    return {"python_api": bench_api(root, writer_counts, api_commits),
+    os.makedirs(root, exist_ok=True)
+    return {"file_create_us_before": file_create_us(root),
+            "python_api": bench_api(root, writer_counts, api_commits),
             "python_api_threads_one_process": bench_threads(root, writer_counts, api_commits),
             "rest_pyiceberg": bench_rest(root, writer_counts, rest_commits),
             # PyIceberg deep-copies the whole table metadata several times per append, so its clients slow down
