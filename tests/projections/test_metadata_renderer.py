@@ -242,16 +242,20 @@ class _RenderNextOnRelease:
             self.then()
 
 
-def test_a_render_is_not_changed_by_the_next_one_extending_what_it_kept(tmp_path):
-    """Handles of one log in a process (a REST server's workers) share one renderer: a render that kept its texts
-    for the next while still joining them returned the next version's snapshots in its own document."""
+def newest_states(tmp_path, *, appends: int, count: int) -> list:
+    """The states of the last ``count`` versions of a table of ``appends`` one-row appends, newest first."""
     with Catalog.open(tmp_path / "wh") as cat:
         cat.create_namespace("db")
         t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
-        for i in range(6):
+        for i in range(appends):
             t.append(rows(range(i, i + 1)))
-        newer = t.state
-        older, oldest = cat.store.table(t.uuid, newer.version - 1), cat.store.table(t.uuid, newer.version - 2)
+        return [cat.store.table(t.uuid, t.state.version - back) for back in range(count)]
+
+
+def test_a_render_is_not_changed_by_the_next_one_extending_what_it_kept(tmp_path):
+    """Handles of one log in a process (a REST server's workers) share one renderer: a render that kept its texts
+    for the next while still joining them returned the next version's snapshots in its own document."""
+    newer, older, oldest = newest_states(tmp_path, appends=6, count=3)
     renderer = MetadataRenderer()
     renderer.render(oldest)  # a render kept, for the next to go on from
     rendered_newer: list[bytes] = []
@@ -268,13 +272,7 @@ def test_a_render_is_not_changed_by_the_next_one_extending_what_it_kept(tmp_path
 def test_rendering_the_same_state_again_gives_the_kept_document_without_encoding_anything(tmp_path, monkeypatch):
     """A REST commit answers with the metadata its publish has just rendered: the second render of that very state
     is the first one's document, while any other state (an equal one folded anew, the next version) renders."""
-    with Catalog.open(tmp_path / "wh") as cat:
-        cat.create_namespace("db")
-        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
-        for i in range(4):
-            t.append(rows(range(i, i + 1)))
-        state = t.state
-        older = cat.store.table(t.uuid, state.version - 1)
+    state, older = newest_states(tmp_path, appends=4, count=2)
     renderer = MetadataRenderer()
     first = renderer.render(state)
     expected_older, expected = render_metadata(older), render_metadata(state)
