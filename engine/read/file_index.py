@@ -493,7 +493,6 @@ class FileIndex:
             todo.append(snap)
         if not todo:
             return {}
-        ancestry = todo
         changes = self.changes(state, [s for s in todo if s.staged_changes is None])
         live = dict(start)
         for snap in reversed(todo):  # oldest first
@@ -507,7 +506,7 @@ class FileIndex:
             for item in snap_changes.added:
                 live.pop(item.path, None)
                 live[item.path] = item
-        if ancestry[0].staged_changes is not None:
+        if todo[0].staged_changes is not None:  # the snapshot itself is staged: its set is not kept
             return live
         self._live[(state.table_uuid, snapshot_id, type_id)] = live
         while len(self._live) > MAX_LIVE_SETS:
