@@ -182,9 +182,6 @@ class _Rendered:
     #: the JSON of metadata-log entries already encoded for this location and metadata base
     metadata_base: int = 0
     metadata_log_parts: dict[tuple[int, int], bytes] = attrs.Factory(dict)
-    #: the state last rendered and its document (the very object: a state is immutable)
-    state: TableState | None = None
-    document: bytes | None = None
 
 
 def _encode_log_entry(entry: tuple[int, int]) -> bytes:
@@ -203,15 +200,17 @@ class MetadataRenderer:
     def __init__(self, max_tables: int = 64) -> None:
         self.max_tables = max_tables
         self._last: OrderedDict[str, _Rendered] = OrderedDict()
+        #: the last document rendered and the very state it is of (one, not one per table: a document is as large
+        #: as the texts kept to extend it)
+        self._latest_document: tuple[TableState, bytes] | None = None
         self._lock = threading.Lock()
 
     def render(self, state: TableState) -> bytes:
         with self._lock:
+            latest = self._latest_document
+            if latest is not None and latest[0] is state:
+                return latest[1]  # the same state again (a REST commit answers with the metadata it just published)
             last = self._last.pop(state.table_uuid, None)
-        if last is not None and last.state is state and last.document is not None:
-            with self._lock:  # the same state again (a REST commit answers with the metadata it just published)
-                self._last[state.table_uuid] = last
-            return last.document
         rendered = self._extend(last, state) if last is not None else None
         if rendered is None:
             published = published_snapshots(state)
@@ -226,11 +225,11 @@ class MetadataRenderer:
         document = b"".join((head[:-1], b',"snapshots":[', *rendered.snapshot_texts.pieces(), b"],", middle[1:-1],
                              b',"snapshot-log":[', *rendered.snapshot_log_texts.pieces(), b'],"metadata-log":[',
                              metadata_log, b"]}"))
-        rendered.state, rendered.document = state, document
         # kept for the next render only once this one is done with it: the handles of a log in a process share the
         # renderer, and the next render (another thread's) extends the kept texts in place
         with self._lock:
             self._last[state.table_uuid] = rendered
+            self._latest_document = (state, document)
             while len(self._last) > self.max_tables:
                 self._last.popitem(last=False)
         return document
