@@ -57,7 +57,7 @@ from engine.model.types import (
     TimeType,
     UUIDType,
 )
-from engine.model.values import to_bytes
+from engine.model.values import from_bytes, to_bytes
 from projections.avro_schemas import (
     FORMAT_VERSIONS,
     V1_BLOCK_SIZE_IN_BYTES,
@@ -443,18 +443,54 @@ def render_manifest(entries: Sequence[ManifestEntry], *, format_version: int, co
     :param snapshot_id_for_v1: v1 only: the snapshot id written for entries whose snapshot id is None
     :param codec: ``"deflate"`` (default) or ``"null"``
     """
-    _check_common(format_version, sync_marker, codec, "manifest")
+    records = encode_manifest_entries(entries, format_version=format_version, content=content, spec_id=spec_id,
+                                      partition_fields=partition_fields, snapshot_id_for_v1=snapshot_id_for_v1)
+    return render_manifest_records(records, format_version=format_version, content=content, schema_json=schema_json,
+                                   schema_id=schema_id, spec_id=spec_id, spec_fields_json=spec_fields_json,
+                                   partition_fields=partition_fields, sync_marker=sync_marker, codec=codec)
+
+
+def encode_manifest_entries(entries: Sequence[ManifestEntry], *, format_version: int, content: ManifestContent,
+                            spec_id: int, partition_fields: PartitionFields,
+                            snapshot_id_for_v1: int | None = None) -> list[bytes]:
+    """The Avro records of manifest entries, as :func:`render_manifest` writes them (see it for the parameters)."""
     content = ManifestContent(content)
     if format_version == 1 and content != ManifestContent.DATA:
         raise ValidationError("Cannot render v1 manifest: format version 1 has no delete manifests")
     partition_fields = tuple(tuple(f) for f in partition_fields)  # type: ignore[misc]
     entry_avro = _manifest_entry_avro(format_version, partition_fields)
     write_partition = _partition_writer(partition_fields, entry_avro.partition_names)
-    records = [_encoded_entry(e, entry_avro, format_version, content, spec_id, write_partition, snapshot_id_for_v1)
-               for e in entries]
+    return [_encoded_entry(e, entry_avro, format_version, content, spec_id, write_partition, snapshot_id_for_v1)
+            for e in entries]
+
+
+def render_manifest_records(records: Sequence[bytes], *, format_version: int, content: ManifestContent,
+                            schema_json: str, schema_id: int, spec_id: int, spec_fields_json: str,
+                            partition_fields: PartitionFields, sync_marker: bytes,
+                            codec: str = DEFAULT_CODEC) -> bytes:
+    """A manifest of entries already encoded (:func:`encode_manifest_entries`, or records carried over from a
+    manifest written with the same entry schema, :func:`manifest_entry_schema_text`)."""
+    _check_common(format_version, sync_marker, codec, "manifest")
+    content = ManifestContent(content)
+    if format_version == 1 and content != ManifestContent.DATA:
+        raise ValidationError("Cannot render v1 manifest: format version 1 has no delete manifests")
+    entry_avro = _manifest_entry_avro(format_version, tuple(tuple(f) for f in partition_fields))  # type: ignore[misc]
     metadata = manifest_metadata(format_version=format_version, content=content, schema_json=schema_json,
                                  schema_id=schema_id, spec_id=spec_id, spec_fields_json=spec_fields_json)
     return _write_avro(entry_avro.entry, records, metadata, sync_marker, codec)
+
+
+def manifest_entry_schema_text(format_version: int, partition_fields: PartitionFields) -> str:
+    """The ``avro.schema`` text of the manifests rendered for a format version and partition type: records of a
+    manifest whose header holds the same text encode their entries as this renderer would."""
+    return _manifest_entry_avro(format_version, tuple(tuple(f) for f in partition_fields)).entry.json_text  # type: ignore[misc]
+
+
+def encoded_entry_prefix(status: int, snapshot_id: int | None, data_sequence_number: int | None,
+                         file_sequence_number: int | None) -> bytes:
+    """The fields of a v2 or v3 manifest entry before its data file, as :func:`render_manifest` encodes them."""
+    return b"".join((_zigzag_long(status), _optional_long(avro_long(snapshot_id)),
+                     _optional_long(avro_long(data_sequence_number)), _optional_long(avro_long(file_sequence_number))))
 
 
 def avro_long(value: int | None) -> int | None:
@@ -586,6 +622,27 @@ def _blocks(records: Sequence[bytes], sync_marker: bytes, codec: str) -> bytes:
     if block:
         dump()
     return b"".join(out)
+
+
+def combine_partition_summaries(partition_fields: PartitionFields, a: Sequence[FieldSummary],
+                                b: Sequence[FieldSummary]) -> tuple[FieldSummary, ...]:
+    """The summaries :func:`partition_summaries` gives for the entries of two groups together, from each group's:
+    nulls and NaNs if either has them, the lower of the lower bounds and the higher of the upper ones."""
+    return tuple(FieldSummary(
+        contains_null=bool(x.contains_null or y.contains_null),
+        contains_nan=isinstance(t, (FloatType, DoubleType)) and bool(x.contains_nan or y.contains_nan),
+        lower_bound=_bound(t, x.lower_bound, y.lower_bound, lowest=True),
+        upper_bound=_bound(t, x.upper_bound, y.upper_bound, lowest=False))
+        for (_, _, t), x, y in zip(tuple(partition_fields), a, b, strict=True))
+
+
+def _bound(t: IcebergType, u: bytes | None, v: bytes | None, *, lowest: bool) -> bytes | None:
+    """The lower (or higher) of two bounds in Appendix D bytes, either of which may be missing."""
+    if u is None or v is None:
+        return u if v is None else v
+    key = _order_key(t)
+    ku, kv = key(from_bytes(t, u)), key(from_bytes(t, v))
+    return u if (ku <= kv if lowest else ku >= kv) else v
 
 
 def _is_nan(v: Any) -> bool:

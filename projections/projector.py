@@ -9,406 +9,29 @@ write the same files, and a rebuild into another folder yields identical bytes.
 
 The manifest list of each published snapshot is kept in a derived index table
 (``projections.manifest_list_index``) so the next snapshot reuses its parent's manifests without
-reading them back; merging takes the entries of the manifests it wrote from memory, rebuilds those of another
-process's manifests of new files from the log, and reads back only the rest (another process's merged or rewritten
-manifests, and those of snapshots committed at format v1 or under an older schema).
+reading them back; :mod:`projections.commit_renderer` renders each commit's manifests, and the record lengths of
+the merged ones are kept in another (``projections.carried_manifests``) for the next merge in any process.
 """
 
 from __future__ import annotations
 
-import json
-import threading
-from collections import OrderedDict
 from typing import Callable, Iterable, Mapping, Sequence
 
-import attrs
-
-from engine.errors import CorruptFileError, ForeignWriterError, IntegrityError
-from engine.state.events import FileChange
-from engine.model.data_file import (
-    DataFile,
-    DataFileContent,
-    EntryStatus,
-    ManifestContent,
-    ManifestEntry,
-    ManifestFile,
-)
-from engine.model.kept_values import KeptForObjects, SharedPerLog
-from engine.model.partitioning import PartitionSpec
-from engine.model.schema import Schema
+from engine.errors import ForeignWriterError, IntegrityError
+from engine.model.data_file import ManifestFile
+from engine.model.kept_values import SharedPerLog
 from engine.state.table_state import Snapshot, TableState
 from projections import layout
-from projections.manifest_reader import inherits_sequence_numbers, read_manifest
-from projections.manifests import (
-    partition_summaries,
-    render_manifest,
-    render_manifest_list,
-)
+from projections.carried_manifests import StoredRecordLengths
+from projections.commit_renderer import AVRO_CODEC, ChangesOf, Renderer, WrittenEntries
 from projections.manifest_list_index import ManifestListIndex, MemoryIndex, OverlayIndex, StoredIndex
+from projections.manifests import render_manifest_list
 from projections.metadata_json import MetadataRenderer
 from storage import EventLog
-from storage.errors import FileAlreadyExists, FileNotFound
+from storage.errors import FileAlreadyExists
 from storage.files import FileIO
 
 DEFAULT_CATALOG_NAME = "icelog"
-MERGE_ENABLED_DEFAULT = True
-MIN_COUNT_TO_MERGE_DEFAULT = 100
-#: how many entries of the manifests it wrote a projector keeps for its next merges (about 1 KB each)
-WRITTEN_ENTRIES_KEPT = 200_000
-TARGET_MANIFEST_SIZE_DEFAULT = 8 * 1024 * 1024
-# Uncompressed Avro: deflate's bytes depend on the zlib build, and a rebuild must be identical on any machine.
-AVRO_CODEC = "null"
-
-ChangesOf = Callable[[TableState, Snapshot], Sequence[FileChange]]
-
-
-def content_of(f: DataFile) -> ManifestContent:
-    return ManifestContent.DATA if f.content == DataFileContent.DATA else ManifestContent.DELETES
-
-
-def _removed_and_relabelled(changes: Sequence[FileChange]) -> tuple[dict[str, DataFile], dict[str, DataFile]]:
-    """The files a snapshot removed, and those it removed and added again: the same file with new metadata (the
-    row ids an upgrade to v3 gives existing rows), whose entry stays where it is, EXISTING, with the new metadata."""
-    removed: dict[str, DataFile] = {c.file.key: c.file for c in changes if not c.added}
-    relabelled = {c.file.key: c.file for c in changes if c.added and c.file.key in removed}
-    for key in relabelled:
-        del removed[key]
-    return removed, relabelled
-
-
-def _added_groups(state: TableState, snap: Snapshot, changes: Sequence[FileChange],
-                  relabelled: Mapping[str, DataFile]) -> dict[tuple[int, ManifestContent], list[ManifestEntry]]:
-    """The entries of the files a snapshot added, by (spec, content): one new manifest each, in key order."""
-    v1 = state.format_version == 1
-    inherited = None if not v1 else snap.snapshot_id
-    groups: dict[tuple[int, ManifestContent], list[ManifestEntry]] = {}
-    for c in changes:
-        if not c.added or c.file.key in relabelled:
-            continue
-        # an explicit data sequence number other than the snapshot's is written, as Java's
-        # ManifestWriter.add(file, dataSequenceNumber) does; the file sequence number stays inherited
-        explicit = c.data_sequence_number
-        data_seq = 0 if v1 else (explicit if explicit is not None and explicit != snap.sequence_number else None)
-        groups.setdefault((c.file.spec_id, content_of(c.file)), []).append(ManifestEntry(
-            status=EntryStatus.ADDED, snapshot_id=inherited,
-            data_sequence_number=data_seq, file_sequence_number=None if not v1 else 0,
-            data_file=c.file))
-    return groups
-
-
-# ---------------------------------------------------------------- planning a snapshot's manifests
-
-
-@attrs.frozen(kw_only=True)
-class ManifestWrite:
-    """A manifest to write: its path, bytes, and its manifest-list record."""
-
-    path: str
-    data: bytes
-    record: ManifestFile
-
-
-class Renderer:
-    """Renders one table's files for one commit; pure apart from reading manifests it merges.
-
-    :param read: reads a file this projection wrote before (for merging manifests)
-    :param written: the entries of manifests written before, by path (kept between commits by the caller): a
-        merge takes them instead of reading back the manifests it packs (a hundred small ones, and the last merged
-        one, whose size grows with the table's history)
-    :param changes_of: the files each snapshot changed, from the log: a merge rebuilds from them the entries of a
-        manifest that holds one snapshot's new files when another process wrote it, instead of reading it back
-    """
-
-    def __init__(self, read: Callable[[str], bytes], written: WrittenEntries | None = None,
-                 changes_of: ChangesOf | None = None) -> None:
-        self._read = read
-        self._pending: dict[str, bytes] = {}
-        self._written = written if written is not None else WrittenEntries()
-        self._changes_of = changes_of
-
-    def read(self, path: str) -> bytes:
-        """A manifest rendered in this commit (not yet written, perhaps never) or one published before."""
-        pending = self._pending.get(path)
-        return pending if pending is not None else self._read(path)
-
-    def manifest(self, state: TableState, snap: Snapshot, ordinal: int, spec_id: int, content: ManifestContent,
-                 entries: Sequence[ManifestEntry]) -> ManifestWrite:
-        schema = state.schema_by_id(snap.schema_id)
-        spec = state.spec_by_id(spec_id)
-        ptype = spec.partition_type(schema)
-        pfields = [(f.field_id, f.name, f.field_type) for f in ptype.fields]
-        path = layout.manifest_file(state.location, snap.commit_id, snap.snapshot_id, ordinal)
-        data = render_manifest(
-            entries, format_version=state.format_version, content=content,
-            schema_json=_schema_json_text(schema), schema_id=schema.schema_id,
-            spec_id=spec_id, spec_fields_json=_spec_fields_json_text(spec),
-            partition_fields=pfields, sync_marker=layout.sync_marker(path),
-            snapshot_id_for_v1=snap.snapshot_id if state.format_version == 1 else None, codec=AVRO_CODEC)
-        status_counts = {s: [0, 0] for s in EntryStatus}
-        for e in entries:
-            status_counts[e.status][0] += 1
-            status_counts[e.status][1] += e.data_file.record_count
-        seqs = [e.data_sequence_number if e.data_sequence_number is not None else snap.sequence_number
-                for e in entries if e.status != EntryStatus.DELETED]
-        record = ManifestFile(
-            manifest_path=path, manifest_length=len(data), partition_spec_id=spec_id, content=content,
-            sequence_number=snap.sequence_number, min_sequence_number=min(seqs, default=snap.sequence_number),
-            added_snapshot_id=snap.snapshot_id,
-            added_files_count=status_counts[EntryStatus.ADDED][0],
-            existing_files_count=status_counts[EntryStatus.EXISTING][0],
-            deleted_files_count=status_counts[EntryStatus.DELETED][0],
-            added_rows_count=status_counts[EntryStatus.ADDED][1],
-            existing_rows_count=status_counts[EntryStatus.EXISTING][1],
-            deleted_rows_count=status_counts[EntryStatus.DELETED][1],
-            partitions=partition_summaries(pfields, entries), first_row_id=_first_row_id(state, content, entries))
-        self._pending[path] = data
-        return ManifestWrite(path=path, data=data, record=record)
-
-    def entries_of(self, m: ManifestFile, state: TableState) -> list[ManifestEntry]:
-        """The entries of a manifest this projection wrote, with inherited values made explicit.
-
-        :param state: the table as of the commit being rendered (its log names the snapshot that wrote ``m``)
-        """
-        entries = self._written.get(m)
-        if entries is None:
-            entries = self._new_file_entries(m, state)
-        if entries is None:
-            try:
-                _, entries = read_manifest(self.read(m.manifest_path), m.manifest_path)
-            except (FileNotFoundError, FileNotFound) as missing:
-                raise CorruptFileError(f"Cannot merge manifests: {m.manifest_path} is missing",
-                                       path=m.manifest_path) from missing
-        out = []
-        for e in entries:
-            inherit = inherits_sequence_numbers(e, m)
-            if e.snapshot_id is not None and (not inherit or (e.data_sequence_number is not None and
-                                                              e.file_sequence_number is not None)):
-                out.append(e)  # nothing inherited (a merged manifest's entries): the entry as it is
-                continue
-            out.append(attrs.evolve(
-                e,
-                snapshot_id=e.snapshot_id if e.snapshot_id is not None else m.added_snapshot_id,
-                data_sequence_number=e.data_sequence_number if e.data_sequence_number is not None or not inherit
-                else m.sequence_number,
-                file_sequence_number=e.file_sequence_number if e.file_sequence_number is not None or not inherit
-                else m.sequence_number))
-        return out
-
-    def _new_file_entries(self, m: ManifestFile, state: TableState) -> list[ManifestEntry] | None:
-        """The entries of ``m`` rebuilt from the log when it is a manifest of one snapshot's new files, as rendering
-        it gave (the same entries :class:`WrittenEntries` keeps for the manifests this renderer wrote); None for
-        any other manifest, which is read back. Only for a snapshot committed at format v2 or later (a v1
-        manifest holds no sequence numbers: it is read back, as it is not kept), and only while the table's schema
-        is the snapshot's (the log decodes partitions with the current one)."""
-        if self._changes_of is None or state.format_version == 1 or m.existing_files_count or \
-                m.deleted_files_count or m.added_snapshot_id is None:
-            return None
-        snap = state.snapshot_by_id(m.added_snapshot_id)
-        if snap is None or snap.sequence_number < 1 or snap.schema_id != state.current_schema_id:
-            return None
-        named = layout.manifest_file(state.location, snap.commit_id, snap.snapshot_id, 0)
-        if m.manifest_path.rpartition("-m")[0] != named.rpartition("-m")[0]:
-            return None  # not named by the snapshot's commit (a REST client's manifest, an imported one): no lookup
-        changes = self._changes_of(state, snap)
-        _, relabelled = _removed_and_relabelled(changes)
-        groups = _added_groups(state, snap, changes, relabelled)
-        for ordinal, (key, entries) in enumerate(sorted(groups.items())):
-            if key == (m.partition_spec_id, m.content) and len(entries) == m.added_files_count and \
-                    layout.manifest_file(state.location, snap.commit_id, snap.snapshot_id, ordinal) == m.manifest_path:
-                return entries
-        return None
-
-    def snapshot_manifests(self, state: TableState, snap: Snapshot, parent: Sequence[ManifestFile],
-                           changes: Sequence[FileChange]) -> tuple[list[ManifestWrite], list[ManifestFile]]:
-        """Manifests to write for ``snap`` and its full manifest list.
-
-        New manifests hold the added files; a parent manifest holding a removed file is rewritten (removed
-        entries DELETED, other live entries EXISTING, older DELETED entries dropped); a manifest left without
-        live files leaves the list unless this snapshot wrote it; then small manifests merge as Java's merge
-        append does. Order: new manifests first, then the parent's, rewritten in place.
-        """
-        if snap.operation == "replace" and not changes:
-            # a manifest rewrite (engine.operations.rewrite.rewrite_manifests): the parent's live manifests pack
-            # into as few as the target size allows, whatever the minimum merge count
-            self._pending.clear()
-            live = [m for m in parent if m.added_files_count or m.existing_files_count]
-            return self.merge(state, snap, live, [], 0, min_count=1)
-        v1 = state.format_version == 1
-        removed, relabelled = _removed_and_relabelled(changes)
-        groups = _added_groups(state, snap, changes, relabelled)
-        self._pending.clear()
-        writes: list[ManifestWrite] = []
-        ordinal = 0
-        for (spec_id, content), entries in sorted(groups.items()):
-            writes.append(self.manifest(state, snap, ordinal, spec_id, content, entries))
-            if not v1:  # v1 manifests write no sequence numbers: reading gives None, not the 0 written here
-                self._written.put(writes[-1].record, entries)
-            ordinal += 1
-        kept_parent, rewrites, ordinal = self.remove_files(state, snap, parent, removed, ordinal, relabelled)
-        writes += rewrites
-        manifests = [w.record for w in writes[:len(groups)]] + kept_parent
-        manifests = [m for m in manifests
-                     if m.added_files_count or m.existing_files_count or m.added_snapshot_id == snap.snapshot_id]
-        if state.bool_property("commit.manifest-merge.enabled", MERGE_ENABLED_DEFAULT):
-            merged_writes, manifests = self.merge(state, snap, manifests, [w.record for w in writes], ordinal)
-            writes += merged_writes
-        kept = {m.manifest_path for m in manifests}
-        return [w for w in writes if w.record.manifest_path in kept], manifests
-
-    def remove_files(self, state: TableState, snap: Snapshot, parent: Sequence[ManifestFile],
-                     removed: Mapping[str, DataFile], ordinal: int, relabelled: Mapping[str, DataFile] | None = None
-                     ) -> tuple[list[ManifestFile], list[ManifestWrite], int]:
-        """The parent's manifests with every manifest that holds a removed or relabelled file rewritten (a
-        relabelled file keeps its entry with its new metadata); returns the new list, the rewritten manifests to
-        write, and the next manifest ordinal."""
-        relabelled = relabelled or {}
-        if not removed and not relabelled:
-            return list(parent), [], ordinal
-        wanted = {(f.spec_id, content_of(f)) for f in (*removed.values(), *relabelled.values())}
-        found: set[str] = set()
-        out: list[ManifestFile] = []
-        writes: list[ManifestWrite] = []
-        for m in parent:
-            if (m.partition_spec_id, m.content) not in wanted or not (m.added_files_count or m.existing_files_count):
-                out.append(m)
-                continue
-            live = [e for e in self.entries_of(m, state) if e.status != EntryStatus.DELETED]
-            hits = [e for e in live if e.data_file.key in removed or e.data_file.key in relabelled]
-            if not hits:
-                out.append(m)
-                continue
-            entries = [attrs.evolve(e, status=EntryStatus.DELETED, snapshot_id=snap.snapshot_id)
-                       if e.data_file.key in removed else
-                       attrs.evolve(e, status=EntryStatus.EXISTING,
-                                    data_file=relabelled.get(e.data_file.key, e.data_file))
-                       for e in live]
-            w = self.manifest(state, snap, ordinal, m.partition_spec_id, m.content, entries)
-            ordinal += 1
-            writes.append(w)
-            out.append(w.record)
-            found.update(e.data_file.key for e in hits)
-        missing = sorted((set(removed) | set(relabelled)) - found)
-        if missing:
-            raise IntegrityError(f"Cannot project snapshot {snap.snapshot_id}: removed file(s) {missing[:3]} are "
-                                 f"in no manifest of its parent")
-        return out, writes, ordinal
-
-    def merge(self, state: TableState, snap: Snapshot, manifests: list[ManifestFile], new: list[ManifestFile],
-              ordinal: int, min_count: int | None = None) -> tuple[list[ManifestWrite], list[ManifestFile]]:
-        """Java's merge append: per (spec, content), pack manifests from the oldest into bins of the target
-        size; a bin holding the newest manifest merges only once it reaches the minimum count."""
-        if min_count is None:
-            min_count = state.int_property("commit.manifest.min-count-to-merge", MIN_COUNT_TO_MERGE_DEFAULT)
-        target = state.int_property("commit.manifest.target-size-bytes", TARGET_MANIFEST_SIZE_DEFAULT)
-        groups: dict[tuple[int, int], list[ManifestFile]] = {}
-        for m in manifests:
-            groups.setdefault((int(m.content), m.partition_spec_id), []).append(m)
-        writes: list[ManifestWrite] = []
-        out: list[ManifestFile] = []
-        for (content, spec_id), group in groups.items():
-            first = group[0]
-            for bin_ in pack_end(group, target):
-                if len(bin_) == 1 or (first in bin_ and len(bin_) < min_count):
-                    out.extend(bin_)
-                    continue
-                entries: list[ManifestEntry] = []
-                for m in bin_:
-                    for e in self.entries_of(m, state):
-                        if e.status == EntryStatus.DELETED:
-                            if e.snapshot_id == snap.snapshot_id:
-                                entries.append(e)
-                        elif e.status == EntryStatus.ADDED and e.snapshot_id == snap.snapshot_id:
-                            v2 = state.format_version > 1
-                            keep_seq = v2 and e.data_sequence_number not in (None, snap.sequence_number)
-                            entries.append(attrs.evolve(e, snapshot_id=None if v2 else snap.snapshot_id,
-                                                        data_sequence_number=e.data_sequence_number if keep_seq
-                                                        else None if v2 else 0,
-                                                        file_sequence_number=None if state.format_version > 1
-                                                        else 0))
-                        else:
-                            entries.append(e if e.status == EntryStatus.EXISTING else
-                                           attrs.evolve(e, status=EntryStatus.EXISTING))
-                w = self.manifest(state, snap, ordinal, spec_id, ManifestContent(content), entries)
-                self._written.forget(bin_)  # packed into w: the next merge takes w instead
-                if state.format_version > 1:  # v1 manifests write no sequence numbers: reading gives None, not 0
-                    self._written.put(w.record, entries)
-                ordinal += 1
-                writes.append(w)
-                out.append(w.record)
-        return writes, out
-
-
-class WrittenEntries:
-    """The entries of the manifests a renderer wrote (each commit's new manifests and the merged ones), by path and
-    length, as reading them back would give: a merged manifest's entries were read from manifests before, and a
-    new manifest's are the files the log holds, which a manifest stores and reads back unchanged (the tests read
-    every kept manifest back to check it). The oldest go first beyond :data:`WRITTEN_ENTRIES_KEPT` entries in all,
-    and the manifests a merge packs as soon as it has."""
-
-    def __init__(self) -> None:
-        self._kept: OrderedDict[tuple[str, int], list[ManifestEntry]] = OrderedDict()
-        self._count = 0  # entries kept
-        self._lock = threading.Lock()
-
-    def get(self, m: ManifestFile) -> list[ManifestEntry] | None:
-        with self._lock:
-            return self._kept.get((m.manifest_path, m.manifest_length))
-
-    def put(self, m: ManifestFile, entries: list[ManifestEntry]) -> None:
-        if len(entries) > WRITTEN_ENTRIES_KEPT:
-            return
-        key = (m.manifest_path, m.manifest_length)
-        with self._lock:
-            self._count += len(entries) - len(self._kept.pop(key, ()))
-            self._kept[key] = entries
-            while self._count > WRITTEN_ENTRIES_KEPT:
-                self._count -= len(self._kept.popitem(last=False)[1])
-
-    def forget(self, manifests: Iterable[ManifestFile]) -> None:
-        with self._lock:
-            for m in manifests:
-                self._count -= len(self._kept.pop((m.manifest_path, m.manifest_length), ()))
-
-
-#: the JSON text of recent schemas and specs, for each very object (by identity: equal schemas may still differ in
-#: their JSON, as a default of 0.0 and one of -0.0 do)
-_JSON_TEXTS: KeptForObjects[str] = KeptForObjects(64)
-
-
-def _schema_json_text(schema: Schema) -> str:
-    """A schema's JSON as a manifest's ``schema`` metadata holds it (the same schema is written every commit)."""
-    return _JSON_TEXTS.get_or_make(schema, lambda: json.dumps(schema.to_json(), separators=(",", ":")))
-
-
-def _spec_fields_json_text(spec: PartitionSpec) -> str:
-    """A spec's fields as JSON, as a manifest's ``partition-spec`` metadata holds them."""
-    return _JSON_TEXTS.get_or_make(spec, lambda: json.dumps(spec.to_json()["fields"], separators=(",", ":")))
-
-
-def _first_row_id(state: TableState, content: ManifestContent, entries: Sequence[ManifestEntry]) -> int | None:
-    """A v3 data manifest's ``first_row_id``: icelog writes every data file's own first row id, so the manifest's
-    is the lowest of them (no entry inherits from it); None for delete manifests and before v3."""
-    if state.format_version < 3 or content != ManifestContent.DATA:
-        return None
-    return min((e.data_file.first_row_id for e in entries
-                if e.status != EntryStatus.DELETED and e.data_file.first_row_id is not None), default=None)
-
-
-def pack_end(items: list[ManifestFile], target: int) -> list[list[ManifestFile]]:
-    """Greedy bins of at most ``target`` bytes filled from the end of ``items`` (oldest first), one open bin at a
-    time; bins and their contents come back in the original order."""
-    bins: list[list[ManifestFile]] = []
-    current: list[ManifestFile] = []
-    weight = 0
-    for m in reversed(items):
-        if current and weight + m.manifest_length > target:
-            bins.append(current)
-            current, weight = [], 0
-        current.append(m)
-        weight += m.manifest_length
-    if current:
-        bins.append(current)
-    return [list(reversed(b)) for b in reversed(bins)]
 
 
 class KeptBetweenPublishes:
@@ -455,6 +78,7 @@ class Projector:
         self.io = io
         self.catalog_name = catalog_name
         self.index = StoredIndex(log)
+        self.record_lengths = StoredRecordLengths(log)
         #: what it keeps between publishes, shared with every projector of the log in the process
         self._kept = KEPT_BY_LOG.of(log)
         derived = log.derived
@@ -496,7 +120,7 @@ class Projector:
         """
         if not states:
             return None
-        renderer = Renderer(self.io.read_bytes, self._written, changes_of)
+        renderer = Renderer(self.io.read_bytes, self._written, changes_of, self.record_lengths.get)
         index = OverlayIndex(self.index)
         on_snapshot = None
         if progress is not None:
@@ -512,6 +136,7 @@ class Projector:
         derived = self.log.derived
         with derived.transaction():
             self.index.put_many(newest.table_uuid, index.added)
+            self.record_lengths.put_many(newest.table_uuid, renderer.merged_lengths)
             if self.published_version(newest.table_uuid) >= newest.version:
                 return location  # another process got here first with the same (or a newer) version
             self.io.write_bytes(layout.version_hint_file(newest.location),

@@ -96,7 +96,7 @@ def test_manifest_schema_text_follows_the_schema_object_not_its_equality() -> No
     differently (a default of 0.0 against one of -0.0) each keep their own text."""
     from engine.model.schema import Schema
     from engine.model.types import DoubleType, NestedField
-    from projections.projector import _schema_json_text
+    from projections.commit_renderer import _schema_json_text
 
     def schema(default: float) -> Schema:
         return Schema((NestedField(field_id=1, name="x", field_type=DoubleType(), initial_default=default),),
@@ -214,7 +214,7 @@ def test_entries_rebuilt_from_the_log_are_what_reading_the_manifest_gives(tmp_pa
     them: what it rebuilds must be exactly what reading gives (inherited values made explicit), for data and
     delete manifests, several per snapshot, partitions, compaction's older data sequence numbers and v3 row ids.
     Snapshots committed at v1 or under an older schema are read back, never rebuilt."""
-    from projections.projector import Renderer
+    from projections.commit_renderer import Renderer
 
     cat = Catalog.open(tmp_path / "wh")
     cat.create_namespace("db")
