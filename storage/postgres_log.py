@@ -186,7 +186,13 @@ class PostgresDerived:
             raise LogError(f"Cannot use the derived tables of {self._log.path}: {str(e).strip()}") from e
 
     def create(self, statement: str) -> None:
+        """Run a ``CREATE ... IF NOT EXISTS``, unless what it names is there already: a role that may only write
+        the tables (see the README's grants) holds no CREATE on the schema, which PostgreSQL asks for first."""
         statement = re.sub(r"\bINTEGER\b", "BIGINT", re.sub(r"\bBLOB\b", "BYTEA", statement))
+        named = re.match(r"\s*CREATE\s+(?:TABLE|INDEX)\s+IF\s+NOT\s+EXISTS\s+(\w+)", statement, re.IGNORECASE)
+        with self._errors():
+            if named and self._log._read("SELECT to_regclass(%s)", [named.group(1)])[0][0] is not None:
+                return
         with self._errors(), self._log.transaction() as conn:  # the writer lock orders concurrent creators
             conn.execute(statement)
 

@@ -55,6 +55,39 @@ def test_a_catalog_on_postgresql_commits_publishes_and_verifies(postgres_url: st
     assert sorted(static.scan().to_arrow().column("id").to_pylist()) == [1, 3, 4, 5, 6]
 
 
+def test_a_role_with_the_readmes_grants_appends_merges_and_publishes(postgres_url: str, tmp_path: Path) -> None:
+    """The README lists what a writer's role needs on the log's and the derived tables: with exactly those grants
+    (the tables made first by an owner), appends commit and publish, merges included (the merged manifests'
+    record lengths are a derived table too), and a role without them cannot delete from the log."""
+    import re
+
+    import psycopg
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    grants = re.findall(r"^GRANT [^;]+;", readme.split("```sql", 1)[1].split("```", 1)[0], flags=re.M | re.S)
+    assert len(grants) == 2
+    warehouse = str(tmp_path / "lake")
+    with Catalog.open(postgres_url, warehouse=warehouse) as cat:  # the owner makes the tables
+        cat.create_namespace("db")
+        cat.create_table("db.t", SCHEMA, properties={"commit.manifest.min-count-to-merge": "3"})
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("CREATE ROLE icelog_writer LOGIN")
+        for grant in grants:
+            admin.execute(" ".join(grant.split()))
+    writer_url = postgres_url.replace("postgresql://icelog@", "postgresql://icelog_writer@")
+    with Catalog.open(writer_url, warehouse=warehouse) as cat:
+        t = cat.load_table("db.t")
+        for i in range(7):
+            t.append(rows([i]))
+        assert ids_of(t) == list(range(7)) and cat.verify("db.t") == []
+        from projections.carried_manifests import StoredRecordLengths
+
+        assert cat.log.derived.query(f"SELECT count(*) FROM {StoredRecordLengths.TABLE}")[0][0] >= 2
+    with psycopg.connect(writer_url, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM events")
+
+
 def test_two_handles_see_each_others_commits_at_once(postgres_url: str, tmp_path: Path) -> None:
     warehouse = str(tmp_path / "lake")
     with Catalog.open(postgres_url, warehouse=warehouse) as one, Catalog.open(postgres_url, warehouse=warehouse) as two:
