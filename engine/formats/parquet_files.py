@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 import pyarrow as pa
@@ -23,6 +23,7 @@ from engine.errors import CorruptFileError, MissingFileError, StorageError, Vali
 from engine.ownership import refuse_catalog_database
 from engine.model import types as T
 from engine.model.data_file import DataFile
+from engine.model.kept_values import KeptForObjects
 from engine.model.expressions import BooleanExpression
 from engine.model.metrics_evaluation import metrics_might_match
 from engine.model.schema import Schema
@@ -54,8 +55,16 @@ class LeafField:
     in_repeated: bool
 
 
-def _leaves(schema: Schema) -> dict[str, LeafField]:
-    """Leaf fields keyed by their Parquet column path (Arrow's compliant nested naming)."""
+#: each recent schema's leaf fields (the same schema object writes, and describes, every file of a commit)
+_LEAVES: KeptForObjects[Mapping[str, LeafField]] = KeptForObjects(64)
+
+
+def _leaves(schema: Schema) -> Mapping[str, LeafField]:
+    """Leaf fields keyed by their Parquet column path (Arrow's compliant nested naming); not to be changed."""
+    return _LEAVES.get_or_make(schema, lambda: _schema_leaves(schema))
+
+
+def _schema_leaves(schema: Schema) -> dict[str, LeafField]:
     out: dict[str, LeafField] = {}
 
     def visit(prefix: str, t: T.IcebergType, field_id: int, repeated: bool) -> None:
@@ -254,7 +263,7 @@ class _ColumnMetrics:
     split_offsets: list[int]
 
 
-def _column_metrics(metadata: pq.FileMetaData, file_ids: dict[str, int], leaves: dict[str, LeafField],
+def _column_metrics(metadata: pq.FileMetaData, file_ids: dict[str, int], leaves: Mapping[str, LeafField],
                     row_groups: Iterable[int]) -> _ColumnMetrics:
     """:param file_ids: the file's own field ids by Parquet path (empty: match columns by the schema's names)"""
     by_id = {leaf.field_id: leaf for leaf in leaves.values()}
