@@ -34,6 +34,17 @@ def render_cold(states, changes_of) -> dict[str, bytes]:
     return files
 
 
+def appended(tmp_path, appends: int):  # noqa: ANN001, ANN201
+    """A catalog and a table that merges every third manifest, after ``appends`` one-row appends."""
+    cat = Catalog.open(tmp_path / "wh")
+    cat.create_namespace("db")
+    t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]),
+                         properties={"commit.manifest.min-count-to-merge": "3"})
+    for i in range(appends):
+        t.append(pa.table({"id": pa.array([i], pa.int64())}))
+    return cat, t
+
+
 @pytest.fixture
 def carried(monkeypatch):
     """For each merged manifest a merge packed: whether it was carried over as bytes (else decoded)."""
@@ -89,12 +100,7 @@ def test_a_merge_in_a_process_that_wrote_nothing_reads_no_manifest_back(tmp_path
     """With eight writer processes most merges run in a process that did not write the last merged manifest: it
     carries that manifest's records over by the lengths the projector stored beside the log, instead of decoding
     the manifest, and what it publishes is what the log renders."""
-    cat = Catalog.open(tmp_path / "wh")
-    cat.create_namespace("db")
-    t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]),
-                         properties={"commit.manifest.min-count-to-merge": "3"})
-    for i in range(5):
-        t.append(pa.table({"id": pa.array([i], pa.int64())}))
+    cat, t = appended(tmp_path, 5)
     [merged] = [m for m in cat.projector.index.get(t.uuid, t.current_snapshot().snapshot_id) if m.existing_files_count]
     lengths = StoredRecordLengths(cat.log).get(t.uuid, merged.manifest_path)
     assert lengths is not None and len(lengths) == merged.added_files_count + merged.existing_files_count
@@ -114,12 +120,7 @@ def test_a_merge_in_a_process_that_wrote_nothing_reads_no_manifest_back(tmp_path
 def test_what_cannot_be_carried_is_decoded(tmp_path):
     """Records are carried only from an uncompressed file with the entry schema of today, cut exactly by the kept
     lengths, and only when no entry is DELETED or the merging snapshot's."""
-    cat = Catalog.open(tmp_path / "wh")
-    cat.create_namespace("db")
-    t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]),
-                         properties={"commit.manifest.min-count-to-merge": "3"})
-    for i in range(3):
-        t.append(pa.table({"id": pa.array([i], pa.int64())}))
+    cat, t = appended(tmp_path, 3)
     [merged] = cat.projector.index.get(t.uuid, t.current_snapshot().snapshot_id)
     data = open(merged.manifest_path, "rb").read()
     lengths = StoredRecordLengths(cat.log).get(t.uuid, merged.manifest_path)
