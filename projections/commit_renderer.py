@@ -55,7 +55,7 @@ AVRO_CODEC = "null"
 
 ChangesOf = Callable[[TableState, Snapshot], Sequence[FileChange]]
 #: ``lengths(table_uuid, manifest_path)``: the record lengths of a merged manifest written before, or None
-RecordLengthsOf = Callable[[str, str], "list[int] | None"]
+RecordLengthsOf = Callable[[str, str], list[int] | None]
 
 
 def content_of(f: DataFile) -> ManifestContent:
