@@ -21,6 +21,8 @@ from projections.manifests import encoded_entry_prefix
 from storage import EventLog
 
 SYNC_MARKER_SIZE = 16
+#: the longest manifest path whose record lengths are kept (the table's primary key holds it)
+MAX_KEPT_PATH_BYTES = 2000
 AVRO_MAGIC = b"Obj\x01"
 
 
@@ -151,6 +153,9 @@ class StoredRecordLengths:
             return None  # a damaged row: the manifest is decoded instead
 
     def put_many(self, table_uuid: str, lengths: Mapping[str, Sequence[int]]) -> None:
-        rows = [(table_uuid, path, ",".join(map(str, ns))) for path, ns in lengths.items()]
+        """Keep the lengths of manifests by path; a path longer than :data:`MAX_KEPT_PATH_BYTES` is left out (its
+        manifest is decoded when merged), as PostgreSQL refuses index keys past about 2.7 KB."""
+        rows = [(table_uuid, path, ",".join(map(str, ns))) for path, ns in lengths.items()
+                if len(path.encode("utf-8")) <= MAX_KEPT_PATH_BYTES]
         if rows:
             self.log.derived.insert_missing(self.TABLE, ("table_uuid", "manifest_path", "lengths"), rows)

@@ -136,4 +136,25 @@ def test_what_cannot_be_carried_is_decoded(tmp_path):
     deleted = bytes([4]) + records[0][1:]  # status DELETED
     assert carried_records([deleted, *records[1:]], merged, merging_snapshot_id=1) is None
     assert carried_records(records, merged, merging_snapshot_id=merged.added_snapshot_id) is None  # its own ADDED
+    store = StoredRecordLengths(cat.log)
+    long_path = "/w/" + "x" * 2100 + ".avro"  # past what a PostgreSQL index key holds: not kept, decoded instead
+    store.put_many(t.uuid, {long_path: [1, 2], "/w/short.avro": [3]})
+    assert store.get(t.uuid, long_path) is None and store.get(t.uuid, "/w/short.avro") == [3]
+    cat.close()
+
+
+@pytest.mark.parametrize("damage", ["not,numbers", "1,2,3", ""])
+def test_a_damaged_lengths_row_means_decoding(tmp_path, carried, damage):
+    """The lengths are derived rows: a row that is not numbers, or whose lengths do not cut the manifest's blocks,
+    leaves the merge to decode the manifest, and what it publishes is still what the log renders."""
+    cat, t = appended(tmp_path, 5)
+    [merged] = [m for m in cat.projector.index.get(t.uuid, t.current_snapshot().snapshot_id) if m.existing_files_count]
+    cat.log.derived.execute(f"UPDATE {StoredRecordLengths.TABLE} SET lengths = ? WHERE manifest_path = ?",
+                            [damage, merged.manifest_path])
+    cat.projector.stop_sharing()
+    carried.clear()
+    for i in range(5, 8):
+        t.append(pa.table({"id": pa.array([i], pa.int64())}))
+    assert carried and not carried[0]  # the damaged one was decoded
+    assert cat.verify("db.t") == [] and t.scan().count() == 8
     cat.close()
