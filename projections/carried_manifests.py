@@ -17,14 +17,11 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from engine.model.data_file import EntryStatus, ManifestFile
-from projections.manifests import encoded_entry_prefix
+from projections.manifests import AVRO_MAGIC, SYNC_MARKER_SIZE, encoded_entry_prefix
 from storage import EventLog
 
-SYNC_MARKER_SIZE = 16
 #: the longest manifest path whose record lengths are kept (the table's primary key holds it)
 MAX_KEPT_PATH_BYTES = 2000
-AVRO_MAGIC = b"Obj\x01"
-
 
 def _read_long(data: bytes, pos: int) -> tuple[int, int]:
     """Avro's zig-zag varint at ``pos``: the value and the position after it."""

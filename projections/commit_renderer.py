@@ -212,13 +212,14 @@ class Renderer:
         :mod:`projections.carried_manifests`); None when they are to be had as entries: kept by ``written``, or
         ``m`` is not a merged manifest of an earlier snapshot written with today's entry schema, without DELETED
         entries."""
-        if state.format_version == 1 or m.deleted_files_count or m.added_snapshot_id == snap.snapshot_id or \
-                self._written.get(m) is not None:
+        # a merged manifest holds EXISTING entries; one of new files only is rebuilt from the log (entries_of)
+        if state.format_version == 1 or not m.existing_files_count or m.deleted_files_count or \
+                m.added_snapshot_id == snap.snapshot_id or self._written.get(m) is not None:
             return None
-        pfields = _partition_fields(state, snap, spec_id)
         lengths = self.merged_lengths.get(m.manifest_path)
         if lengths is None and self._lengths is not None:
             lengths = self._lengths(state.table_uuid, m.manifest_path)
+        pfields = _partition_fields(state, snap, spec_id)
         if lengths is None or len(lengths) != m.added_files_count + m.existing_files_count or \
                 len(m.partitions or ()) != len(pfields):
             return None

@@ -280,7 +280,7 @@ def _write_avro(schema: _AvroSchema, records: Sequence[bytes], metadata: dict[st
     """An Avro object container of encoded records, byte for byte what ``fastavro.writer`` (its compiled writer)
     writes for the same schema, records, metadata, sync marker and codec: the header's metadata, then the codec,
     then the schema; blocks split where it splits them. The schema is parsed once per process, not per file."""
-    header = [_AVRO_MAGIC, _zigzag_long(len(metadata) + 2)]
+    header = [AVRO_MAGIC, _zigzag_long(len(metadata) + 2)]
     for key, value in (*metadata.items(), ("avro.codec", codec), ("avro.schema", schema.json_text)):
         header += [_avro_bytes(key.encode("utf-8")), _avro_bytes(value.encode("utf-8"))]
     header += [_zigzag_long(0), sync_marker]
@@ -399,8 +399,7 @@ def _encoded_entry(e: ManifestEntry, entry_avro: _ManifestEntryAvro, format_vers
     if format_version == 1:
         prefix = _zigzag_long(status) + _zigzag_long(snapshot_id)  # type: ignore[arg-type]
     else:
-        prefix = b"".join((_zigzag_long(status), _optional_long(snapshot_id), _optional_long(sequence_number),
-                           _optional_long(file_sequence_number)))
+        prefix = encoded_entry_prefix(status, snapshot_id, sequence_number, file_sequence_number)
     f = e.data_file
     data = _ENCODED_DATA_FILES.get(f, entry_avro)
     if data is None:
@@ -569,7 +568,7 @@ def render_manifest_list(manifests: Sequence[ManifestFile], *, format_version: i
 #: the Avro encoding of recently rendered manifest list records, by (format version, manifest)
 _ENCODED_MANIFEST_FILES: KeptValues[bytes] = KeptValues(8192)
 _AVRO_SYNC_INTERVAL = 16_000  # fastavro.writer's default: a block ends once it holds this many bytes
-_AVRO_MAGIC = b"Obj\x01"
+AVRO_MAGIC = b"Obj\x01"
 
 
 def _encoded_manifest_file(m: ManifestFile, format_version: int) -> bytes:
