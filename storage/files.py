@@ -47,6 +47,7 @@ class _OpenDatabases:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._adding = threading.Lock()  # a check and the registration after it, one opening at a time
         self._counts: dict[str, int] = {}
         #: every last name of an open database's files, case folded (the cheap first test of database_of)
         self._names: frozenset[str] = frozenset()
@@ -55,11 +56,18 @@ class _OpenDatabases:
         self._names = frozenset((os.path.basename(db) + suffix).casefold()
                                 for db in self._counts for suffix in DATABASE_SUFFIXES)
 
-    def add(self, path: str) -> None:
+    def add(self, path: str, check: Callable[[], None] | None = None) -> None:
+        """Count one more connection to the database at ``path``, before it connects (and discard it if connecting
+        fails). ``check()``, which may read the file itself (a header), runs first, but only while this process has
+        no connection to the file (no lock of SQLite's to drop with the descriptor it closes): a file another
+        connection holds open is a database already. A check that raises registers nothing."""
         real = os.path.realpath(path)
-        with self._lock:
-            self._counts[real] = self._counts.get(real, 0) + 1
-            self._named()
+        with self._adding:
+            if check is not None and self.database_of(path) is None:
+                check()
+            with self._lock:
+                self._counts[real] = self._counts.get(real, 0) + 1
+                self._named()
 
     def discard(self, path: str) -> None:
         real = os.path.realpath(path)

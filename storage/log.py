@@ -147,12 +147,17 @@ class Log:
         self._closed = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
         create_database_file(self.path)
-        check_database_file(self.path, create=create)
-        self._write_lock = writer_lock(self.path)
+        # registered before connecting: a check of another handle's opening reads the header only while none is open
+        OPEN_DATABASES.add(str(self.path), check=lambda: check_database_file(self.path, create=create))
         self._busy_timeout_s = busy_timeout_ms / 1000
         #: PRAGMA synchronous of this connection (writers share a transaction only with those of the same mode)
         self.synchronous = mode
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+        try:
+            self._write_lock = writer_lock(self.path)
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+        except BaseException:
+            OPEN_DATABASES.discard(str(self.path))
+            raise
         try:
             conn.execute(f"PRAGMA synchronous = {mode}")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -166,9 +171,9 @@ class Log:
             if not self._schema_present():
                 with self.transaction():
                     self._create_schema()
-            OPEN_DATABASES.add(str(self.path))
         except sqlite3.DatabaseError as e:
             conn.close()
+            OPEN_DATABASES.discard(str(self.path))
             if e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise LogBusy(f"Cannot open the log: {self.path} is locked ({e})") from e
             if e.sqlite_errorcode in DAMAGE_CODES:
@@ -177,6 +182,7 @@ class Log:
             raise LogError(f"Cannot open the log: {self.path} ({e})") from e
         except BaseException:
             conn.close()
+            OPEN_DATABASES.discard(str(self.path))
             raise
 
     @classmethod

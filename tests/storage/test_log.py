@@ -86,6 +86,30 @@ def test_open_refuses_a_file_that_is_not_a_database(tmp_path):
         Log.open(path)
 
 
+def _commit_and_close(path: str) -> None:
+    """Runs in another process: one commit through a handle of its own, closed after."""
+    with Log.open(path) as log:
+        log.commit("c-other", (write("t", 0),), time_ms=5)
+
+
+def test_opening_another_handle_keeps_the_sqlite_locks_of_the_open_ones(log_path, monkeypatch):
+    """SQLite's POSIX locks belong to the process, and closing any descriptor of the file drops them all: a second
+    handle's opening (which reads the file's header) must not close one while the first is open. Else another
+    process closing its connection finds no lock left, takes itself for the last and removes the WAL under this
+    process's connections (SQLite's "how to corrupt a database file", 2.2)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    with Log.open(log_path) as first:
+        first.commit("c1", (write("s", 0),), time_ms=1)
+        with Log.open(log_path):
+            other = multiprocessing.get_context("spawn").Process(target=_commit_and_close, args=(str(log_path),))
+            other.start()
+            other.join(60)
+            assert other.exitcode == 0
+            assert Path(str(log_path) + "-wal").exists()  # the other process knew it was not the last
+            first.commit("c2", (write("s", 1),), time_ms=2)
+            assert first.head("s") == 2 and first.head("t") == 1 and first.verify() == []
+
+
 def test_reopen_keeps_events_and_continues_the_chain(log_path):
     with Log.open(log_path) as log:
         log.commit("c1", (write("s", 0),), time_ms=1)
