@@ -40,8 +40,8 @@ T = TypeVar("T")
 #: (twelve runs of each, in turns): what a waiter waits for ends with the holder's publish, whose release lets it
 #: go anyway, and the questions asked meanwhile took the processor from that publish
 UNTIL_EVERY_S = 0.1
-#: the longest sleep between two tries of a busy lock that is polled (the writer lock; a named lock when the
-#: kernel refuses to block): the first is 50 µs, each next twice as long
+#: the longest sleep between two tries of a busy lock that is polled (when the kernel refuses to block on it): the
+#: first is 50 µs, each next twice as long
 POLL_AT_MOST_S = 0.001
 
 
@@ -50,8 +50,8 @@ class WriterLock:
     holding it, an exclusive ``flock`` on the file's companion :data:`WRITER_LOCK_SUFFIX` shared by every process.
 
     Waiting on SQLite's own lock means its busy handler, which sleeps 1, 2, 5, 10, ... 100 ms between tries: with a
-    few processes committing at once most of the time goes to sleeping. A waiter here polls the file lock every
-    50 µs to 1 ms instead, so the next writer starts as soon as the last one is done.
+    few processes committing at once most of the time goes to sleeping. A busy file lock is waited for in the
+    kernel instead (:class:`_FlockWaiter`), so the next writer starts as soon as the last one is done.
     """
 
     def __init__(self, path: Path) -> None:
@@ -61,6 +61,7 @@ class WriterLock:
         self._guard = threading.Lock()
         self._named: dict[str, threading.Lock] = {}
         self._depth = 0  # how many times the thread holding thread_lock holds this lock (the file lock once)
+        self._waiter: _FlockWaiter | None = None  # made at the first busy file lock
         #: this process's writers of the file waiting to share a transaction (Log.run_in_transaction)
         self.group = WriteGroup()
 
@@ -73,7 +74,7 @@ class WriterLock:
             return True
         try:
             fd = self._file()
-            if fd is not None and not _poll(lambda: _try_flock(fd), deadline):
+            if fd is not None and not self._take_file_lock(fd, deadline):
                 self.thread_lock.release()
                 return False
         except BaseException:
@@ -81,6 +82,20 @@ class WriterLock:
             raise
         self._depth = 1
         return True
+
+    def _take_file_lock(self, fd: int, deadline: float) -> bool:
+        """Take the file's ``flock`` by ``deadline`` (the caller holds the thread lock): at once when it is free,
+        else through the waiter thread, which blocks in the kernel until the holder releases it."""
+        waiter = self._waiter
+        if waiter is None or not waiter.busy:  # a pending wait must end first: its lock would be the file's
+            if _try_flock(fd):
+                return True
+            if waiter is None:
+                waiter = self._waiter = _FlockWaiter(fd)
+        taken = waiter.wait(deadline)
+        if taken is None:  # the kernel refused to block: poll for the time left
+            return _poll(lambda: _try_flock(fd), deadline)
+        return taken
 
     def release(self) -> None:
         try:
@@ -139,6 +154,72 @@ class WriterLock:
             except OSError:
                 return None
         return self._fd
+
+
+class _FlockWaiter:
+    """A thread of this process that waits in the kernel for the lock file's ``flock`` on behalf of the writer
+    holding the process's thread lock, so that the release by another process wakes the next writer at once.
+
+    Polling the lock instead (a try every 50 µs to 1 ms) left it idle until a waiter woke, and the wakeups of eight
+    processes took the processor from the writer holding it: eight processes appending to one table landed about
+    4% more commits a second, for 8% less CPU a commit, with the waits in the kernel. The thread lives as long as
+    the process, so a wait costs two wakeups, not a thread. A writer whose deadline passes leaves its wait to the
+    thread, which lets the lock go as soon as it gets it, unless a writer has taken the wait over by then.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.changed = threading.Condition(threading.Lock())
+        self.wanted = False  # a writer waits for the lock
+        self.busy = False  # the thread is in the kernel's wait: the descriptor may get the lock at any moment
+        self.held = False  # the thread got the lock for the writer waiting; it is the writer's now
+        self.refused = False  # the kernel refused to block
+        threading.Thread(target=self._serve, name="icelog-writer-lock-wait", daemon=True).start()
+
+    def wait(self, deadline: float) -> bool | None:
+        """Wait for the lock until ``deadline``; whether it was taken, or None when the kernel refused to block."""
+        with self.changed:
+            self.wanted = True
+            self.changed.notify_all()
+            try:
+                while not self.held and not self.refused:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        self.wanted = False  # the thread lets the lock go when it comes, unless wanted again by then
+                        return False
+                    self.changed.wait(left)
+            except BaseException:  # interrupted: no one is left to take the lock
+                self.wanted = False
+                if self.held:
+                    self.held = False
+                    fcntl.flock(self.fd, fcntl.LOCK_UN)
+                raise
+            if self.refused:
+                self.refused = False
+                return None
+            self.held = False
+            return True
+
+    def _serve(self) -> None:
+        while True:
+            with self.changed:
+                while not self.wanted:
+                    self.changed.wait()
+                self.busy = True
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+                refused = False
+            except OSError:
+                refused = True
+            with self.changed:
+                self.busy = False
+                if refused:
+                    self.refused, self.wanted = True, False
+                elif self.wanted:
+                    self.held, self.wanted = True, False
+                else:  # the writer gave up meanwhile
+                    fcntl.flock(self.fd, fcntl.LOCK_UN)
+                self.changed.notify_all()
 
 
 class _RecordLockWait:

@@ -668,6 +668,84 @@ def test_a_writer_in_another_process_holds_the_writer_lock_file(log_path, monkey
         holder.join(30)
 
 
+def test_a_writer_waits_for_another_process_in_the_kernel_and_a_wait_given_up_leaves_nothing_held(log_path,
+                                                                                                    monkeypatch):
+    """A writer behind another process's transaction waits in the kernel (its waiter thread, no polling) and
+    commits once the other lets go; a writer whose busy timeout passes leaves its wait to that thread, which lets
+    the lock go as soon as it comes, or hands it to the next writer of the process that waits for it."""
+    import threading
+
+    import storage.write_lock as write_lock
+
+    def no_polling(*args, **kwargs):
+        raise AssertionError("a busy writer lock was polled")
+
+    monkeypatch.setattr(write_lock, "_poll", no_polling)
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    Log.open(log_path).close()
+    context = multiprocessing.get_context("spawn")
+
+    def hold():
+        holder, held, release = _start_holder(context, log_path, None)
+        assert held.wait(60)
+        return holder, release
+
+    with Log.open(log_path, busy_timeout_ms=30_000) as log:
+        holder, release = hold()
+        try:
+            landed: list[object] = []
+            committer = threading.Thread(target=_commit_in_thread, args=(log_path, "c1", 0, landed))
+            committer.start()
+            time.sleep(0.3)
+            assert not landed and log._write_lock._waiter is not None and log._write_lock._waiter.busy
+            release.set()
+            committer.join(30)
+            assert landed and log.head("s") == 1
+        finally:
+            release.set()
+            holder.join(30)
+        assert _flock_is_free(log_path)
+
+        holder, release = hold()
+        try:
+            log._busy_timeout_s = 0.1
+            with pytest.raises(LogBusy, match="locked by another writer"):
+                log.commit("c2", (write("s", 1),), time_ms=2)
+            assert log._write_lock._waiter.busy  # still waiting in the kernel for no one
+        finally:
+            release.set()
+            holder.join(30)
+        for _ in range(100):  # the waiter thread gets the lock and lets it go
+            if _flock_is_free(log_path):
+                break
+            time.sleep(0.05)
+        assert _flock_is_free(log_path) and not log._write_lock._waiter.busy
+
+        holder, release = hold()
+        try:
+            with pytest.raises(LogBusy):
+                log.commit("c2", (write("s", 1),), time_ms=2)
+            log._busy_timeout_s = 30
+            landed.clear()
+            committer = threading.Thread(target=_commit_in_thread, args=(log_path, "c2", 1, landed))
+            committer.start()  # takes over the wait given up
+            time.sleep(0.3)
+            assert not landed
+            release.set()
+            committer.join(30)
+            assert landed and log.head("s") == 2
+        finally:
+            release.set()
+            holder.join(30)
+        assert _flock_is_free(log_path) and log.verify() == []
+
+
+def _commit_in_thread(log_path: Path, commit_id: str, expected: int, landed: list[object]) -> None:
+    """A writer thread of this process (with its own handle: a connection serves one thread) waiting long."""
+    with Log.open(log_path, busy_timeout_ms=30_000) as own:
+        landed.append(own.commit(commit_id, (write("s", expected),), time_ms=expected + 1))
+
+
 def test_a_forked_child_does_not_inherit_its_parents_writer_lock(log_path):
     with Log.open(log_path, busy_timeout_ms=100) as log:
         log.commit("c0", (write("s", 0),), time_ms=0)  # the lock file is open in this process
