@@ -514,7 +514,8 @@ class Table(TableStateReads):
             base = self.catalog.store.table(self.uuid)
             return [(self.uuid, base.version, list(build(base, ctx)))]
 
-        landed = commit_streams(self.catalog.store, commit_build, policy=RetryPolicy.of(self.state),
+        landed = commit_streams(self.catalog.store, commit_build,
+                                policy=RetryPolicy.of(self.catalog.store.recent_table(self.uuid)),
                                 staged=[(self.uuid, staged)] if staged else ())
         return self._after_commit(landed)
 

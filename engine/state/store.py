@@ -156,6 +156,12 @@ class StateStore:
             raise TableNotFound(f"Cannot commit to {name}: the table was dropped (this handle is stale)")
 
     # ------------------------------------------------------------ tables
+    def recent_table(self, table_uuid: str) -> TableState:
+        """The table's state as last loaded here (perhaps behind the log's head: no query), else its head state: for
+        settings read before a commit (its retry policy), which builds on the head inside the transaction anyway."""
+        cached = self._tables.get(table_uuid)
+        return cached if cached is not None else self.table(table_uuid)
+
     def table(self, table_uuid: str, version: int | None = None) -> TableState:
         """The state of a table at ``version`` (default: its head)."""
         head = self.log.head(table_uuid) if version is None else version
