@@ -33,7 +33,6 @@ import contextlib
 import functools
 import json
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 from os import PathLike
@@ -58,9 +57,9 @@ from storage.files import OPEN_DATABASES
 from storage.sqlite_derived import SqliteDerived
 from storage.sqlite_file import (
     DAMAGE_CODES,
-    check_database_file,
-    create_database_file,
+    enable_wal,
     first_undecodable_position,
+    register_database_file,
     wrong_thread,
 )
 from storage.errors import (InvalidWrite, LogBusy, LogClosed, LogDamaged, LogError, LogIntegrityError,
@@ -146,9 +145,7 @@ class Log:
         self.path = Path(path)
         self._closed = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        create_database_file(self.path)
-        # registered before connecting: a check of another handle's opening reads the header only while none is open
-        OPEN_DATABASES.add(str(self.path), check=lambda: check_database_file(self.path, create=create))
+        register_database_file(self.path, create=create)
         self._busy_timeout_s = busy_timeout_ms / 1000
         #: PRAGMA synchronous of this connection (writers share a transaction only with those of the same mode)
         self.synchronous = mode
@@ -167,7 +164,7 @@ class Log:
             #: tables other layers keep beside the log (storage.contract.DerivedTables)
             self.derived = SqliteDerived(self)
             self._conn = conn
-            self._enable_wal(busy_timeout_ms)
+            enable_wal(self._db, busy_timeout_ms)
             if not self._schema_present():
                 with self.transaction():
                     self._create_schema()
@@ -198,19 +195,6 @@ class Log:
         :raises LogDamaged: the file is empty (without ``create``), not an SQLite database, or damaged
         """
         return cls(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms, create=create)
-
-    def _enable_wal(self, busy_timeout_ms: int) -> None:
-        # Switching a new file to WAL needs an exclusive lock, and SQLite answers BUSY at once (no busy handler)
-        # when several connections race to do it: retry until the busy timeout is spent.
-        deadline = time.monotonic() + busy_timeout_ms / 1000
-        while True:
-            try:
-                self._db.enable_wal()
-                return
-            except sqlite3.OperationalError as e:
-                if e.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.005)
 
     def _schema_present(self) -> bool:
         """Whether every table, index and trigger of the schema exists already: then opening needs no write lock

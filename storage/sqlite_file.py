@@ -1,8 +1,9 @@
 """The catalog's SQLite file itself: made atomically when missing, refused when empty or foreign, searched for the
 first damaged text when SQLite reports one; a connection used from a thread not its own, told by name.
 
-Layer: storage. May touch: the file at a path (``os``, ``sqlite3``) and ``storage.errors``; nothing of Iceberg.
-:class:`storage.log.Log` calls these before it opens its connection, and when a read reports a damaged file.
+Layer: storage. May touch: the file at a path (``os``, ``sqlite3``), ``storage.errors`` and the process's registry of
+open databases (``storage.files``); nothing of Iceberg. :class:`storage.log.Log` calls these as it opens its
+connection, and when a read reports a damaged file.
 """
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
+import sqlite_utils
+
 from storage.errors import LogDamaged, WrongThread
+from storage.files import OPEN_DATABASES
 
 #: the first 16 bytes of every SQLite database file
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -72,6 +77,29 @@ def check_database_file(path: Path, *, create: bool) -> None:
     if header != SQLITE_HEADER:
         raise LogDamaged(f"Cannot open the log: {path} is not an SQLite database (it is never overwritten)",
                          path=str(path))
+
+
+def register_database_file(path: Path, *, create: bool) -> None:
+    """Make the file when missing, and count the connection about to open it in :data:`OPEN_DATABASES` (the
+    caller discards it if connecting fails). An existing file is checked (:func:`check_database_file`) only while
+    the process holds no other connection to it: closing the descriptor that reads its header would drop their
+    locks, and a file another connection holds open is a database already."""
+    create_database_file(path)
+    OPEN_DATABASES.add(str(path), check=lambda: check_database_file(path, create=create))
+
+
+def enable_wal(db: sqlite_utils.Database, busy_timeout_ms: int) -> None:
+    """Switch the database to WAL. That needs an exclusive lock, and SQLite answers BUSY at once (no busy handler)
+    when several connections race to do it: retried until the busy timeout is spent."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            db.enable_wal()
+            return
+        except sqlite3.OperationalError as e:
+            if e.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
 
 
 def first_undecodable_position(path: Path) -> int | None:
