@@ -23,6 +23,7 @@ from storage import EventLog
 #: the longest manifest path whose record lengths are kept (the table's primary key holds it)
 MAX_KEPT_PATH_BYTES = 2000
 
+
 def _read_long(data: bytes, pos: int) -> tuple[int, int]:
     """Avro's zig-zag varint at ``pos``: the value and the position after it."""
     b = data[pos]

@@ -150,11 +150,14 @@ class Log:
         #: PRAGMA synchronous of this connection (writers share a transaction only with those of the same mode)
         self.synchronous = mode
         try:
-            self._write_lock = writer_lock(self.path)
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+            self._connect(mode, busy_timeout_ms)
         except BaseException:
-            OPEN_DATABASES.discard(str(self.path))
+            OPEN_DATABASES.discard(str(self.path))  # registered, never connected
             raise
+
+    def _connect(self, mode: str, busy_timeout_ms: int) -> None:
+        self._write_lock = writer_lock(self.path)
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_ms / 1000)
         try:
             conn.execute(f"PRAGMA synchronous = {mode}")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -170,7 +173,6 @@ class Log:
                     self._create_schema()
         except sqlite3.DatabaseError as e:
             conn.close()
-            OPEN_DATABASES.discard(str(self.path))
             if e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise LogBusy(f"Cannot open the log: {self.path} is locked ({e})") from e
             if e.sqlite_errorcode in DAMAGE_CODES:
@@ -179,7 +181,6 @@ class Log:
             raise LogError(f"Cannot open the log: {self.path} ({e})") from e
         except BaseException:
             conn.close()
-            OPEN_DATABASES.discard(str(self.path))
             raise
 
     @classmethod
