@@ -86,6 +86,21 @@ def test_open_refuses_a_file_that_is_not_a_database(tmp_path):
         Log.open(path)
 
 
+def test_an_open_that_fails_leaves_the_file_unregistered(tmp_path):
+    """A handle is counted among the process's open databases before it connects; one that fails to open is not
+    left there (the file would be refused as a catalog database, and its header never checked again)."""
+    from storage.files import OPEN_DATABASES
+
+    path = tmp_path / "catalog.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    for _ in range(2):  # the second open still reads the header and refuses it
+        with pytest.raises(LogError, match="not an SQLite database"):
+            Log.open(path)
+        assert OPEN_DATABASES.database_of(str(path)) is None
+    Log.open(tmp_path / "other.db").close()
+    assert OPEN_DATABASES.database_of(str(tmp_path / "other.db")) is None
+
+
 def _commit_and_close(path: str) -> None:
     """Runs in another process: one commit through a handle of its own, closed after."""
     with Log.open(path) as log:
