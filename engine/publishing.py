@@ -120,17 +120,25 @@ class TablePublisher:
             return True  # a concurrent publish finished meanwhile
         if version > store.log.head(self.uuid):
             return False
+        if self._renders_as(path, version):
+            # most likely another writer's publish is running (its file appears whole, linked or put at once): the
+            # commit goes on instead of waiting for that publish to end
+            return True
         if not publishing:
-            # most likely another writer's publish is running: wait for it rather than render the file to compare
-            # (the wait ends as soon as the pointer shows it published, without queueing for the lock)
+            # not the log's rendering: foreign, unless a publish running now (of another icelog release) lands it,
+            # as the pointer tells once that publish ends (without queueing for the lock)
             with store.log.exclusive(f"publish {self.uuid}", until=self._published_through(version)):
                 if projector.published_version(self.uuid) >= version:
                     return True
+        return False
+
+    def _renders_as(self, path: str, version: int) -> bool:
+        """Whether the file at ``path`` holds icelog's rendering of the table's metadata at ``version``."""
         try:
-            state = store.table(self.uuid, version)
+            state = self.store.table(self.uuid, version)
         except IcelogError:
             return False
-        return state.version == version and self.io.read_bytes(path) == projector.metadata.render(state)
+        return state.version == version and self.io.read_bytes(path) == self.projector.metadata.render(state)
 
     def wait_published(self, version: int, timeout_s: float = 30.0, *, poll_s: float = 0.05) -> int:
         """Block until this table's published projection (metadata file, hint, pointer row) has caught up with

@@ -212,6 +212,46 @@ def test_an_interrupted_own_publish_is_not_foreign(tmp_path):
     behind.close()
 
 
+def test_a_commit_does_not_wait_for_the_publish_whose_metadata_file_it_finds(tmp_path):
+    """A publish in flight has linked the next metadata file but not moved the pointer yet. A commit checking for
+    foreign metadata recognises icelog's own rendering there and lands while that publish still holds its lock,
+    instead of waiting for it to end."""
+    warehouse = tmp_path / "warehouse"
+    with Catalog.open(warehouse) as cat:
+        cat.create_namespace("db")
+        cat.create_table("db.t", schema=SCHEMA).append(rows(range(3), "a"))
+    behind = Catalog.open(warehouse, project=False)
+    t = behind.load_table("db.t")
+    t.append(rows(range(3, 6), "a"))
+    (path, data), = [(p, d) for p, d in t.render().items()
+                     if p == layout.metadata_file(t.location, t.state.version)]
+    with open(path, "wb") as out:  # what the publish in flight has written so far
+        out.write(data)
+    held, landed, outcome = threading.Event(), threading.Event(), {}
+
+    def publish_in_flight() -> None:
+        with Catalog.open(warehouse, project=False) as other:
+            with other.log.exclusive(f"publish {t.uuid}") as taken:
+                held.set()
+                # bounded well below the busy timeout (30 s), so that a commit waiting for this lock shows as False
+                outcome["taken"], outcome["landed while held"] = taken, landed.wait(timeout=20)
+
+    publisher = threading.Thread(target=publish_in_flight)
+    publisher.start()
+    try:
+        assert held.wait(timeout=30)
+        version = t.append(rows(range(6, 9), "a")) and t.state.version
+        landed.set()
+    finally:
+        publisher.join()
+    assert outcome == {"taken": True, "landed while held": True}
+    assert version == behind.log.head(t.uuid)
+    t.publish()
+    assert ids_of(t) == list(range(9))
+    assert t.verify_projection() == []
+    behind.close()
+
+
 def test_a_foreign_file_is_not_overwritten_by_a_later_publish(tmp_path):
     warehouse = tmp_path / "warehouse"
     with Catalog.open(warehouse) as cat:
