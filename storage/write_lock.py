@@ -62,6 +62,7 @@ class WriterLock:
         self._named: dict[str, threading.Lock] = {}
         self._depth = 0  # how many times the thread holding thread_lock holds this lock (the file lock once)
         self._waiter: _FlockWaiter | None = None  # made at the first busy file lock
+        self._flock_works = True  # False once the file system refused to flock the lock file
         #: this process's writers of the file waiting to share a transaction (Log.run_in_transaction)
         self.group = WriteGroup()
 
@@ -72,12 +73,21 @@ class WriterLock:
         if self._depth:
             self._depth += 1
             return True
+        fd = None
         try:
-            fd = self._file()
+            fd = self._file() if self._flock_works else None
             if fd is not None and not self._take_file_lock(fd, deadline):
                 self.thread_lock.release()
                 return False
-        except BaseException:
+        except BaseException as e:
+            if fd is not None:
+                self._drop_file_lock(fd)  # an interrupt just after the kernel granted it must not leave it held
+            if isinstance(e, OSError) and not isinstance(e, BlockingIOError):
+                # a file system that cannot flock this file (ENOLCK, EOPNOTSUPP): SQLite's lock alone serializes
+                # this process's writers from now on, as where the lock file cannot be made
+                self._flock_works = False
+                self._depth = 1
+                return True
             self.thread_lock.release()
             raise
         self._depth = 1
@@ -87,20 +97,34 @@ class WriterLock:
         """Take the file's ``flock`` by ``deadline`` (the caller holds the thread lock): at once when it is free,
         else through the waiter thread, which blocks in the kernel until the holder releases it."""
         waiter = self._waiter
-        if waiter is None or not waiter.busy:  # a pending wait must end first: its lock would be the file's
+        if waiter is None:
             if _try_flock(fd):
                 return True
-            if waiter is None:
-                waiter = self._waiter = _FlockWaiter(fd)
+            waiter = self._waiter = _FlockWaiter(fd)
+        else:
+            # under the waiter's lock: a wait of its own still pending would make the descriptor's lock (and so
+            # this try) succeed, and its release of an abandoned lock is not half done while the try runs
+            with waiter.changed:
+                if not waiter.busy and _try_flock(fd):
+                    return True
         taken = waiter.wait(deadline)
         if taken is None:  # the kernel refused to block: poll for the time left
             return _poll(lambda: _try_flock(fd), deadline)
         return taken
 
+    def _drop_file_lock(self, fd: int) -> None:
+        """Let the file's ``flock`` go after an acquire that failed part way, unless a pending wait of the waiter
+        thread is on it (that thread lets go of what it gets for no one)."""
+        waiter = self._waiter
+        with waiter.changed if waiter is not None else contextlib.nullcontext():
+            if waiter is None or not waiter.busy:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+
     def release(self) -> None:
         try:
             self._depth -= 1
-            if self._depth == 0 and self._fd is not None:
+            if self._depth == 0 and self._fd is not None and self._flock_works:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
         finally:
             self.thread_lock.release()
@@ -124,13 +148,18 @@ class WriterLock:
         try:
             fd = self._file()
             offset = 1 + int.from_bytes(hashlib.sha256(key.encode()).digest()[:5], "big")
-            taken = fd is None or _try_record_lock(fd, offset)
-            if fd is not None and not taken and time.monotonic() < deadline:  # (timeout 0: one try, no wait)
-                waiting = _RecordLockWait(fd, offset, thread_lock)
-                try:
-                    taken = waiting.wait(deadline, until)
-                finally:
-                    handed_over = waiting.handed_over
+            try:
+                taken = fd is None or _try_record_lock(fd, offset)
+                if fd is not None and not taken and time.monotonic() < deadline:  # (timeout 0: one try, no wait)
+                    waiting = _RecordLockWait(fd, offset, thread_lock)
+                    try:
+                        taken = waiting.wait(deadline, until)
+                    finally:
+                        handed_over = waiting.handed_over
+            except BaseException:
+                if fd is not None and not handed_over:  # an interrupt just after the kernel granted the lock
+                    fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
+                raise
             try:
                 yield taken
             finally:
@@ -213,8 +242,8 @@ class _FlockWaiter:
                 refused = True
             with self.changed:
                 self.busy = False
-                if refused:
-                    self.refused, self.wanted = True, False
+                if refused:  # told to the writer waiting, if any: a later one tries the lock itself first
+                    self.refused, self.wanted = self.wanted, False
                 elif self.wanted:
                     self.held, self.wanted = True, False
                 else:  # the writer gave up meanwhile
