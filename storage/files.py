@@ -69,6 +69,12 @@ class _OpenDatabases:
                 self._counts[real] = self._counts.get(real, 0) + 1
                 self._named()
 
+    def forget_other_threads(self) -> None:
+        """In a forked child: the registry's locks afresh (a thread of the parent holding one at the fork does not
+        exist here to release it). The counts stay: the parent's databases are still open files here."""
+        self._lock = threading.Lock()
+        self._adding = threading.Lock()
+
     def discard(self, path: str) -> None:
         real = os.path.realpath(path)
         with self._lock:
@@ -119,6 +125,8 @@ class _OpenDatabases:
 
 #: the catalog databases this process has open (``storage.log.Log`` registers them)
 OPEN_DATABASES = _OpenDatabases()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=OPEN_DATABASES.forget_other_threads)
 
 
 def check_not_database(location: str | os.PathLike[str]) -> None:

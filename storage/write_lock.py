@@ -445,6 +445,8 @@ class WriteGroup:
             with self.changed:
                 for queued in batch:
                     queued.done = True
+                if batch:  # (an interrupt may have come between taking the batch and shrinking the queue)
+                    self.waiting = [q for q in self.waiting if not q.done]
                 self.leading = False
                 self.changed.notify_all()
         return mine.outcome()  # type: ignore[no-any-return]
@@ -504,8 +506,14 @@ _WRITE_LOCKS_GUARD = threading.Lock()
 
 def _forget_parents_locks() -> None:
     """In a forked child: start with no writer locks. The parent's would share its lock file's open description
-    (and so its ``flock``) and thread locks held by the parent's threads, which never release them here."""
+    (and so its ``flock``) and thread locks held by the parent's threads, which never release them here. Their
+    descriptors are closed: kept, they would hold the parent's ``flock`` after the parent died holding it, stopping
+    every writer of the catalog while the child lives (the child has no record locks on the file yet to drop)."""
     global _WRITE_LOCKS_GUARD
+    for lock in _WRITE_LOCKS.values():
+        if lock._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(lock._fd)
     _WRITE_LOCKS.clear()
     _WRITE_LOCKS_GUARD = threading.Lock()
 

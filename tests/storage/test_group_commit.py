@@ -22,13 +22,18 @@ def write(stream: str, expected: int) -> StreamWrite:
 
 
 def run_queued_behind_a_held_lock(path: Path, works: list[Callable[[Log], Any]],
-                                  modes: list[str] | None = None) -> tuple[list[Any], tuple[int, int]]:
+                                  modes: list[str] | None = None, keep_open: threading.Event | None = None
+                                  ) -> tuple[list[Any], tuple[int, int]]:
     """Run each work on its own thread and its own Log (``PRAGMA synchronous`` from ``modes``, default FULL) while
     another handle holds the write lock, so that all of them are queued when it is released; their outcomes
-    (results, errors or interrupts) and the group counts it added."""
+    (results, errors or interrupts) and the group counts it added. With ``keep_open``, the threads keep their Log
+    open until it is set (and are not waited for)."""
     holder = Log.open(path)
     outcomes: list[Any] = [None] * len(works)
+    finished = [threading.Event() for _ in works]
     before = holder.group_commit_counts()
+    group = holder._write_lock.group
+    queued_before = len(group.waiting)
 
     def run(i: int) -> None:  # a sqlite3 connection belongs to the thread that opened it: one Log per thread
         with Log.open(path, synchronous=(modes or ["FULL"] * len(works))[i]) as log:
@@ -36,18 +41,22 @@ def run_queued_behind_a_held_lock(path: Path, works: list[Callable[[Log], Any]],
                 outcomes[i] = log.run_in_transaction(lambda: works[i](log))
             except BaseException as e:  # noqa: BLE001 - an interrupt is an outcome too
                 outcomes[i] = e
+            finished[i].set()
+            if keep_open is not None:
+                keep_open.wait(30)
 
-    group = holder._write_lock.group
     with holder.transaction():
         threads = [threading.Thread(target=run, args=(i,)) for i in range(len(works))]
         for t in threads:
             t.start()
         deadline = time.monotonic() + 30
-        while len(group.waiting) < len(works):
+        while len(group.waiting) < queued_before + len(works):
             assert time.monotonic() < deadline, "the writers never queued"
             time.sleep(0.001)
-    for t in threads:
-        t.join(30)
+    for t, done in zip(threads, finished):
+        if keep_open is None:
+            t.join(30)
+        assert done.wait(30)
     after = holder.group_commit_counts()
     holder.close()
     return outcomes, (after[0] - before[0], after[1] - before[1])
@@ -225,3 +234,42 @@ def test_a_leader_interrupted_inside_the_shared_transaction_lands_nothing_and_sa
     assert all(isinstance(o, TransactionOutcomeUnknown) and isinstance(o, LogBusy) for o in unknown)
     with Log.open(path) as log:
         assert log.head("s") == 0 and all(log.commit_of(c) is None for c in "abc") and log.verify() == []
+
+
+def test_a_leader_interrupted_as_it_takes_the_queue_leaves_no_work_queued_to_run_later(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """An interrupt in the leader's thread just after it took the queued works as its batch, before the queue
+    shrank: those writers are told the outcome is unknown, so no later leader may run their works after all."""
+    from storage.errors import SharedTransactionInterrupted
+    from storage.write_lock import WriteGroup
+
+    def interrupt_once_shrunk(self: WriteGroup, value: list) -> None:
+        queued = self.__dict__.get("queued", [])
+        if len(value) < len(queued) and not self.__dict__.get("interrupted"):
+            self.__dict__["interrupted"] = True
+            raise Interrupt
+        self.__dict__["queued"] = value
+
+    monkeypatch.setattr(WriteGroup, "waiting", property(lambda self: self.__dict__.get("queued", []),
+                                                        interrupt_once_shrunk), raising=False)
+    ran: list[str] = []
+
+    def counted(commit_id: str) -> Callable[[Log], Any]:
+        def work(log: Log) -> Any:
+            ran.append(commit_id)
+            return append_at_head(commit_id)(log)
+        return work
+
+    path = tmp_path / "catalog.db"
+    writers_still_open = threading.Event()  # their handles could run the works, were they queued still
+    try:
+        outcomes, _ = run_queued_behind_a_held_lock(path, [counted(c) for c in "abc"], keep_open=writers_still_open)
+        assert sum(isinstance(o, Interrupt) for o in outcomes) == 1, outcomes
+        assert sum(isinstance(o, SharedTransactionInterrupted) for o in outcomes) == 2, outcomes
+        outcomes, _ = run_queued_behind_a_held_lock(path, [counted("d")])
+    finally:
+        writers_still_open.set()
+    assert isinstance(outcomes[0], CommitResult)
+    assert ran == ["d"]
+    with Log.open(path) as log:
+        assert log.head("s") == 1 and log.commit_of("d") is not None and log.verify() == []

@@ -1,7 +1,8 @@
 """The writer lock of an SQLite log file at its edges (storage.write_lock): what its waiter thread lets go is never
 taken for held, a refusal of the kernel that no writer waited for is not handed to a later one, an interrupt just
-after the kernel grants a lock leaves it free, and a file system that cannot ``flock`` leaves SQLite's own lock to
-serialize the writers.
+after the kernel grants a lock leaves it free, a file system that cannot ``flock`` leaves SQLite's own lock to
+serialize the writers, and a forked child neither keeps its parent's lock nor hangs on a lock of the parent's
+threads.
 
 Layer: tests (storage only; real lock files, real processes). The kernel's answers that cannot be had on demand (an
 interrupt at one exact instant, ``ENOLCK``) are injected around the real ``fcntl`` calls.
@@ -212,3 +213,72 @@ def test_a_file_system_that_cannot_flock_leaves_sqlite_to_serialize_the_writers(
         assert log.commit("c1", (write(0),), time_ms=1).positions == (1,)
         assert log.commit("c2", (write(1),), time_ms=2).positions == (2,)
         assert log.head("s") == 2 and log.verify() == []
+
+
+def _hold_fork_and_die(path: str, out) -> None:
+    """Runs in another process: take the writer lock, fork a child that lives on, and die holding the lock."""
+    lock = writer_lock(Path(path))
+    assert lock.acquire(30)
+    child = os.fork()
+    if child == 0:
+        time.sleep(60)
+        os._exit(0)
+    out.put(child)
+    out.close()
+    out.join_thread()  # (os._exit does not wait for the queue's thread to send it)
+    os._exit(0)  # as a process killed in the middle of a commit
+
+
+def test_a_forked_child_does_not_keep_the_writer_lock_of_a_parent_that_died_holding_it(log_path, spawn):
+    Log.open(log_path).close()
+    out = spawn.Queue()
+    parent = spawn.Process(target=_hold_fork_and_die, args=(str(log_path), out))
+    parent.start()
+    child = out.get(timeout=60)
+    try:
+        for _ in range(600):  # (not join: the child holds the end of the pipe that join waits on)
+            if parent.exitcode is not None:
+                break
+            time.sleep(0.05)
+        assert parent.exitcode == 0
+        assert _flock_is_free(log_path)  # the child lives on, holding nothing of its parent's
+    finally:
+        os.kill(child, 9)
+
+
+def _fork_while_a_database_is_being_opened(path: str, out) -> None:
+    """Runs in another process: fork while another thread is between the check and the registration of a new
+    connection; the child opens the log (it hangs if the registry's lock stayed taken)."""
+    import signal
+
+    from storage.files import OPEN_DATABASES
+
+    checking, go_on = threading.Event(), threading.Event()
+
+    def slow_check() -> None:
+        checking.set()
+        go_on.wait(30)
+
+    opener = threading.Thread(target=OPEN_DATABASES.add, args=(path + "-other", slow_check))
+    opener.start()
+    assert checking.wait(30)
+    child = os.fork()
+    if child == 0:
+        signal.alarm(20)  # a hang ends the child with SIGALRM
+        Log.open(path).close()
+        os._exit(0)
+    go_on.set()
+    opener.join(30)
+    _, status = os.waitpid(child, 0)
+    out.put(status)
+
+
+def test_a_child_forked_while_a_database_is_being_opened_can_open_one(log_path, spawn):
+    Log.open(log_path).close()
+    out = spawn.Queue()
+    process = spawn.Process(target=_fork_while_a_database_is_being_opened, args=(str(log_path), out))
+    process.start()
+    try:
+        assert out.get(timeout=60) == 0
+    finally:
+        process.join(30)
