@@ -406,12 +406,16 @@ class Catalog:
                                         f"{'.'.join(new_ns)} does not exist")
             if state.table(new_ns, new_name) is not None:
                 raise AlreadyExists(f"Cannot rename table to {'.'.join(new_ns + (new_name,))}: it already exists")
+            renamed[:] = [entry.table_uuid]
             return [(CATALOG_STREAM, state.version, [TableRenamed(namespace=ns, name=name, new_namespace=new_ns,
                                                                   new_name=new_name, table_uuid=entry.table_uuid)])]
 
+        renamed: list[str] = []
         commit_streams(self.store, build, policy=RetryPolicy())
-        if self.project:
-            self.projector.publish_rename(ns, name, new_ns, new_name)
+        # after a publish running now (it wrote the row under the name it found), before the next (the new one); a
+        # catalog that does not publish moves the row too, or its publisher's next publish would leave the old one
+        with self.log.exclusive(f"publish {renamed[0]}"):
+            self.projector.publish_rename(ns, name, new_ns, new_name, renamed[0])
         return self.load_table(new_ns + (new_name,))
 
     def drop_table(self, identifier: str | Sequence[str], *, purge: bool = False,
@@ -445,7 +449,8 @@ class Catalog:
 
         commit_streams(self.store, build, policy=RetryPolicy())
         table_uuid = found[0].table_uuid
-        self.projector.publish_drop(ns, name, table_uuid)
+        with self.log.exclusive(f"publish {table_uuid}"):  # after a publish running now, which put its row back
+            self.projector.publish_drop(ns, name, table_uuid)
         if not purge:
             return []
         return purge_files(self, table_uuid, self.ownership(table_uuid, name=".".join(ns + (name,))),

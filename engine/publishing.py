@@ -24,6 +24,7 @@ from engine.errors import (
     IcelogError,
     IntegrityError,
     PublishTimeout,
+    TableNotFound,
     ValidationError,
     storage_error,
 )
@@ -203,19 +204,31 @@ class TablePublisher:
         projector = self.projector
         if published >= head:
             return None
+        namespace, name = self._registered_name()
         try:
             if check_foreign:  # the commits stay in the log; their files wait for a publish
                 self.check_foreign_writers("publish")
             states = store.commits_between(self.uuid, published, head)
             try:
-                return projector.publish(self.namespace, self.name, states, store.file_changes_of, progress=progress)
+                return projector.publish(namespace, name, states, store.file_changes_of, progress=progress)
             except IntegrityError:
                 # the derived index lost a parent: re-project from the first commit (same bytes)
                 states = store.commits_between(self.uuid, 0, head)
-                return projector.publish(self.namespace, self.name, states, store.file_changes_of,
-                                         progress=progress)
+                return projector.publish(namespace, name, states, store.file_changes_of, progress=progress)
         except FileError as e:
             raise storage_error(e, e.path) from e
+
+    def _registered_name(self) -> tuple[tuple[str, ...], str]:
+        """The name the catalog gives this table now (the pointer row goes under it, not under the name a handle
+        was loaded by: the table may have been renamed since, or dropped and its name given to a new table).
+
+        :raises TableNotFound: the catalog no longer names the table (dropped): nothing is published
+        """
+        for entry in self.store.catalog().tables:
+            if entry.table_uuid == self.uuid:
+                return entry.namespace, entry.name
+        raise TableNotFound(f"Cannot publish {'.'.join(self.identifier)}: the table was dropped (this handle is "
+                            f"stale); nothing is published for it")
 
     def render(self) -> dict[str, bytes]:
         """Every projected file of this table, rendered from the log alone (path -> bytes)."""

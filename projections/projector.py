@@ -165,20 +165,34 @@ class Projector:
             raise ForeignWriterError(f"Cannot publish {path}: another writer put different metadata there; "
                                      f"register or remove it first", path=path) from e
 
+    #: a pointer row that is the table's own: it names the metadata file last published for the table's stream
+    _OWN_ROW = f"metadata_location IN (SELECT metadata_location FROM {STATUS} WHERE table_uuid = ?)"
+
     def publish_rename(self, namespace: tuple[str, ...], name: str, new_namespace: tuple[str, ...],
-                       new_name: str) -> None:
-        """Move a table's ``iceberg_tables`` pointer row to its new name."""
-        self.log.derived.execute(
-            "UPDATE iceberg_tables SET table_namespace = ?, table_name = ? WHERE catalog_name = ? AND "
-            "table_namespace = ? AND table_name = ?",
-            [".".join(new_namespace), new_name, self.catalog_name, ".".join(namespace), name])
+                       new_name: str, table_uuid: str) -> None:
+        """Move a table's ``iceberg_tables`` pointer row to its new name (the caller holds the table's publish
+        lock). A publish that ran since the rename landed wrote the new name's row already: the old one goes."""
+        derived = self.log.derived
+        new = [self.catalog_name, ".".join(new_namespace), new_name]
+        old = [self.catalog_name, ".".join(namespace), name, table_uuid]
+        with derived.transaction():
+            if derived.query("SELECT 1 FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND "
+                             "table_name = ?", new):
+                derived.execute("DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND "
+                                f"table_name = ? AND {self._OWN_ROW}", old)
+            else:
+                derived.execute("UPDATE iceberg_tables SET table_namespace = ?, table_name = ? WHERE "
+                                f"catalog_name = ? AND table_namespace = ? AND table_name = ? AND {self._OWN_ROW}",
+                                new[1:] + old)
 
     def publish_drop(self, namespace: tuple[str, ...], name: str, table_uuid: str) -> None:
-        """Remove a dropped table's pointer row and projection status."""
+        """Remove a dropped table's pointer row (unless the name points at another table by now: one created
+        under it since) and projection status; the caller holds the table's publish lock."""
         derived = self.log.derived
         with derived.transaction():
             derived.execute("DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND "
-                            "table_name = ?", [self.catalog_name, ".".join(namespace), name])
+                            f"table_name = ? AND {self._OWN_ROW}", [self.catalog_name, ".".join(namespace), name,
+                                                                    table_uuid])
             derived.execute(f"DELETE FROM {self.STATUS} WHERE table_uuid = ?", [table_uuid])
 
     def publish_namespace(self, namespace: tuple[str, ...], properties: Mapping[str, str]) -> None:

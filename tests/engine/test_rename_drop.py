@@ -94,3 +94,84 @@ def test_a_catalog_transaction_over_a_table_dropped_meanwhile_lands_nothing(cat,
             cat.drop_table("db.b")                                    # another writer
     assert (cat.log.head(a.uuid), cat.log.head(b.uuid)) == heads
     assert not list((tmp_path / "wh" / "db").rglob("*.parquet"))
+
+
+def pointer(cat, namespace: str, name: str) -> str | None:
+    con = sqlite3.connect(os.path.join(cat.warehouse, "catalog.db"))
+    rows = con.execute("SELECT metadata_location FROM iceberg_tables WHERE table_namespace = ? AND table_name = ?",
+                       [namespace, name]).fetchall()
+    return rows[0][0] if rows else None
+
+
+def test_a_handle_loaded_before_a_rename_publishes_under_the_new_name(cat):
+    """The pointer row goes under the name the catalog gives the table now: a SQL-catalog reader (PyIceberg's
+    SqlCatalog, Java's JdbcCatalog) never finds the table under its old name, nor the new name behind."""
+    t = cat.create_table("db.t", ROWS.schema)
+    t.append(ROWS)
+    cat.rename_table("db.t", "archive.t2")
+    t.append(ROWS)  # the handle still says db.t
+    assert pointer_rows(cat) == [("archive", "t2")]
+    assert pointer(cat, "archive", "t2") == cat.load_table("archive.t2").metadata_location
+    assert cat.load_table("archive.t2").scan().count() == 4
+
+
+def test_a_handle_of_a_dropped_table_never_points_its_name_at_the_dropped_files(cat):
+    """A table dropped and its name given to a new one: publishing through a handle of the dropped table is
+    refused, and the name keeps pointing at the new table."""
+    old = cat.create_table("db.t", ROWS.schema)
+    old.append(ROWS)
+    cat.drop_table("db.t")
+    new = cat.create_table("db.t", ROWS.schema)
+    new.append(ROWS)
+    with pytest.raises(TableNotFound, match="Cannot publish db.t: the table was dropped"):
+        old.publish()
+    assert pointer(cat, "db", "t") == new.metadata_location
+    con = sqlite3.connect(os.path.join(cat.warehouse, "catalog.db"))
+    assert con.execute("SELECT count(*) FROM projection_status WHERE table_uuid = ?", [old.uuid]).fetchone() == (0,)
+
+
+def test_a_drop_leaves_the_row_of_a_table_created_under_its_name_since(cat, monkeypatch):
+    """Between the drop's commit and the removal of its pointer row, another writer creates a table of that name
+    and publishes it: the drop removes only the dropped table's own row."""
+    cat.create_table("db.t", ROWS.schema).append(ROWS)
+    other = Catalog.open(cat.warehouse)
+    created = []
+    drop_rows = cat.projector.publish_drop
+
+    def created_meanwhile(namespace, name, table_uuid):
+        created.append(other.create_table("db.t", ROWS.schema))
+        created[0].append(ROWS)
+        drop_rows(namespace, name, table_uuid)
+
+    monkeypatch.setattr(cat.projector, "publish_drop", created_meanwhile)
+    try:
+        cat.drop_table("db.t")
+        assert pointer_rows(cat) == [("db", "t")]
+        assert pointer(cat, "db", "t") == created[0].metadata_location
+    finally:
+        other.close()
+
+
+def test_a_rename_after_a_publish_under_the_new_name_leaves_one_row(cat):
+    """A publish that ran between the rename's commit and the move of its pointer row wrote the new name's row
+    already: the rename removes the old one instead of moving it onto the new."""
+    t = cat.create_table("db.t", ROWS.schema)
+    t.append(ROWS)
+    con = sqlite3.connect(os.path.join(cat.warehouse, "catalog.db"))
+    con.execute("INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, "
+                "previous_metadata_location) SELECT catalog_name, 'archive', 't2', metadata_location, "
+                "previous_metadata_location FROM iceberg_tables WHERE table_name = 't'")
+    con.commit()
+    con.close()
+    cat.projector.publish_rename(("db",), "t", ("archive",), "t2", t.uuid)
+    assert pointer_rows(cat) == [("archive", "t2")]
+    assert pointer(cat, "archive", "t2") == t.metadata_location
+
+
+def test_a_catalog_that_does_not_publish_moves_the_pointer_row_on_rename(tmp_path):
+    with Catalog.open(tmp_path / "wh") as publishing:
+        publishing.create_namespace("db")
+        publishing.create_table("db.t", ROWS.schema).append(ROWS)
+    with Catalog.open(tmp_path / "wh", project=False) as quiet:
+        quiet.rename_table("db.t", "db.u")
+        assert pointer_rows(quiet) == [("db", "u")]
