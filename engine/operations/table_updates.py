@@ -61,7 +61,7 @@ from engine.operations.commit import CommitContext, apply_in_commit
 from engine.operations.schema_changes import is_promotion
 from engine.operations.snapshot import row_id_backfill_events
 from engine.operations.table_commit import TableCommit, check_requirements, need_field
-from engine.state.table_state import SnapshotRef, TableState
+from engine.state.table_state import MAIN_BRANCH, SnapshotRef, TableState
 
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
 #: the reserved table property that names the format version (Java's TableProperties.FORMAT_VERSION)
@@ -502,6 +502,8 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
         if u["action"] == "set-snapshot-ref" and u.get("snapshot-id") == sid and u.get("type") == "branch":
             branch = str(u["ref-name"])
             break
+    if branch == MAIN_BRANCH:
+        _check_logged_time(state, sid, snap["timestamp-ms"], run.ctx.time_ms)
     run.add(SnapshotAdded(
         snapshot_id=sid, parent_snapshot_id=parent_id, sequence_number=seq, timestamp_ms=snap["timestamp-ms"],
         operation=operation, summary=tuple(summary.items()), schema_id=schema_id, branch=branch, changes=changes,
@@ -510,6 +512,24 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     if branch == UNREFERENCED_BRANCH and not any(
             u["action"] == "set-snapshot-ref" and u.get("snapshot-id") == sid for u in later):
         run.add(RefRemoved(name=UNREFERENCED_BRANCH))
+
+
+#: the clock skew between writers that Java's TableMetadata tolerates in the snapshot log (``ONE_MINUTE``)
+CLOCK_SKEW_MS = 60_000
+
+
+def _check_logged_time(state: TableState, sid: int, timestamp_ms: int, now_ms: int) -> None:
+    """A client's snapshot goes into the snapshot log at its own ``timestamp-ms``: refuse one that would put the
+    log out of order (more than a minute before its last entry) or ahead of the commit (more than a minute after the
+    server's time, which becomes ``last-updated-ms``), as Java's TableMetadata does; Java, iceberg-rust and
+    iceberg-go refuse to load metadata whose log is so (a client whose clock is off)."""
+    if state.snapshot_log and timestamp_ms < state.snapshot_log[-1][0] - CLOCK_SKEW_MS:
+        raise ValidationError(f"Cannot add snapshot {sid}: its timestamp-ms {timestamp_ms} is more than a minute "
+                              f"before the table's last snapshot-log entry ({state.snapshot_log[-1][0]}); is the "
+                              f"client's clock behind?")
+    if timestamp_ms > now_ms + CLOCK_SKEW_MS:
+        raise ValidationError(f"Cannot add snapshot {sid}: its timestamp-ms {timestamp_ms} is more than a minute "
+                              f"after the server's time ({now_ms}); is the client's clock ahead?")
 
 
 def _live_after(before: Mapping[str, DataFile], changes: Sequence[FileChange]) -> dict[str, DataFile]:

@@ -147,3 +147,36 @@ def test_a_commit_that_landed_but_could_not_be_published_is_never_answered_as_re
         assert t.state.version == version + 1 and t.properties["owner"] == "rest"
         t.publish()
         assert cat.verify("db.t") == []
+
+
+@pytest.mark.parametrize("skew_s", [-600, 600], ids=["clock behind", "clock ahead"])
+def test_a_snapshot_stamped_by_a_client_clock_minutes_off_is_refused_with_400(server, tmp_path, monkeypatch, skew_s):
+    """PyIceberg stamps a snapshot with its own clock, and the snapshot log takes that time: ten minutes before the
+    log's last entry (or after the server's time) would leave metadata that Java's TableMetadata refuses to load, so
+    the commit is refused as Java's REST server refuses it, naming the timestamp, and nothing lands."""
+    import time
+
+    import pyiceberg.table.snapshots as snapshots
+    from pyiceberg.exceptions import BadRequestError
+
+    class SkewedClock:
+        @staticmethod
+        def time() -> float:
+            return time.time() + skew_s
+
+    rows = pa.table({"id": pa.array([3], pa.int64()), "small": pa.array([7], pa.int32()), "flag": [True],
+                     "name": ["c"]})
+    table = RestCatalog("icelog", uri=server, token=TOKEN).load_table("db.t")
+    position = head(tmp_path / "wh")
+    monkeypatch.setattr(snapshots, "time", SkewedClock)
+    with pytest.raises(BadRequestError, match="timestamp-ms .* more than a minute"):
+        table.append(rows)
+    assert head(tmp_path / "wh") == position
+    monkeypatch.undo()
+    table = RestCatalog("icelog", uri=server, token=TOKEN).load_table("db.t")
+    table.append(rows)  # the same client with its clock right
+    with Catalog.open(tmp_path / "wh") as cat:
+        t = cat.load_table("db.t")
+        assert t.scan().to_arrow().num_rows == 3 and cat.verify("db.t") == []
+        entries = [ts for ts, _ in t.state.snapshot_log]
+        assert entries == sorted(entries)
