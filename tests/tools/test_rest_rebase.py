@@ -312,3 +312,31 @@ def test_a_stale_append_to_a_branch_that_was_replaced_meanwhile_gets_409(tmp_pat
     with Catalog.open(tmp_path / "wh") as cat:
         t = cat.load_table("db.t")
         assert t.state.ref("b") == before and 10 not in t.scan().to_arrow().column("id").to_pylist()
+
+
+def test_a_stale_append_of_a_file_another_commit_added_meanwhile_gets_409(tmp_path: Path) -> None:
+    """Two clients register the same Parquet file from one base: the second is no append of its own once the
+    first has landed (rebased, the table would count the file twice), so it gets 409 and the file is live once."""
+    import pyarrow.parquet as pq
+    from pyiceberg.exceptions import CommitFailedException
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=SCHEMA, properties=NO_CLIENT_RETRY)
+        t.append(_rows([1], "icelog"))
+        shared = f"{t.location}/data/shared.parquet"
+    with running_server(tmp_path / "wh", TOKEN) as server:
+        mapping = _client(server.uri).load_table("db.t").schema().name_mapping.model_dump_json()
+        with Catalog.open(tmp_path / "wh") as cat:
+            cat.load_table("db.t").set_properties({"schema.name-mapping.default": mapping})
+        pq.write_table(_rows([7, 8], "shared"), shared)
+        first, second = _client(server.uri).load_table("db.t"), _client(server.uri).load_table("db.t")
+        first.add_files([shared])
+        with pytest.raises(CommitFailedException):
+            second.add_files([shared])
+    with Catalog.open(tmp_path / "wh") as cat:
+        t = cat.load_table("db.t")
+        assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [1, 7, 8]
+        assert len([p for p in t.inspect.files().column("file_path").to_pylist() if p.endswith("shared.parquet")]) == 1
+        t.publish()
+        assert cat.verify("db.t") == []
