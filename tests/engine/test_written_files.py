@@ -193,19 +193,24 @@ def test_a_foreign_metadata_file_is_refused_and_kept(table):
     assert any("foreign writer" in p for p in table.catalog.verify("db.t"))
 
 
-def test_an_interrupted_own_publish_is_not_foreign(tmp_path):
-    warehouse = tmp_path / "warehouse"
+def own_metadata_file_unpublished(warehouse):
+    """A table with a commit not published yet whose metadata file is there already (as a publish that died, or
+    one still running, leaves it before moving the pointer); the catalog that made that commit, and its table."""
     with Catalog.open(warehouse) as cat:
         cat.create_namespace("db")
         cat.create_table("db.t", schema=SCHEMA).append(rows(range(3), "a"))
     behind = Catalog.open(warehouse, project=False)
     t = behind.load_table("db.t")
     t.append(rows(range(3, 6), "a"))
-    # the metadata file of the unpublished commit, as a publish that died before moving the hint leaves it
     (path, data), = [(p, d) for p, d in t.render().items()
                      if p == layout.metadata_file(t.location, t.state.version)]
     with open(path, "wb") as out:
         out.write(data)
+    return behind, t
+
+
+def test_an_interrupted_own_publish_is_not_foreign(tmp_path):
+    behind, t = own_metadata_file_unpublished(tmp_path / "warehouse")
     t.append(rows(range(6, 9), "a"))
     t.publish()
     assert ids_of(t) == list(range(9))
@@ -217,16 +222,7 @@ def test_a_commit_does_not_wait_for_the_publish_whose_metadata_file_it_finds(tmp
     foreign metadata recognises icelog's own rendering there and lands while that publish still holds its lock,
     instead of waiting for it to end."""
     warehouse = tmp_path / "warehouse"
-    with Catalog.open(warehouse) as cat:
-        cat.create_namespace("db")
-        cat.create_table("db.t", schema=SCHEMA).append(rows(range(3), "a"))
-    behind = Catalog.open(warehouse, project=False)
-    t = behind.load_table("db.t")
-    t.append(rows(range(3, 6), "a"))
-    (path, data), = [(p, d) for p, d in t.render().items()
-                     if p == layout.metadata_file(t.location, t.state.version)]
-    with open(path, "wb") as out:  # what the publish in flight has written so far
-        out.write(data)
+    behind, t = own_metadata_file_unpublished(warehouse)
     held, landed, outcome = threading.Event(), threading.Event(), {}
 
     def publish_in_flight() -> None:

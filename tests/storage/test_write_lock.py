@@ -22,6 +22,7 @@ import pytest
 
 from storage import Log, NewEvent, StreamWrite
 from storage.write_lock import writer_lock
+from tests.storage.test_log import _flock_is_free
 
 WAITER_THREAD = "icelog-writer-lock-wait"
 
@@ -53,17 +54,6 @@ def _holder(spawn, log_path: Path):
     process.start()
     assert held.wait(60)
     return process, release
-
-
-def _flock_is_free(log_path: Path) -> bool:
-    fd = os.open(str(log_path) + "-writer-lock", os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)  # (closing drops the lock if it was taken, and this process's record locks on the file)
-    return True
 
 
 def _wait_idle(lock) -> None:
