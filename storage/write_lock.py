@@ -508,12 +508,14 @@ def _forget_parents_locks() -> None:
     """In a forked child: start with no writer locks. The parent's would share its lock file's open description
     (and so its ``flock``) and thread locks held by the parent's threads, which never release them here. Their
     descriptors are closed: kept, they would hold the parent's ``flock`` after the parent died holding it, stopping
-    every writer of the catalog while the child lives (the child has no record locks on the file yet to drop)."""
+    every writer of the catalog while the child lives (the child has no record locks on the file yet to drop). A
+    handle the child still uses opens the file afresh, and waits without the parent's waiter thread."""
     global _WRITE_LOCKS_GUARD
     for lock in _WRITE_LOCKS.values():
         if lock._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(lock._fd)
+        lock._fd, lock._waiter, lock._guard = None, None, threading.Lock()
     _WRITE_LOCKS.clear()
     _WRITE_LOCKS_GUARD = threading.Lock()
 
