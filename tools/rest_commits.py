@@ -183,6 +183,8 @@ def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, An
     base = cat.store.table(entry.table_uuid) if entry is not None else None
     table_uuid = entry.table_uuid if entry is not None else (commit.assigned_uuid() or str(uuid.uuid4()))
     label = ".".join(ns + (name,))
+    if entry is None:
+        _check_new_table_uuid(cat, table_uuid, label)
     if entry is not None:
         owned = cat.ownership(table_uuid, name=label)
     else:  # a create: the files must be under the location the table will have
@@ -201,6 +203,18 @@ def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, An
         _check_fresh_location(cat, owned, client, f"create table {label}")
     return _PreparedCommit(namespace=ns, name=name, table_uuid=table_uuid, creates=entry is None, commit=commit,
                            client=client, owned=owned, rebase_appends=rebase_appends)
+
+def _check_new_table_uuid(cat: Catalog, table_uuid: str, label: str) -> None:
+    """A create's ``assign-uuid`` must be a uuid no table's log holds yet: one that names another table (or the
+    catalog's own stream) would stage the client's files under that table and retry a commit that can never land."""
+    try:
+        uuid.UUID(table_uuid)
+    except ValueError:
+        raise ValidationError(f"Cannot create table {label}: assign-uuid {table_uuid!r} is no uuid") from None
+    if cat.store.log.head(table_uuid) > 0:
+        raise ValidationError(f"Cannot create table {label}: assign-uuid {table_uuid} is the uuid of a table the "
+                              f"catalog's log holds already")
+
 
 def _stage_refused(cat: Catalog, table_uuid: str, commit: TableCommit, owned: Ownership) -> None:
     """Record the files a refused commit named (those the table owns) as staged, as a failed job's."""

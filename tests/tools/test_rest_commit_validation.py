@@ -180,3 +180,31 @@ def test_a_snapshot_stamped_by_a_client_clock_minutes_off_is_refused_with_400(se
         assert t.scan().to_arrow().num_rows == 3 and cat.verify("db.t") == []
         entries = [ts for ts, _ in t.state.snapshot_log]
         assert entries == sorted(entries)
+
+
+@pytest.mark.parametrize("assigned", ["existing", "catalog", "not-a-uuid"])
+def test_a_create_whose_assign_uuid_is_taken_or_no_uuid_is_refused_with_400(server, tmp_path, assigned):
+    """A create commit names its table's uuid: one another table's log holds (or the catalog's own stream, or no
+    uuid at all) is refused before anything is read or staged, naming assign-uuid, not retried into a 409."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        existing = cat.load_table("db.t")
+        table_uuid = {"existing": existing.uuid, "catalog": "catalog", "not-a-uuid": "x"}[assigned]
+        staged = sorted(cat.log.staged_files(existing.uuid))
+    position = head(tmp_path / "wh")
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "required": False,
+                                                             "type": "long"}]}
+    r = requests.post(f"{server}/v1/namespaces/db/tables/fresh", headers=AUTH, json={
+        "requirements": [{"type": "assert-create"}],
+        "updates": [{"action": "assign-uuid", "uuid": table_uuid},
+                    {"action": "upgrade-format-version", "format-version": 2},
+                    {"action": "add-schema", "schema": schema}, {"action": "set-current-schema", "schema-id": -1},
+                    {"action": "add-spec", "spec": {"spec-id": 0, "fields": []}},
+                    {"action": "set-default-spec", "spec-id": -1},
+                    {"action": "add-sort-order", "sort-order": {"order-id": 0, "fields": []}},
+                    {"action": "set-default-sort-order", "sort-order-id": -1}]})
+    assert r.status_code == 400, r.text
+    assert "assign-uuid" in r.json()["error"]["message"]
+    assert head(tmp_path / "wh") == position
+    with Catalog.open(tmp_path / "wh") as cat:
+        assert cat.list_tables("db") == [("db", "t")]
+        assert sorted(cat.log.staged_files(existing.uuid)) == staged
