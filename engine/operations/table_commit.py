@@ -131,9 +131,10 @@ def check_requirements(base: TableState | None, commit: TableCommit, stream: str
         if base is None:
             raise RequirementFailed(f"Requirement failed: {kind}: the table does not exist", stream=stream)
         if kind == "assert-table-uuid":
-            if str(r.get("uuid")) != base.table_uuid:
+            asserted = need_field(r, "uuid", str, kind)
+            if asserted != base.table_uuid:
                 raise RequirementFailed(f"Requirement failed: UUID does not match: expected {base.table_uuid} "
-                                        f"!= {r.get('uuid')}", stream=stream)
+                                        f"!= {asserted}", stream=stream)
         elif kind == "assert-ref-snapshot-id":
             name = need_field(r, "ref", str, kind)
             expected = need_field(r, "snapshot-id", int, kind, optional=True)

@@ -465,7 +465,10 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     if parent_id is not None and state.snapshot_by_id(parent_id) is None:
         raise RequirementFailed(f"Cannot add snapshot {sid}: its parent {parent_id} is no longer in the table",
                                 stream=stream)
-    seq = snap.get("sequence-number") or 0
+    if state.format_version >= 2:
+        seq = need_field(snap, "sequence-number", int, f"add-snapshot {sid} (format version {state.format_version})")
+    else:
+        seq = snap.get("sequence-number") or 0
     if state.format_version >= 2 and seq <= state.last_sequence_number:
         raise RequirementFailed(f"Cannot add snapshot {sid}: its sequence number {seq} is not above the table's "
                                 f"last sequence number {state.last_sequence_number} (built on a stale base)",

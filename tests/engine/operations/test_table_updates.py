@@ -119,6 +119,8 @@ def test_consecutive_remove_snapshots_become_one_event(table: Any) -> None:
     ({"action": "set-snapshot-ref", "ref-name": "b", "snapshot-id": 42, "type": "branch"}, "does not exist"),
     ({"action": "set-snapshot-ref", "ref-name": "b", "snapshot-id": 42, "type": "twig"}, "branch or tag"),
     ({"action": "add-schema"}, "'schema' is missing"),
+    ({"action": "add-snapshot", "snapshot": {"snapshot-id": 5, "timestamp-ms": 1, "manifest-list": "/l.avro",
+                                             "summary": {"operation": "append"}}}, "'sequence-number' is missing"),
 ])
 def test_invalid_updates_are_refused(table: Any, update: dict, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
@@ -145,3 +147,10 @@ def test_failed_requirement_is_a_retryable_conflict(table: Any) -> None:
         _events(table, [{"action": "set-properties", "updates": {"x": "y"}}],
                 [{"type": "assert-current-schema-id", "current-schema-id": 3}])
     assert info.value.stream == table.uuid
+
+
+def test_a_requirement_without_its_value_is_bad_input_not_a_conflict(table: Any) -> None:
+    """A conflict (409) tells the client to reload and retry, which cannot help a request that lacks a field."""
+    with pytest.raises(ValidationError, match="'uuid' is missing") as info:
+        _events(table, [{"action": "set-properties", "updates": {"x": "y"}}], [{"type": "assert-table-uuid"}])
+    assert not isinstance(info.value, RequirementFailed)
