@@ -35,6 +35,7 @@ from engine.operations.pending import PendingUpdate
 from engine.operations.snapshot import new_snapshot_id, snapshot_events, snapshot_summary
 from engine.state.table_state import (
     MAIN_BRANCH,
+    UNREFERENCED_BRANCH,
     LogPosition,
     Snapshot,
     SnapshotRef,
@@ -65,6 +66,8 @@ def _positive(value: int | None, what: str, action: str) -> int | None:
 def _name(value: Any, what: str, action: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValidationError(f"Cannot {action}: {what} must be a non-empty string, got {value!r}")
+    if value == UNREFERENCED_BRANCH:  # a REST commit removes a ref of that name
+        raise ValidationError(f"Cannot {action}: {value} is a name icelog keeps for itself")
     return value
 
 

@@ -61,13 +61,11 @@ from engine.operations.commit import CommitContext, apply_in_commit
 from engine.operations.schema_changes import is_promotion
 from engine.operations.snapshot import row_id_backfill_events
 from engine.operations.table_commit import TableCommit, check_requirements, need_field
-from engine.state.table_state import MAIN_BRANCH, SnapshotRef, TableState
+from engine.state.table_state import MAIN_BRANCH, UNREFERENCED_BRANCH, SnapshotRef, TableState
 
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
 #: the reserved table property that names the format version (Java's TableProperties.FORMAT_VERSION)
 FORMAT_VERSION_PROPERTY = "format-version"
-#: the branch a snapshot is added on when no branch of the same commit points at it (removed in the same commit)
-UNREFERENCED_BRANCH = "icelog-rest-unreferenced"
 
 
 # ---------------------------------------------------------------- updates
@@ -385,6 +383,9 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
         ref_type = need_field(u, "type", str, action)
         if ref_type not in ("branch", "tag"):
             raise ValidationError(f"Cannot set ref {name}: type {ref_type!r} is not branch or tag")
+        if name == UNREFERENCED_BRANCH:
+            raise ValidationError(f"Cannot set ref {name}: the name is icelog's own (it marks a snapshot no ref "
+                                  f"points at yet, within one commit)")
         if state.snapshot_by_id(sid) is None:
             raise ValidationError(f"Cannot set ref {name}: snapshot {sid} does not exist")
         retention = {key: need_field(u, key, int, action, optional=True) for key in REF_RETENTION}

@@ -45,6 +45,9 @@ from engine.model.schema import Schema
 from engine.model.sort_order import SortOrder
 
 MAIN_BRANCH = "main"
+#: the branch a REST snapshot is added on when no branch of the same commit points at it (removed in the same
+#: commit): a name no ref of a user's may take
+UNREFERENCED_BRANCH = "icelog-rest-unreferenced"
 
 
 @attrs.frozen(kw_only=True)

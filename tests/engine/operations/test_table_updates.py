@@ -154,3 +154,17 @@ def test_a_requirement_without_its_value_is_bad_input_not_a_conflict(table: Any)
     with pytest.raises(ValidationError, match="'uuid' is missing") as info:
         _events(table, [{"action": "set-properties", "updates": {"x": "y"}}], [{"type": "assert-table-uuid"}])
     assert not isinstance(info.value, RequirementFailed)
+
+
+def test_the_ref_name_icelog_keeps_for_itself_is_refused_through_rest_and_the_api(table: Any) -> None:
+    """A REST commit removes the ref a snapshot no ref points at is parked on: a user's ref of that name would go."""
+    table.append(pa.table({"id": [1], "name": ["a"]}))
+    head = table.current_snapshot().snapshot_id
+    with pytest.raises(ValidationError, match="icelog's own"):
+        _events(table, [{"action": "set-snapshot-ref", "ref-name": "icelog-rest-unreferenced", "snapshot-id": head,
+                         "type": "branch"}])
+    with pytest.raises(ValidationError, match="keeps for itself"):
+        table.manage_snapshots().create_branch(head, "icelog-rest-unreferenced").commit()
+    with pytest.raises(ValidationError, match="keeps for itself"):
+        table.manage_snapshots().create_tag(head, "icelog-rest-unreferenced").commit()
+    assert [name for name, _ in table.state.refs] == ["main"]
