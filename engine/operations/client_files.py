@@ -226,7 +226,7 @@ def rebase_append(base: TableState | None, commit: TableCommit, client_snapshots
         return None
     if not changes or any(not c.added or c.file.content != DataFileContent.DATA for c in changes):
         return None
-    now_live = live_files(base, head.snapshot_id)
+    now_live = live_files(base, head_ref.snapshot_id)
     if any(c.file.key in now_live for c in changes):
         return None  # a commit since the client's base added the same file: adding it twice is no append of its own
     snap["parent-snapshot-id"] = head.snapshot_id
