@@ -183,11 +183,10 @@ def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, An
     base = cat.store.table(entry.table_uuid) if entry is not None else None
     table_uuid = entry.table_uuid if entry is not None else (commit.assigned_uuid() or str(uuid.uuid4()))
     label = ".".join(ns + (name,))
-    if entry is None:
-        _check_new_table_uuid(cat, table_uuid, label)
     if entry is not None:
         owned = cat.ownership(table_uuid, name=label)
-    else:  # a create: the files must be under the location the table will have
+    else:  # a create: a uuid of its own, and the files under the location the table will have
+        _check_new_table_uuid(cat, table_uuid, label)
         location = cat.place_table(ns, name, table_uuid, commit.requested_location(), must_be_empty=False)
         owned = Ownership(location, others=cat.table_locations(excluding=table_uuid),
                           catalog_files=catalog_files(cat.database), name=label)

@@ -466,16 +466,13 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     if parent_id is not None and state.snapshot_by_id(parent_id) is None:
         raise RequirementFailed(f"Cannot add snapshot {sid}: its parent {parent_id} is no longer in the table",
                                 stream=stream)
+    seq = 0  # format version 1 has no sequence numbers
     if state.format_version >= 2:
         seq = need_field(snap, "sequence-number", int, f"add-snapshot {sid} (format version {state.format_version})")
-    else:
-        seq = snap.get("sequence-number") or 0
-    if state.format_version >= 2 and seq <= state.last_sequence_number:
-        raise RequirementFailed(f"Cannot add snapshot {sid}: its sequence number {seq} is not above the table's "
-                                f"last sequence number {state.last_sequence_number} (built on a stale base)",
-                                stream=stream)
-    if state.format_version < 2:
-        seq = 0
+        if seq <= state.last_sequence_number:
+            raise RequirementFailed(f"Cannot add snapshot {sid}: its sequence number {seq} is not above the table's "
+                                    f"last sequence number {state.last_sequence_number} (built on a stale base)",
+                                    stream=stream)
     schema_id = snap.get("schema-id")
     schema_id = state.current_schema_id if schema_id is None else schema_id
     state.schema_by_id(schema_id)
