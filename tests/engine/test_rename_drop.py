@@ -175,3 +175,15 @@ def test_a_catalog_that_does_not_publish_moves_the_pointer_row_on_rename(tmp_pat
     with Catalog.open(tmp_path / "wh", project=False) as quiet:
         quiet.rename_table("db.t", "db.u")
         assert pointer_rows(quiet) == [("db", "u")]
+
+
+def test_a_handle_of_a_purged_table_writes_nothing_where_its_files_were(cat):
+    """Purging deleted the table's files, and the catalog no longer names it: publishing through a handle loaded
+    before never puts files back into the folder (they would belong to no table)."""
+    old = cat.create_table("db.t", ROWS.schema)
+    old.append(ROWS)
+    cat.purge_table("db.t")
+    assert not os.path.exists(old.location)
+    with pytest.raises(TableNotFound, match="Cannot publish db.t: the table was dropped"):
+        old.publish()
+    assert not os.path.exists(old.location)
