@@ -397,7 +397,9 @@ def rewrite_events(store: StateStore, base: TableState, ctx: CommitContext, plan
     :raises ValidationConflict: naming the commit that conflicts
     """
     head = base.branch_head(branch)
-    keep = plan.use_starting_sequence_number and base.format_version >= 2
+    # the starting snapshot may have been expired meanwhile: the log still knows its sequence number
+    start = base.logged_snapshot(plan.start_snapshot_id)
+    keep = plan.use_starting_sequence_number and base.format_version >= 2 and start is not None
     v = Validator(store, base, plan.start_snapshot_id, head, ctx.staged_on_version)  # refuses a start that left the branch
     if v.new:
         v.files_still_live(plan.removed, _ACTION)
@@ -407,7 +409,6 @@ def rewrite_events(store: StateStore, base: TableState, ctx: CommitContext, plan
         v.no_new_deletes_for(plan.repartitioned, _ACTION)
     events = snapshot_events(base, ctx, operation=REPLACE, snapshot_id=snapshot_id, added=plan.added,
                              removed=plan.removed, branch=branch)
-    start = base.snapshot_by_id(plan.start_snapshot_id)
     if not keep or start is None:
         return list(events)
     return [attrs.evolve(e, changes=tuple(attrs.evolve(c, data_sequence_number=start.sequence_number)

@@ -182,9 +182,10 @@ class Validator:
         unpartitioned = {s.spec_id for s in self.base.specs if not s.is_partitioned}
         return DeleteIndex(entries, unpartitioned, self.base.schema), added_by
 
-    def _sequence_number_of(self, snapshot_id: int | None) -> int:
-        snap = self.base.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
-        return snap.sequence_number if snap is not None else 0
+    def _sequence_number_of(self, snapshot_id: int | None) -> int | None:
+        """The sequence number of a snapshot the log holds (expired since or not); None when there is none."""
+        snap = self.base.logged_snapshot(snapshot_id) if snapshot_id is not None else None
+        return snap.sequence_number if snap is not None else None
 
     def no_new_deletes_for(self, data_files: Sequence[DataFile], action: str, *,
                            ignore_equality_deletes: bool = False) -> None:
@@ -203,12 +204,12 @@ class Validator:
         index, added_by = self._new_deletes()
         if not index:
             return
-        read_sequence_number = self._sequence_number_of(self.read_snapshot_id)
+        read_sequence_number = self._sequence_number_of(self.read_snapshot_id) or 0
         kept_sequence_number = self._sequence_number_of(self.start_snapshot_id)
         for f in data_files:
             for d in index.for_data_file(f, read_sequence_number):
                 if ignore_equality_deletes and d.content == DataFileContent.EQUALITY_DELETES and (
-                        added_by[d.key].sequence_number > kept_sequence_number):
+                        kept_sequence_number is not None and added_by[d.key].sequence_number > kept_sequence_number):
                     continue
                 snap = added_by[d.key]
                 kind = "position" if d.content == DataFileContent.POSITION_DELETES else "equality"

@@ -212,6 +212,14 @@ class TableState:
                 return s
         return None
 
+    def logged_snapshot(self, snapshot_id: int) -> Snapshot | None:
+        """A snapshot the log holds, live or expired since (an expiry removes it from the metadata, not from the
+        log: its sequence number is still known)."""
+        found = self.snapshot_by_id(snapshot_id)
+        if found is None:
+            found = next((s for s in reversed(self.expired_snapshots) if s.snapshot_id == snapshot_id), None)
+        return found
+
     @property
     def current_snapshot(self) -> Snapshot | None:
         main = self.ref(MAIN_BRANCH)

@@ -16,6 +16,7 @@ from engine.errors import ValidationConflict, ValidationError
 from engine.model import types as T
 from engine.model.data_file import DataFileContent
 from engine.model.values import from_bytes
+from engine.operations.commit import now_ms
 from engine.operations.snapshot import new_snapshot_id
 from engine.operations.rewrite import (
     commit_rewrite,
@@ -426,6 +427,26 @@ def test_equality_delete_during_compaction_on_a_branch_lands_beside_it(cat):
     assert t.current_snapshot().snapshot_id == main_before
     assert ids(t, snap.snapshot_id) == [i for i in range(300) if i != 7]
     assert ids(t) == list(range(300))
+
+
+def test_equality_delete_during_compaction_whose_start_was_expired_meanwhile_still_applies(cat):
+    """Another writer deletes rows by equality and expires the snapshot the compaction read before it commits: the
+    new files still keep that snapshot's data sequence number (the log knows it), so the delete still reaches them.
+    Looking the start up among the live snapshots only gave the new files the new snapshot's number, and the
+    deleted rows came back."""
+    t = shuffled_table(cat, files=3)
+    start = t.current_snapshot()
+    other = cat.load_table("db.t")
+
+    def delete_and_expire():
+        equality_delete(other, [5, 6])
+        other.expire_snapshots(older_than_ms=now_ms() + 1, retain_last=1)
+        assert other.state.snapshot_by_id(start.snapshot_id) is None
+
+    snap = race(t, delete_and_expire)
+    assert ids(t) == [i for i in range(300) if i not in (5, 6)]
+    new = [e for e in cat.store.live_entries(t.state, snap.snapshot_id) if e.snapshot_id == snap.snapshot_id]
+    assert new and {e.data_sequence_number for e in new} == {start.sequence_number}
 
 
 def test_without_the_starting_sequence_number_an_equality_delete_fails_the_compaction(cat):
