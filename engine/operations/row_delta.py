@@ -111,6 +111,8 @@ class RowDelta(PendingUpdate):
         self._live: dict[str, DataFile] | None = None
         self._conflict_filter: BooleanExpression | None = None
         self._key_filters: list[tuple[BooleanExpression, str]] = []
+        #: the keys' filter and the partition specs of the equality deletes written for them (none global)
+        self._equality_scopes: list[tuple[BooleanExpression, frozenset[int]]] = []
         self._committed = False
         #: the files the builder wrote (removed when its commit is refused: nothing is left behind)
         self._written: list[str] = []
@@ -290,6 +292,9 @@ class RowDelta(PendingUpdate):
         self._referenced.update({normalize_path(f.file_path): f for f in planned.referenced})
         if isolation_for is not None and conformed.num_rows:
             self._key_filters.append((planned.filter, isolation_for))
+        scoped = {f.spec_id for f in planned.files if f.content == DataFileContent.EQUALITY_DELETES}
+        if scoped and not any(state.spec_by_id(i).is_unpartitioned for i in scoped):
+            self._equality_scopes.append((planned.filter, frozenset(scoped)))
         return planned
 
     # ------------------------------------------------------------ validation
@@ -327,6 +332,8 @@ class RowDelta(PendingUpdate):
             for bound, isolation_for in self._key_filters:
                 if isolation_level(base, isolation_for) == SERIALIZABLE:
                     v.no_new_matching_data(bound, action)
+            for bound, specs in self._equality_scopes:  # at every isolation level: these rows were read
+                v.no_rows_moved_out_of(specs, bound, action)
         # whatever moved the branch (a rollback under a transaction adds no snapshot to validate), never remove a
         # file it does not hold, nor delete rows of one
         v.files_live([*self._replaced, *referenced], head, action)

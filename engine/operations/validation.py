@@ -10,7 +10,9 @@ identity, never table-wide, so disjoint work does not conflict:
   scopes them, by the starting snapshot's sequence number); a compaction whose new files keep the starting data
   sequence number ignores equality deletes there, since those still apply to the new files (Java's
   ``validateNoNewDeletesForDataFiles`` with ``ignoreEqualityDeletes``), but never position deletes;
-- position deletes added by the operation must reference data files that are still live.
+- position deletes added by the operation must reference data files that are still live;
+- equality deletes written for the partitions of some specs must still reach the rows they delete: no rewrite
+  since moved such rows into a file of another spec.
 """
 
 from __future__ import annotations
@@ -155,6 +157,22 @@ class Validator:
                 raise ValidationConflict(
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}, {snap.operation}) "
                     f"added {f.file_path}, which may hold rows the operation's filter matches",
+                    commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
+
+    def no_rows_moved_out_of(self, specs: frozenset[int], bound_filter: object, action: str) -> None:
+        """Equality deletes scoped to the partitions of ``specs`` (a spec the keys determine) still reach every row
+        they were written for: no commit since rewrote data files (removing some, adding others: a compaction, a
+        copy-on-write change) into a data file of another spec that might hold rows ``bound_filter`` matches, where
+        those deletes do not apply."""
+        rewrites = {snap.snapshot_id for snap, added, f in self._changes()
+                    if not added and f.content == DataFileContent.DATA}
+        for snap, added, f in self._changes():
+            if added and f.content == DataFileContent.DATA and snap.snapshot_id in rewrites and \
+                    f.spec_id not in specs and file_might_match(bound_filter, f, self.base):
+                raise ValidationConflict(
+                    f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}, {snap.operation}) "
+                    f"rewrote rows into {f.file_path} (partition spec {f.spec_id}), which the operation's "
+                    f"equality deletes, written for partition specs {sorted(specs)}, do not reach",
                     commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
 
     def no_new_data_in_partitions(self, partitions: set[tuple[int, tuple]], action: str) -> None:
