@@ -11,6 +11,7 @@ identity, never table-wide, so disjoint work does not conflict:
   sequence number ignores equality deletes there, since those still apply to the new files (Java's
   ``validateNoNewDeletesForDataFiles`` with ``ignoreEqualityDeletes``), but never position deletes;
 - position deletes added by the operation must reference data files that are still live;
+- an update by key: no equality delete added since for its keys (by partition and bounds), at both levels;
 - equality deletes written for the partitions of some specs must still reach the rows they delete: no rewrite
   since moved such rows into a file of another spec.
 """
@@ -157,6 +158,19 @@ class Validator:
                 raise ValidationConflict(
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}, {snap.operation}) "
                     f"added {f.file_path}, which may hold rows the operation's filter matches",
+                    commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
+
+    def no_new_equality_deletes_matching(self, bound_filter: object, action: str) -> None:
+        """An update's keys (Java's ``validateNoConflictingDeleteFiles`` for UPDATE and MERGE, at both isolation
+        levels): no equality delete file added since whose partition and bounds might match ``bound_filter`` (a
+        concurrent update of the same key deleted the row this one replaces, and its new row would stay beside this
+        one's). Position deletes are judged by the data files they name."""
+        for snap, added, f in self._changes():
+            if added and f.content == DataFileContent.EQUALITY_DELETES and file_might_match(bound_filter, f,
+                                                                                              self.base):
+                raise ValidationConflict(
+                    f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added equality delete "
+                    f"file {f.file_path}, which may delete rows of the keys the operation replaces",
                     commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
 
     def no_rows_moved_out_of(self, specs: frozenset[int], bound_filter: object, action: str) -> None:

@@ -16,6 +16,8 @@ validateNoNewDeletesForDataFiles                       copy-on-write delete agai
                                                        equality deletes (by partition and column bounds); a
                                                        compaction keeping sequence numbers ignores equality deletes
 validateNoNewDeleteFiles for referenced files          merge-on-read delete against another one on the same file
+validateNoConflictingDeleteFiles (UPDATE, MERGE)       a v3 upsert under snapshot isolation against an equality
+                                                       delete of its key or of another one
 (icelog's own) rows still reach their equality deletes  delete by key and upsert with equality deletes of an older
                                                        spec's partitions against a compaction into the current
                                                        spec (Java writes no such deletes)
@@ -61,6 +63,7 @@ class Case:
     #: the rows after both landed, when not those of a serial replay (snapshot isolation keeps rows the operation
     #: never read)
     expected: list[int] | None = None
+    format_version: int = 2
 
 
 MOR = {"write.delete.mode": "merge-on-read"}
@@ -80,6 +83,17 @@ def _rewrite(tx: Any) -> Any:
 
 
 NO_CAT_METRICS = {"write.metadata.metrics.column.cat": "none"}
+UPDATE_SNAPSHOT_ISOLATION = {"write.update.isolation-level": "snapshot"}
+
+
+def _delete_and_insert(key: int) -> Callable[[Any], Any]:
+    """Another writer's update of ``key`` by an equality delete and a new row (as Flink writes one)."""
+    def update(t: Any) -> Any:
+        with t.transaction() as tx:
+            tx.delete_by_key(rows([key], "x").select(["id"]), ["id"])
+            tx.append(rows([key], "other"))
+        return t.current_snapshot()
+    return update
 
 CASES = [
     # validateAddedDataFiles: serializable isolation, the operation's filter against data added meanwhile, the
@@ -109,6 +123,14 @@ CASES = [
          lambda t: t.upsert(rows([7], "other"), ["id"]), True),
     Case("upsert / upsert of another key", lambda tx: tx.upsert(rows([7], "new"), ["id"]),
          lambda t: t.upsert(rows([105], "other"), ["id"]), False),
+    # validateNoConflictingDeleteFiles (UPDATE and MERGE, both isolation levels): equality deletes of its keys; a
+    # v3 upsert deletes by deletion vector, and the other writer's new row of the key would stay beside its own
+    Case("v3 upsert under snapshot isolation / equality delete and insert of its key",
+         lambda tx: tx.upsert(rows([7], "new"), ["id"]), _delete_and_insert(7), True,
+         properties=UPDATE_SNAPSHOT_ISOLATION, format_version=3),
+    Case("v3 upsert under snapshot isolation / equality delete and insert of another key",
+         lambda tx: tx.upsert(rows([7], "new"), ["id"]), _delete_and_insert(105), False,
+         properties=UPDATE_SNAPSHOT_ISOLATION, format_version=3),
     # the files an operation rewrites or references must still be live
     Case("cow delete / delete that removed its file", lambda tx: tx.delete("id = 1"),
          lambda t: t.delete("id >= 0 and id < 10"), True),
@@ -165,7 +187,7 @@ def _serial(cat: Any, case: Case) -> list[int]:
 
 def _table(cat: Any, name: str, case: Case) -> Any:
     t = cat.create_table(name, schema=SCHEMA, partition_by=["cat"] if case.partitioned else None,
-                         properties=case.properties)
+                         properties=case.properties, format_version=case.format_version)
     t.append(rows(list(range(10)), "a"))
     t.append(rows(list(range(100, 110)), "b"))
     return t

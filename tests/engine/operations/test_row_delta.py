@@ -537,12 +537,19 @@ def test_upsert_vs_upsert_of_the_same_key(cat, race):
     assert records(t) == [(0, "a", "x0"), (1, "a", "x1"), (2, "a", "first2"), (3, "a", "x3"), (4, "a", "x4")]
 
 
-def test_upsert_vs_upsert_under_snapshot_isolation_latest_wins_without_duplicates(cat, race):
-    t = table(cat, **{"write.update.isolation-level": "snapshot"})
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_upsert_vs_upsert_of_the_same_key_under_snapshot_isolation_conflicts(cat, race, format_version):
+    """Java's MERGE validates new delete files against its keys at both isolation levels: the second upsert of a
+    key is refused, whether it deletes by equality (v2, where it would have deleted the first's new row too) or by
+    deletion vector (v3, where both new rows would have stayed)."""
+    t = table(cat, **{"write.update.isolation-level": "snapshot", "format-version": str(format_version)})
     t.append(rows(range(5)))
-    race(lambda: t.upsert(rows([2], tag="first"), ["id"]))
-    t.upsert(rows([2], tag="second"), ["id"])
-    assert records(t) == [(0, "a", "x0"), (1, "a", "x1"), (2, "a", "second2"), (3, "a", "x3"), (4, "a", "x4")]
+    first = []
+    race(lambda: first.append(t.upsert(rows([2], tag="first"), ["id"])))
+    with pytest.raises(ValidationConflict) as info:
+        t.upsert(rows([2], tag="second"), ["id"])
+    assert info.value.commit_id == t.current_snapshot().commit_id
+    assert records(t) == [(0, "a", "x0"), (1, "a", "x1"), (2, "a", "first2"), (3, "a", "x3"), (4, "a", "x4")]
 
 
 def test_disjoint_upserts_and_deletes_do_not_conflict(cat, race):
