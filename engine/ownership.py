@@ -159,9 +159,11 @@ def normalize_location(location: str) -> str:
     text = os.fspath(location)
     parts = urlsplit(text)
     if parts.scheme == "file":
-        return os.path.realpath(parts.path)
+        return os.path.realpath(parts.path)  # FileIO hands a file: URI's path to the kernel as written
     if not parts.scheme or len(parts.scheme) == 1:
-        return os.path.realpath(text)
+        # FileIO writes a plain path where os.path.abspath puts it (``..`` taken off as text, before any symlink
+        # is followed), so the rules judge that place, not the one the kernel would reach through a symlink
+        return os.path.realpath(os.path.abspath(text))
     scheme = "s3" if parts.scheme in ("s3a", "s3n") else parts.scheme
     return f"{scheme}://{parts.netloc}/{_reached_key(parts.path)}".rstrip("/")
 
@@ -207,6 +209,21 @@ def spelling_problem(location: str) -> str | None:
     return None
 
 
+def _local_spelling_problem(location: str) -> str | None:
+    """Why a local table location is refused as written, or None: a relative path (each process would find the
+    table under its own working folder), or a ``.`` or ``..`` segment (the place FileIO writes and the one the
+    kernel reaches through a symlink before it differ)."""
+    if not is_local(location):
+        return None
+    parts = urlsplit(location)
+    path = parts.path if parts.scheme == "file" else location
+    if not path.startswith("/"):
+        return "is a relative path (a table location is absolute)"
+    if any(segment in (".", "..") for segment in path.split("/")):
+        return "has a '.' or '..' segment (spell the folder it means)"
+    return None
+
+
 def is_within(path: str, root: str) -> bool:
     """Whether the normalized ``path`` is ``root`` or below it."""
     root = root.rstrip("/") or "/"
@@ -239,7 +256,7 @@ def check_table_location(location: str, *, warehouse: str, catalog_database: str
         raise ValidationError(f"Cannot {what}: location {location!r} holds a NUL character")
     if len(location.encode("utf-8", "surrogatepass")) > PATH_MAX_BYTES:
         raise ValidationError(f"Cannot {what}: location is longer than {PATH_MAX_BYTES} bytes")
-    problem = spelling_problem(location)
+    problem = spelling_problem(location) or _local_spelling_problem(location)
     if problem is not None:
         raise ValidationError(f"Cannot {what}: location {location} {problem}")
     norm = normalize_location(location)
@@ -251,9 +268,9 @@ def check_table_location(location: str, *, warehouse: str, catalog_database: str
     if norm == root or is_within(root, norm):
         raise ValidationError(f"Cannot {what}: location {location} is the warehouse {warehouse} or holds it")
     for path in catalog_files(catalog_database):
-        if is_within(path, norm):
-            raise ValidationError(f"Cannot {what}: location {location} is or holds the catalog's database "
-                                  f"{catalog_database}")
+        if is_within(path, norm) or is_within(norm, path):
+            raise ValidationError(f"Cannot {what}: location {location} is, holds or lies inside the catalog's "
+                                  f"database file {path}")
     for other, name in others:
         if norm == other:
             raise ValidationError(f"Cannot {what}: location {location} is the location of table {name}")

@@ -301,8 +301,9 @@ def expire_snapshots(table: CollectedTable, older_than_ms: int | None = None, re
         for checked, (path, f) in enumerate(candidates):
             if progress is not None:
                 progress(checked, len(candidates))
+            # a file another table's log references too (taken over in place by both) is never deleted
             if path not in reachable and owned.may_delete(path, external=delete_external_files) and \
-                    (owned.owns(path) or not elsewhere.references(path)) and _delete(io, path):
+                    not elsewhere.references(path) and _delete(io, path):
                 (deleted_data if f.content == DataFileContent.DATA else deleted_deletes).append(path)
         if progress is not None:
             progress(len(candidates), len(candidates))
@@ -586,7 +587,7 @@ def purge_files(catalog: CollectingCatalog, table_uuid: str, owned: Ownership, *
     for path in sorted(candidates):
         if not owned.may_delete(path, external=delete_external):
             continue
-        if not owned.owns(path) and elsewhere.references(path):  # taken over in place by another table too
+        if elsewhere.references(path):  # taken over in place by another table too (under this location or not)
             continue
         local = io.canonical(path)
         if _delete(io, path):

@@ -46,7 +46,8 @@ class TableCommit:
     def requested_location(self) -> str | None:
         """The location the commit's last ``set-location`` asks for (None when it sets none)."""
         found = [u.get("location") for u in self.updates if u.get("action") == "set-location"]
-        return str(found[-1]) if found and found[-1] else None
+        # spelled as the table will hold it (an empty one too: it is checked, and refused, not taken for none)
+        return str(found[-1]).rstrip("/") if found and found[-1] is not None else None
 
     def assigned_uuid(self) -> str | None:
         for u in self.updates:

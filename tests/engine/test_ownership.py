@@ -134,7 +134,7 @@ def test_locations_that_overlap_the_warehouse_another_table_or_the_catalog_are_r
         str(site): "warehouse",
         "/": "warehouse",
         f"file://{site}/wh": "warehouse",
-        f"{site}/wh/db/..": "warehouse",
+        f"{site}/wh/db/..": "'..' segment",
         str(site / "wh" / "catalog.db"): "catalog",
         other.location: "location of table db.other",
         other.location + "/data/sub": "inside the location of table db.other",
@@ -150,6 +150,25 @@ def test_locations_that_overlap_the_warehouse_another_table_or_the_catalog_are_r
     assert files_under(site) == before
     table = cat.create_table("db.t", SCHEMA, location=str(site / "empty"))  # outside the warehouse, empty: allowed
     assert table.location == str(site / "empty")
+
+
+def test_locations_are_judged_where_they_are_written(cat, site):
+    """``<symlink>/../x`` was checked through the symlink but written at ``x`` (os.path.abspath drops ``..`` as
+    text): a table, or a rebuild, could write inside another table's folder. Relative locations moved with each
+    process's working folder; a folder inside a catalog file's name broke every later open of the catalog."""
+    other = cat.create_table("db.other", SCHEMA)
+    other.append(rows([1]))
+    (site / "link").symlink_to(site / "full")
+    inside_other = f"{site}/link/..{other.location[len(str(site)):]}/sub"
+    before, position = files_under(site), head(cat)
+    for location in (inside_other, f"{site}/link/../fresh", "fresh", "./fresh", "file:fresh",
+                     str(site / "wh" / "catalog.db-journal"), str(site / "wh" / "catalog.db-shm" / "t")):
+        with pytest.raises(ValidationError, match="relative|segment|catalog's database"):
+            cat.create_table("db.t", SCHEMA, location=location)
+    with pytest.raises(ValidationError, match="segment"):
+        other.rebuild(inside_other)
+    assert head(cat) == position and files_under(site) == before
+    assert not (site / "wh" / "catalog.db-journal").exists()
 
 
 def test_a_symlink_into_another_tables_folder_is_the_same_place(cat, site):

@@ -393,3 +393,56 @@ def test_a_commit_refused_for_a_manifest_list_outside_the_table_never_opens_it(s
     assert not [p for p in opened if p.endswith("mine.txt")]
     assert head(site / "wh") == before
     assert (site / "full" / "mine.txt").read_text() == "a user's folder"
+
+
+def test_locations_spelled_to_land_elsewhere_are_refused(server, site):
+    """A location is judged where icelog writes it: ``<symlink>/../x`` (checked through the symlink, written at
+    ``x``: inside another table), a relative path (each process would find it under its own working folder), an
+    empty ``set-location`` in a create by commit (it was taken for none, and the table then lived at ``""``: its
+    metadata went to ``/metadata`` and its orphan removal ran in the server's working folder), and a folder inside
+    a catalog file's name (a ``catalog.db-journal`` folder left every later open of the catalog failing)."""
+    with Catalog.open(site / "wh") as cat:
+        victim_location = cat.load_table("db.victim").location
+    (site / "link").symlink_to(site / "full")
+    before, position = files_under(site), head(site / "wh")
+    spelled = [f"{site}/link/..{victim_location[len(str(site)):]}/sub", f"{site}/link/../wh", "relative/t",
+               "file:relative/t", str(site / "wh" / "catalog.db-journal" / "t"),
+               str(site / "wh" / "catalog.db-wal" / "t"), f"{site}/./full2"]
+    for location in spelled:
+        r = requests.post(f"{server}/v1/namespaces/db/tables",
+                          json={"name": "t", "schema": SCHEMA_JSON, "location": location, "stage-create": True},
+                          headers=AUTH)
+        assert r.status_code == 400, (location, r.text)
+    for location in ["", "/", *spelled]:
+        body = {"requirements": [{"type": "assert-create"}],
+                "updates": [{"action": "upgrade-format-version", "format-version": 2},
+                            {"action": "add-schema", "schema": SCHEMA_JSON},
+                            {"action": "set-location", "location": location}]}
+        r = requests.post(f"{server}/v1/namespaces/db/tables/t", json=body, headers=AUTH)
+        assert r.status_code == 400, (location, r.text)
+    assert head(site / "wh") == position
+    assert files_under(site) == before
+    assert not (site / "wh" / "catalog.db-journal").exists() and not os.path.exists("/metadata/v1.metadata.json")
+    with Catalog.open(site / "wh") as cat:  # the catalog still opens
+        assert [t.name for t in cat.store.catalog().tables] == ["victim"]
+
+
+def test_purging_a_table_keeps_a_file_another_table_took_over_in_place(site: Path) -> None:
+    """A REST client stages a create at an empty folder; meanwhile table a takes a file in that folder over in
+    place; the client's create commit then names the file as its own. Purging the client's table leaves the file:
+    table a's log references it too."""
+    ext = site / "ext"
+    ext.mkdir()
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=True)])
+    with running_server(site / "wh", TOKEN) as running:
+        client = RestCatalog("icelog", uri=running.uri, token=TOKEN)
+        txn = client.create_table_transaction("db.c", schema, location=str(ext))
+        pq.write_table(pa.table({"id": pa.array([1, 2, 3], pa.int64())}, schema=schema), ext / "f.parquet")
+        with Catalog.open(site / "wh") as cat:
+            cat.create_table("db.a", schema).append_files([str(ext / "f.parquet")])
+        txn.add_files([str(ext / "f.parquet")])
+        txn.commit_transaction()
+        client.purge_table("db.c")
+    assert (ext / "f.parquet").exists()
+    with Catalog.open(site / "wh") as cat:
+        assert cat.load_table("db.a").scan().to_arrow().column("id").to_pylist() == [1, 2, 3]
