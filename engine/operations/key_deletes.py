@@ -132,7 +132,7 @@ def distinct_keys(keys: pa.Table) -> pa.Table:
     proxy = pa.table([groupable(c) for c in keys.columns] + [pa.array(range(keys.num_rows), pa.int64())],
                      names=names + ["row"])
     first = proxy.group_by(names, use_threads=False).aggregate([("row", "min")]).column("row_min")
-    return keys.take(pc.sort_indices(first))
+    return keys.take(first.take(pc.sort_indices(first)))  # the first row of each key, in the keys' order
 
 
 def rows_matching_keys(rows: pa.Table, keys: pa.Table) -> pa.Array:

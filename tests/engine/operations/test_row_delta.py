@@ -77,6 +77,19 @@ def test_delete_by_key_writes_one_global_equality_delete_file(cat):
     assert cat.verify("db.t") == []
 
 
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_delete_by_key_with_a_repeated_key_deletes_every_key(cat, format_version):
+    """Keys are deduplicated before the deletes are written; the deduplication took the first rows of the keys
+    instead of the first row of each key, so a repeated key pushed the last keys out and they were not deleted."""
+    t = table(cat, **{"format-version": str(format_version)})
+    t.append(rows(range(1, 5)))
+    t.delete_by_key(pa.table({"id": [2, 2, 3]}), ["id"])
+    assert ids(t) == [1, 4]
+    keys = pa.table({"id": [5, 5, None, 7, None, 5], "s": ["a", "a", "b", "c", "b", "z"]})
+    assert distinct_keys(keys).to_pylist() == [{"id": 5, "s": "a"}, {"id": None, "s": "b"}, {"id": 7, "s": "c"},
+                                               {"id": 5, "s": "z"}]
+
+
 def test_a_later_append_of_a_deleted_key_survives(cat):
     t = table(cat)
     t.append(rows(range(5)))
