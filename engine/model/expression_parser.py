@@ -409,6 +409,8 @@ class _Parser:
                 return datetime.date.fromisoformat(text)
             if kind == "time":
                 return datetime.time.fromisoformat(text)
+            if re.search(r"\.\d{7}", text):
+                return text  # nanoseconds, which datetime would cut off: converted for the column when bound
             value = datetime.datetime.fromisoformat(text)
             if kind == "timestamptz" and value.tzinfo is None:
                 value = value.replace(tzinfo=datetime.timezone.utc)

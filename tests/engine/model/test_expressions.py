@@ -64,6 +64,7 @@ from engine.model.types import (
     NestedField,
     StringType,
     StructType,
+    TimestampNsType,
     TimestampType,
     TimestamptzType,
     TimeType,
@@ -858,3 +859,21 @@ def test_evaluate_arrow_constant_branches_built_by_hand():
     assert evaluate_arrow(Or(i_gt_1, AlwaysFalse()), chunked).to_pylist() == [False, True, False, True, True, False]
     assert evaluate_arrow(Or(Not(i_gt_1), AlwaysTrue()), chunked).true_count == 6
     assert evaluate_arrow(Not(AlwaysTrue()), chunked).true_count == 0
+
+
+def test_a_typed_timestamp_literal_keeps_its_nanoseconds():
+    """``TIMESTAMP '...'`` went through datetime, which keeps six fractional digits: on a nanosecond column the
+    literal selected the wrong rows. It binds as the same text in quotes does; a column in microseconds refuses it,
+    naming the literal."""
+    schema = Schema((_f(1, "id", LongType()), _f(2, "ts", TimestampNsType())))
+    base = 1_704_067_200_000_000_000  # 2024-01-01 00:00:00
+    table = pa.table({"id": pa.array([0, 1, 2], pa.int64()),
+                      "ts": pa.array([base + 5_000, base + 5_653, base + 9_999], pa.timestamp("ns"))})
+    for text, ids in [("ts = TIMESTAMP '2024-01-01 00:00:00.000005653'", [1]),
+                      ("ts < TIMESTAMP '2024-01-01 00:00:00.000005653'", [0]),
+                      ("ts >= TIMESTAMPTZ '2024-01-01 00:00:00.000005001'", [1, 2]),
+                      ("ts = '2024-01-01 00:00:00.000005653'", [1])]:
+        mask = evaluate_arrow(bind(parse_expression(text), schema), table)
+        assert table.filter(mask).column("id").to_pylist() == ids, text
+    with pytest.raises(ValidationError, match="000005653"):
+        bind(parse_expression("ts = TIMESTAMP '2024-01-01 00:00:00.000005653'"), SCHEMA)
