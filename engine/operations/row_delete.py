@@ -183,6 +183,9 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
     if v.new:
         v.files_still_live(changes.removed + changes.touched, action)
         v.no_new_deletes_for(changes.touched, action)
+        if changes.partitions is not None or summary_extra is REPLACE_PARTITIONS_SUMMARY:  # a dynamic overwrite
+            v.no_new_deletes_in_partitions(set(changes.partitions) if changes.partitions is not None else None,
+                                           action)
         if isolation_level(base, isolation_for) == SERIALIZABLE:
             if changes.partitions is not None:
                 v.no_new_data_in_partitions(set(changes.partitions), action)

@@ -189,6 +189,19 @@ class Validator:
                     f"equality deletes, written for partition specs {sorted(specs)}, do not reach",
                     commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
 
+    def no_new_deletes_in_partitions(self, partitions: set[tuple[int, tuple]] | None, action: str) -> None:
+        """A dynamic overwrite, at both isolation levels (Java's BaseReplacePartitions ``validateNoNewDeleteFiles``
+        over the partitions it replaces): no delete file added since to one of ``partitions``, or anywhere when
+        None (an overwrite under an unpartitioned spec replaces the whole table)."""
+        keys = None if partitions is None else {(spec_id, partition_key(values)) for spec_id, values in partitions}
+        for snap, added, f in self._changes():
+            if added and f.content != DataFileContent.DATA and (
+                    keys is None or (f.spec_id, partition_key(f.partition)) in keys):
+                raise ValidationConflict(
+                    f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added delete file "
+                    f"{f.file_path} to a partition the operation replaces", commit_id=snap.commit_id,
+                    snapshot_id=snap.snapshot_id)
+
     def no_new_data_in_partitions(self, partitions: set[tuple[int, tuple]], action: str) -> None:
         """Serializable dynamic overwrite: no data added since to a partition the operation replaces (partitions
         compared as Java's PartitionSet does: NaN is one, -0.0 another than 0.0)."""

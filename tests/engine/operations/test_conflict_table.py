@@ -16,6 +16,8 @@ validateNoNewDeletesForDataFiles                       copy-on-write delete agai
                                                        equality deletes (by partition and column bounds); a
                                                        compaction keeping sequence numbers ignores equality deletes
 validateNoNewDeleteFiles for referenced files          merge-on-read delete against another one on the same file
+validateNoNewDeleteFiles (ReplacePartitions)            a dynamic overwrite under snapshot isolation against an
+                                                       equality delete in a partition it replaces or in another
 validateNoConflictingDeleteFiles (UPDATE, MERGE)       a v3 upsert under snapshot isolation against an equality
                                                        delete of its key or of another one
 (icelog's own) rows still reach their equality deletes  delete by key and upsert with equality deletes of an older
@@ -168,6 +170,16 @@ CASES = [
     Case("unpartitioned dynamic overwrite / append in the older partitioned spec",
          lambda tx: (tx.update_spec().remove_field("cat").commit(), tx.dynamic_overwrite(rows([1], "a"))),
          lambda t: t.append(rows([3], "c")), True, partitioned=True),
+    # validateNoNewDeleteFiles of a dynamic overwrite (BaseReplacePartitions), at both isolation levels: delete files
+    # added to the partitions it replaces, even ones that reach none of the files it read
+    Case("dynamic overwrite under snapshot isolation / equality delete in a partition it replaces",
+         lambda tx: tx.dynamic_overwrite(rows([1], "a")),
+         lambda t: t.delete_by_key(rows([50], "a").select(["id", "cat"]), ["id", "cat"]), True, partitioned=True,
+         properties=UPDATE_SNAPSHOT_ISOLATION),
+    Case("dynamic overwrite under snapshot isolation / equality delete in another partition",
+         lambda tx: tx.dynamic_overwrite(rows([1], "a")),
+         lambda t: t.delete_by_key(rows([105], "b").select(["id", "cat"]), ["id", "cat"]), False, partitioned=True,
+         properties=UPDATE_SNAPSHOT_ISOLATION),
     # merge-on-read deletes of one file: a second delete of the same file would count rows twice
     Case("mor delete / mor delete of the same file", lambda tx: tx.delete("id = 1"),
          lambda t: t.delete("id = 2"), True, properties=MOR),
