@@ -56,6 +56,7 @@ from engine.model.types import (
     TimeType,
     TimestampType,
     TimestamptzType,
+    UUIDType,
 )
 
 #: Java's limit on IN lists the metrics evaluator checks literal by literal; longer lists might match.
@@ -135,6 +136,12 @@ class _MetricsEvaluator:
         raw = (self._lower if which == "lower" else self._upper).get(ref.field_id)
         if raw is None:
             return None
+        if isinstance(ref.field_type, UUIDType):
+            lower, upper = self._lower.get(ref.field_id), self._upper.get(ref.field_id)
+            if lower is not None and upper is not None and bytes(lower) > bytes(upper):
+                # bounds merged from row groups in signed order (some writers' uuids): they bound nothing
+                return None
+
         try:
             return values.bound_value(ref.field_type, raw)
         except ValidationError as e:
