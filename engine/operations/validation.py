@@ -175,11 +175,12 @@ class Validator:
 
     def no_rows_moved_out_of(self, specs: frozenset[int], bound_filter: object, action: str) -> None:
         """Equality deletes scoped to the partitions of ``specs`` (a spec the keys determine) still reach every row
-        they were written for: no commit since rewrote data files (removing some, adding others: a compaction, a
-        copy-on-write change) into a data file of another spec that might hold rows ``bound_filter`` matches, where
-        those deletes do not apply."""
+        they were written for: no commit since rewrote a data file of those specs that might hold rows
+        ``bound_filter`` matches (removed it, as a compaction or a copy-on-write change does) into a data file of
+        another spec that might hold them too, where those deletes do not apply."""
         rewrites = {snap.snapshot_id for snap, added, f in self._changes()
-                    if not added and f.content == DataFileContent.DATA}
+                    if not added and f.content == DataFileContent.DATA and f.spec_id in specs
+                    and file_might_match(bound_filter, f, self.base)}
         for snap, added, f in self._changes():
             if added and f.content == DataFileContent.DATA and snap.snapshot_id in rewrites and \
                     f.spec_id not in specs and file_might_match(bound_filter, f, self.base):
@@ -199,8 +200,8 @@ class Validator:
                     keys is None or (f.spec_id, partition_key(f.partition)) in keys):
                 raise ValidationConflict(
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added delete file "
-                    f"{f.file_path} to a partition the operation replaces", commit_id=snap.commit_id,
-                    snapshot_id=snap.snapshot_id)
+                    f"{f.file_path} to partition {f.partition} of spec {f.spec_id}, which the operation replaces",
+                    commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
 
     def no_new_data_in_partitions(self, partitions: set[tuple[int, tuple]], action: str) -> None:
         """Serializable dynamic overwrite: no data added since to a partition the operation replaces (partitions

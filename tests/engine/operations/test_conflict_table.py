@@ -430,3 +430,23 @@ def test_key_deletes_scoped_to_a_spec_against_a_compaction(tmp_path, format_vers
             tx.commit_transaction()
             assert _rows(t) == expected
         assert cat.verify("db.t") == []
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_key_deletes_scoped_to_an_older_spec_against_a_compaction_of_the_current_spec_only(tmp_path,
+                                                                                          format_version: int) -> None:
+    """A compaction that rewrites only files of the current spec moves no row out of the older spec the equality
+    deletes are scoped to: both land (the check judged the files a rewrite added, not the ones it removed)."""
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=KEYED, partition_by=["cat"], format_version=format_version)
+        t.append(_keyed_rows(list(range(10))))  # spec 0 (identity cat): holds key 3
+        t.update_spec().remove_field("cat").add_field("v", "bucket[2]").commit()
+        t.append(_keyed_rows([11, 15], v=7))
+        t.append(_keyed_rows([12, 16], v=7))  # spec 1 files, none holds key 3
+        tx = t.transaction()
+        tx.delete_by_key(_keyed_rows([3]).select(["id", "cat"]), ["id", "cat"])
+        t.rewrite_data_files(where="v = 7")
+        tx.commit_transaction()
+        assert sorted(t.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2, 4, 5, 6, 7, 8, 9, 11, 12, 15, 16]
+        assert cat.verify("db.t") == []
