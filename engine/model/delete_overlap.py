@@ -19,7 +19,7 @@ from typing import Any
 from engine.errors import ValidationError
 from engine.model.data_file import DataFile
 from engine.model.types import DoubleType, FloatType, NestedField, PrimitiveType
-from engine.model.values import bound_value
+from engine.model.values import bound_value, bounds_inverted
 
 
 def equality_deletes_may_apply(data_file: DataFile, delete_file: DataFile, fields: Mapping[int, NestedField]) -> bool:
@@ -98,7 +98,8 @@ class FileMetrics:
 
     def bound(self, field: NestedField, *, lower: bool) -> Any:
         raw = (self.lower if lower else self.upper).get(field.field_id)
-        if raw is None:
+        if raw is None or bounds_inverted(field.field_type, self.lower.get(field.field_id),
+                                          self.upper.get(field.field_id)):
             return None
         try:
             return bound_value(field.field_type, raw)

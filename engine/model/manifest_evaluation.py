@@ -142,6 +142,8 @@ class _SummaryEvaluator:
                         and upper.startswith(prefix))
         if s.lower_bound is None or s.upper_bound is None:
             return False  # every value is null or NaN: no comparison holds
+        if values.bounds_inverted(ref.field_type, s.lower_bound, s.upper_bound):
+            return True  # a Java writer's uuid summary (signed order) on both sides of the sign bit
         lower = self._bound(ref, s.lower_bound)
         upper = self._bound(ref, s.upper_bound)
         if isinstance(pred, StartsWith):

@@ -56,7 +56,6 @@ from engine.model.types import (
     TimeType,
     TimestampType,
     TimestamptzType,
-    UUIDType,
 )
 
 #: Java's limit on IN lists the metrics evaluator checks literal by literal; longer lists might match.
@@ -136,11 +135,8 @@ class _MetricsEvaluator:
         raw = (self._lower if which == "lower" else self._upper).get(ref.field_id)
         if raw is None:
             return None
-        if isinstance(ref.field_type, UUIDType):
-            lower, upper = self._lower.get(ref.field_id), self._upper.get(ref.field_id)
-            if lower is not None and upper is not None and bytes(lower) > bytes(upper):
-                # bounds merged from row groups in signed order (some writers' uuids): they bound nothing
-                return None
+        if values.bounds_inverted(ref.field_type, self._lower.get(ref.field_id), self._upper.get(ref.field_id)):
+            return None
 
         try:
             return values.bound_value(ref.field_type, raw)

@@ -64,3 +64,32 @@ def test_nan_keeps_float_ranges_out_of_the_decision() -> None:
     assert not equality_deletes_may_apply(data, _file(5, 6, eq=(3,), field_id=3, nans=0, bound=double), FIELDS)
     assert equality_deletes_may_apply(data, _file(5, 6, eq=(3,), field_id=3, nans=1, bound=double), FIELDS)
     assert equality_deletes_may_apply(data, _file(5, 6, eq=(3,), field_id=3, nans=None, bound=double), FIELDS)
+
+
+def test_inverted_uuid_bounds_prove_nothing() -> None:
+    """uuid bounds merged from row groups in signed order (lower above upper, unsigned): neither an equality delete
+    of a key the file holds nor a manifest whose partition summary spans the sign bit is ruled out by them."""
+    import uuid
+
+    from engine.model import values
+    from engine.model.data_file import FieldSummary
+    from engine.model.expression_parser import parse_expression
+    from engine.model.manifest_evaluation import manifest_might_match
+    from engine.model.partitioning import PartitionField, PartitionSpec
+    from engine.model.types import UUIDType
+
+    u = UUIDType()
+    uuid_schema = Schema((NestedField(field_id=1, name="u", field_type=u, required=True),))
+    high, low, key = (uuid.UUID(s + "0000000-0000-0000-0000-000000000000") for s in ("9", "2", "a"))
+    data = DataFile(file_path="/w/data/d.parquet", record_count=10, file_size_in_bytes=100,
+                    lower_bounds={1: values.to_bytes(u, high)}, upper_bounds={1: values.to_bytes(u, low)})
+    delete = DataFile(file_path="/w/data/e.parquet", record_count=1, file_size_in_bytes=100,
+                      content=DataFileContent.EQUALITY_DELETES, equality_ids=(1,),
+                      lower_bounds={1: values.to_bytes(u, key)}, upper_bounds={1: values.to_bytes(u, key)})
+    assert equality_deletes_may_apply(data, delete, uuid_schema.index_by_id())
+    spec = PartitionSpec(spec_id=0, fields=(PartitionField(source_id=1, field_id=1000, transform="identity",
+                                                           name="u"),))
+    summary = (FieldSummary(contains_null=False, contains_nan=None, lower_bound=values.to_bytes(u, high),
+                            upper_bound=values.to_bytes(u, low)),)
+    for text in (f"u = '{key}'", f"u < '{low}'", f"u > '{high}'"):
+        assert manifest_might_match(parse_expression(text), spec, uuid_schema, summary), text
