@@ -494,6 +494,9 @@ class Catalog:
 
         :raises ValidationError: naming the folder and the rule it breaks
         """
+        into = os.fspath(into)
+        if is_local(into) and not urlsplit(into).scheme:  # a folder, as FileIO reaches it (relative: from here)
+            into = os.path.abspath(into)
         check_table_location(into, warehouse=self.warehouse, catalog_database=self.database,
                              others=self.table_locations(), must_be_empty=False, what=f"rebuild {table} into",
                              holds_files=self._holds_files)

@@ -216,6 +216,8 @@ def _local_spelling_problem(location: str) -> str | None:
     if not is_local(location):
         return None
     parts = urlsplit(location)
+    if parts.scheme == "file" and parts.netloc not in ("", "localhost"):
+        return f"names host {parts.netloc!r} (a file: URI names this machine's files only)"
     path = parts.path if parts.scheme == "file" else location
     if not path.startswith("/"):
         return "is a relative path (a table location is absolute)"

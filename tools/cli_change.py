@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Callable
 
@@ -43,8 +44,16 @@ def cmd_create_table(args: argparse.Namespace) -> None:
         if args.schema_from:
             schema = read_parquet_schema(args.schema_from, io=cat.io)
         t = cat.create_table(args.table, schema=schema, partition_by=args.partition_by or None, properties=props,
-                             format_version=args.format_version, location=args.location)
+                             format_version=args.format_version, location=absolute_folder(args.location))
         tell(args, describe_change(args.command, args.table, None, t.state))
+
+
+def absolute_folder(location: str | None) -> str | None:
+    """A ``--location`` as the user typed it: a relative folder is one under the working folder of the command (a
+    table location is absolute; the catalog refuses a relative one)."""
+    if location is None or "://" in location or location.startswith(("/", "file:")):
+        return location
+    return os.path.abspath(location)
 
 
 def cmd_append(args: argparse.Namespace) -> None:
@@ -61,7 +70,7 @@ def cmd_register(args: argparse.Namespace) -> None:
     relocate = key_values(args.relocate, "--relocate")
     with open_catalog(args) as cat, phase_bars(f"register {args.table}", unit="snapshot") as progress:
         t = cat.register_table(args.table, args.metadata_location, relocate=relocate or None,
-                               location=args.location, progress=progress)
+                               location=absolute_folder(args.location), progress=progress)
         report = describe_change(args.command, args.table, None, t.state, metadata_location=t.metadata_location,
                                  notes=list(t.import_notes))
         if not args.json:

@@ -165,8 +165,8 @@ def test_locations_are_judged_where_they_are_written(cat, site):
                      str(site / "wh" / "catalog.db-journal"), str(site / "wh" / "catalog.db-shm" / "t")):
         with pytest.raises(ValidationError, match="relative|segment|catalog's database"):
             cat.create_table("db.t", SCHEMA, location=location)
-    with pytest.raises(ValidationError, match="segment"):
-        other.rebuild(inside_other)
+    with pytest.raises(ValidationError, match="inside the location of table db.other"):
+        other.rebuild(inside_other)  # judged where it is written: inside the table's own folder
     assert head(cat) == position and files_under(site) == before
     assert not (site / "wh" / "catalog.db-journal").exists()
 
@@ -355,6 +355,24 @@ def test_cli_refuses_names_and_locations_in_one_line(cat, site, capsys, args):
     assert code == 1
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert files_under(site) == before
+
+
+def test_relative_folders_typed_by_a_user_are_taken_from_the_working_folder(cat, site, monkeypatch):
+    """The catalog refuses relative locations; the CLI's ``--location`` and a rebuild's target resolve one from
+    where the command runs, as a user typing a folder means it."""
+    (site / "work").mkdir()
+    monkeypatch.chdir(site / "work")
+    code = cli(["--warehouse", str(site / "wh"), "create-table", "db.rel", "--location", "tables/rel",
+                "--schema", '{"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", '
+                            '"required": false}]}'])
+    assert code == 0
+    assert cat.load_table("db.rel").location == str(site / "work" / "tables" / "rel")
+    t = cat.create_table("db.t", SCHEMA)
+    t.append(rows([1]))
+    written = t.rebuild("copy")
+    assert written and all(os.path.abspath(p).startswith(str(site / "work" / "copy") + "/") for p in written)
+    assert all(os.path.isfile(site / "work" / p) for p in written)
+    assert len(t.rebuild("./copy")) == len(written)  # the same files again: nothing rewritten
 
 
 def test_errors_are_icelog_errors(cat):
