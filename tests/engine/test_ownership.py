@@ -162,8 +162,9 @@ def test_locations_are_judged_where_they_are_written(cat, site):
     inside_other = f"{site}/link/..{other.location[len(str(site)):]}/sub"
     before, position = files_under(site), head(cat)
     for location in (inside_other, f"{site}/link/../fresh", "fresh", "./fresh", "file:fresh",
-                     str(site / "wh" / "catalog.db-journal"), str(site / "wh" / "catalog.db-shm" / "t")):
-        with pytest.raises(ValidationError, match="relative|segment|catalog's database"):
+                     str(site / "wh" / "catalog.db-journal"), str(site / "wh" / "catalog.db-shm" / "t"),
+                     f"file://elsewhere{site}/fresh"):
+        with pytest.raises(ValidationError, match="relative|segment|catalog's database|names host"):
             cat.create_table("db.t", SCHEMA, location=location)
     with pytest.raises(ValidationError, match="inside the location of table db.other"):
         other.rebuild(inside_other)  # judged where it is written: inside the table's own folder
