@@ -19,7 +19,8 @@ from typing import Any
 from engine.errors import ValidationError
 from engine.model.data_file import DataFile
 from engine.model.types import DoubleType, FloatType, NestedField, PrimitiveType
-from engine.model.values import bound_value, bounds_inverted
+from engine.model.metrics_evaluation import bounds_inverted
+from engine.model.values import bound_value
 
 
 def equality_deletes_may_apply(data_file: DataFile, delete_file: DataFile, fields: Mapping[int, NestedField]) -> bool:

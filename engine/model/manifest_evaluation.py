@@ -42,7 +42,7 @@ from engine.model.expressions import (
     StartsWith,
     require_bound,
 )
-from engine.model.metrics_evaluation import IN_PREDICATE_LIMIT
+from engine.model.metrics_evaluation import IN_PREDICATE_LIMIT, bounds_inverted
 from engine.model.partition_filters import project_inclusive
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
@@ -142,7 +142,7 @@ class _SummaryEvaluator:
                         and upper.startswith(prefix))
         if s.lower_bound is None or s.upper_bound is None:
             return False  # every value is null or NaN: no comparison holds
-        if values.bounds_inverted(ref.field_type, s.lower_bound, s.upper_bound):
+        if bounds_inverted(ref.field_type, s.lower_bound, s.upper_bound):
             return True  # a Java writer's uuid summary (signed order) on both sides of the sign bit
         lower = self._bound(ref, s.lower_bound)
         upper = self._bound(ref, s.upper_bound)

@@ -56,10 +56,18 @@ from engine.model.types import (
     TimeType,
     TimestampType,
     TimestamptzType,
+    UUIDType,
 )
 
 #: Java's limit on IN lists the metrics evaluator checks literal by literal; longer lists might match.
 IN_PREDICATE_LIMIT = 200
+
+
+def bounds_inverted(t: Any, lower: bytes | None, upper: bytes | None) -> bool:
+    """Whether a column's lower and upper bounds are uuids with the lower above the upper in Iceberg's (unsigned)
+    order: a writer merged them from row groups in signed order, and they bound nothing (a reader judging by them
+    could skip a file that holds the value)."""
+    return isinstance(t, UUIDType) and lower is not None and upper is not None and bytes(lower) > bytes(upper)
 
 
 def metrics_might_match(expr: BooleanExpression, file: DataFile, schema: Schema, *,
@@ -135,7 +143,7 @@ class _MetricsEvaluator:
         raw = (self._lower if which == "lower" else self._upper).get(ref.field_id)
         if raw is None:
             return None
-        if values.bounds_inverted(ref.field_type, self._lower.get(ref.field_id), self._upper.get(ref.field_id)):
+        if bounds_inverted(ref.field_type, self._lower.get(ref.field_id), self._upper.get(ref.field_id)):
             return None
 
         try:

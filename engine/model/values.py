@@ -368,13 +368,6 @@ def from_bytes(t: IcebergType, b: bytes) -> Any:
     raise ValidationError(f"Cannot read value: type {t} has no single-value form")
 
 
-def bounds_inverted(t: IcebergType, lower: bytes | None, upper: bytes | None) -> bool:
-    """Whether a column's lower and upper bounds are uuids with the lower above the upper in Iceberg's (unsigned)
-    order: a writer merged them from row groups in signed order, and they bound nothing (a reader judging by them
-    could skip a file that holds the value)."""
-    return isinstance(t, UUIDType) and lower is not None and upper is not None and bytes(lower) > bytes(upper)
-
-
 def bound_value(t: IcebergType, raw: bytes) -> Any:
     """The canonical value of a column's lower or upper bound (Appendix D bytes) for a column now of type ``t``:
     bounds written before an int -> long or float -> double promotion keep their narrower size; a NaN bound proves
