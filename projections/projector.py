@@ -228,7 +228,7 @@ def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex
         parent: list[ManifestFile] = []
         if snap.parent_snapshot_id is not None:
             found = index.get(state.table_uuid, snap.parent_snapshot_id)
-            if found is None and not _in_log(state, snap.parent_snapshot_id):
+            if found is None and state.logged_snapshot(snap.parent_snapshot_id) is None:
                 # an imported snapshot whose parent was expired before the import: the log never held the
                 # parent, the snapshot's changes add every file live in it, and its parent id stays as Java's does
                 found = []
@@ -265,12 +265,6 @@ def commit_snapshots(state: TableState) -> tuple[Snapshot, ...]:
     while start and snapshots[start - 1].commit_id == commit_id:
         start -= 1
     return snapshots[start:]
-
-
-def _in_log(state: TableState, snapshot_id: int) -> bool:
-    """Whether the table's log holds the snapshot (live or expired since)."""
-    return any(s.snapshot_id == snapshot_id for s in state.snapshots) or \
-        any(s.snapshot_id == snapshot_id for s in state.expired_snapshots)
 
 
 def render_all(states: Iterable[TableState], changes_of: ChangesOf,

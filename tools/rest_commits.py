@@ -203,6 +203,7 @@ def _prepare(cat: Catalog, ns: tuple[str, ...], name: str, body: Mapping[str, An
     return _PreparedCommit(namespace=ns, name=name, table_uuid=table_uuid, creates=entry is None, commit=commit,
                            client=client, owned=owned, rebase_appends=rebase_appends)
 
+
 def _check_new_table_uuid(cat: Catalog, table_uuid: str, label: str) -> None:
     """A create's ``assign-uuid`` must be a uuid no table's log holds yet: one that names another table (or the
     catalog's own stream) would stage the client's files under that table and retry a commit that can never land."""

@@ -51,6 +51,7 @@ from engine.model.types import (
     DateType,
     DoubleType,
     FloatType,
+    IcebergType,
     IntegerType,
     LongType,
     TimeType,
@@ -63,7 +64,7 @@ from engine.model.types import (
 IN_PREDICATE_LIMIT = 200
 
 
-def bounds_inverted(t: Any, lower: bytes | None, upper: bytes | None) -> bool:
+def bounds_inverted(t: IcebergType, lower: bytes | None, upper: bytes | None) -> bool:
     """Whether a column's lower and upper bounds are uuids with the lower above the upper in Iceberg's (unsigned)
     order: a writer merged them from row groups in signed order, and they bound nothing (a reader judging by them
     could skip a file that holds the value)."""
@@ -145,7 +146,6 @@ class _MetricsEvaluator:
             return None
         if bounds_inverted(ref.field_type, self._lower.get(ref.field_id), self._upper.get(ref.field_id)):
             return None
-
         try:
             return values.bound_value(ref.field_type, raw)
         except ValidationError as e:

@@ -254,9 +254,9 @@ class HistoricalTable(TableStateReads):
         :class:`engine.read.scan.Scan` (``as_of_timestamp_ms``, ``ref``)."""
         snapshot = self.state.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
         if snapshot_id is not None and snapshot is None:
-            expired = [s for s in self.state.expired_snapshots if s.snapshot_id == snapshot_id]
-            if expired:  # expired before this version: still readable from the log
-                state = attrs.evolve(self.state, snapshots=self.state.snapshots + (expired[-1],))
+            expired = self.state.logged_snapshot(snapshot_id)
+            if expired is not None:  # expired before this version: still readable from the log
+                state = attrs.evolve(self.state, snapshots=self.state.snapshots + (expired,))
                 return Scan(self.catalog.store, state, where=where, columns=columns, snapshot_id=snapshot_id,
                             io=self.catalog.io, **options)
         return Scan(self.catalog.store, self.state, where=where, columns=columns, snapshot_id=snapshot_id,
