@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
 from engine.errors import (
     ForeignWriterError,
@@ -45,6 +45,27 @@ def _checksum_of(path: str) -> str | None:
     if name.startswith(".") and name.endswith(".crc"):
         return os.path.join(folder, name[1:-4])
     return None
+
+
+def write_only_new(io: FileIO, files: Mapping[str, bytes], what: str) -> list[str]:
+    """Write rendered files into a folder no table owns (a rebuild's or a past state's view); returns their paths.
+    Only new files are written: a file already there with the same bytes (an earlier run's) stays, and one with other
+    bytes (whoever's: another table's metadata, a user's file) stops everything before anything is written.
+
+    :param files: path -> bytes
+    :param what: the action, for the message ("rebuild db.t into /x")
+    :raises ValidationError: a file in the way, naming it
+    """
+    planned = []
+    for path, data in sorted(files.items()):
+        there = io.exists(path)
+        if there and io.read_bytes(path) != data:
+            raise ValidationError(f"Cannot {what}: {path} exists with other content (only new files are written)")
+        planned.append((path, data, there))
+    for path, data, there in planned:
+        if not there:
+            io.write_new(path, data)
+    return [path for path, _, _ in planned]
 
 
 class TablePublisher:
@@ -238,27 +259,18 @@ class TablePublisher:
 
     def rebuild(self, into: str, state: TableState) -> list[str]:
         """Render the projection from the log into another folder (same relative layout); returns the paths. Only
-        new files are written: a file already there with the same bytes (an earlier rebuild's) stays, and one with
-        other bytes stops the rebuild before anything is written.
+        new files are written (see :func:`write_only_new`).
 
         :param state: the table's state (its location is the root of the relative layout)
         :raises ValidationError: a file in the way, naming it
         """
         location = state.location.rstrip("/")
-        planned = []
-        for path, data in sorted(self.render().items()):
+        files = {}
+        for path, data in self.render().items():
             if not path.startswith(location + "/"):  # every rendered file is under the location: never write elsewhere
                 raise IntegrityError(f"Cannot rebuild {path}: it is not under the table location {location}")
-            target = f"{os.fspath(into).rstrip('/')}/{path[len(location) + 1:]}"
-            there = self.io.exists(target)
-            if there and self.io.read_bytes(target) != data:
-                raise ValidationError(f"Cannot rebuild {'.'.join(self.identifier)} into {into}: {target} exists with "
-                                      f"other content (a rebuild writes only new files)")
-            planned.append((target, data, there))
-        for target, data, there in planned:
-            if not there:
-                self.io.write_new(target, data)
-        return [target for target, _, _ in planned]
+            files[f"{os.fspath(into).rstrip('/')}/{path[len(location) + 1:]}"] = data
+        return write_only_new(self.io, files, f"rebuild {'.'.join(self.identifier)} into {into}")
 
     def verify(self, state: TableState) -> list[str]:
         """Published files that differ from a fresh rendering, are missing, or were not written by icelog.

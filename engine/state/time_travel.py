@@ -37,6 +37,7 @@ from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
 from engine.model.types import is_long
 from engine.ownership import check_table_location
+from engine.publishing import write_only_new
 from engine.read.scan import Scan
 from engine.state.table_state import (
     MAIN_BRANCH,
@@ -286,19 +287,23 @@ class HistoricalTable(TableStateReads):
         """Materialize a read-only Iceberg table folder for this past state under ``directory``: its
         ``metadata/`` (every metadata.json up to this version, manifests, manifest lists, version-hint.text)
         points at the data files where they are, so ``spark.read.format("iceberg").load(directory)`` reads the
-        rows of that state (the data files must still exist). Returns the path of the metadata.json."""
+        rows of that state (the data files must still exist). Returns the path of the metadata.json. Only new
+        files are written: publishing the same view again changes nothing, and a file there with other bytes
+        (another table's metadata, a view of another state) stops it before anything is written.
+
+        :raises ValidationError: the folder is a table's location, inside or around one, or holds a file in the way"""
         text = os.fspath(directory)
         target = text.rstrip("/") if is_s3(text) else os.path.abspath(text).rstrip("/")
         catalog = self.catalog
         check_table_location(target, warehouse=catalog.warehouse, catalog_database=catalog.database,
                              others=catalog.table_locations(), must_be_empty=False,
                              what=f"publish view of table {'.'.join(self.identifier)}")
-        io = catalog.io
-        for path, data in sorted(self.render(target).items()):
+        files = self.render(target)
+        for path in files:
             if not path.startswith(target + "/"):
                 raise ValidationError(f"Cannot publish view of table {'.'.join(self.identifier)}: rendered file "
                                       f"{path} falls outside {target}")
-            io.write_bytes(path, data)
+        write_only_new(catalog.io, files, f"publish view of table {'.'.join(self.identifier)} into {target}")
         return layout.metadata_file_of(self.state, self.version, location=target)
 
 

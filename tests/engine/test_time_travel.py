@@ -373,3 +373,21 @@ def test_catalog_log_is_callable_and_still_the_storage_log(tmp_path):
         assert [e.type for e in entries] == ["create-namespace", "register-table", "create-table", "add-snapshot"]
         assert [e.type for e in cat.log(since=entries[1].position)] == ["create-table", "add-snapshot"]
         assert cat.log.head(t.uuid) == 2  # the storage API is still there
+
+
+def test_publish_view_writes_only_new_files(catalog, history, tmp_path):
+    """A view goes into a folder no table of the catalog owns, which may hold anything: another table's metadata
+    (a table outside the catalog, a view of another state) is never overwritten, and nothing is written then."""
+    folder = tmp_path / "folder"
+    other = catalog.create_table("db.other", SCHEMA)
+    other.append(rows(2))
+    other.as_of(version=2).publish_view(folder)  # stands for a table outside the catalog: v1, v2, a hint
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    with pytest.raises(ValidationError, match=r"v1\.metadata\.json exists with other content"):
+        history.as_of(version=3).publish_view(folder)
+    with pytest.raises(ValidationError, match=r"version-hint\.text exists with other content"):
+        other.as_of(version=1).publish_view(folder)  # another state of that table: its hint is in the way
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+    # the same view again: every file is already there with its bytes
+    assert other.as_of(version=2).publish_view(folder) == f"{folder}/metadata/v2.metadata.json"
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
