@@ -14,8 +14,8 @@ The rules:
   equal to, inside, or a parent of another table's location. An explicit location must also be absent or an
   empty folder. A default location (``<warehouse>/<namespace>/<name>``) that breaks a rule (a folder left by a
   renamed or dropped table, a nested namespace inside a table's folder) moves to a fresh folder beside it.
-- A table owns the files under its own location that are not under another table's location and are not the
-  catalog's files. Files a table references outside its location (``append_files`` of files in place, tables
+- A table owns the files under its own location that are not under another table's location, are not the
+  catalog's files, and are not the original metadata of a table registered in place (the original writer's). Files a table references outside its location (``append_files`` of files in place, tables
   registered with their data elsewhere) are external: never deleted unless the caller asks for it, and even
   then never another table's or the catalog's.
 - On an object store, the rules compare the object a path reaches, spelled as FileIO reaches it (the key as
@@ -336,10 +336,13 @@ class Ownership:
     :param others: (normalized location, name) of every other table of the catalog
     :param catalog_files: the normalized paths of the catalog's database files
     :param name: the table's name, for messages
+    :param original_metadata: names of the files a table registered in place found in its metadata folder: the
+        original writer's, under the location but never the table's (but ``version-hint.text``, which icelog moves
+        to its own version)
     """
 
     def __init__(self, location: str, *, others: Iterable[tuple[str, str]], catalog_files: Iterable[str],
-                 name: str = "the table") -> None:
+                 name: str = "the table", original_metadata: Iterable[str] = ()) -> None:
         self.location = location
         self.root = normalize_location(location)
         self.name = name
@@ -347,6 +350,9 @@ class Ownership:
         self.others = tuple((root, other) for root, other in others if root != self.root)
         self.catalog_files = frozenset(catalog_files)
         self._folders: dict[str, str] = {}
+        metadata = f"{location.rstrip('/')}/metadata"
+        self.originals = frozenset(self.normalize(f"{metadata}/{file_name}") for file_name in original_metadata
+                                   if file_name != "version-hint.text")
 
     def normalize(self, path: str) -> str:
         """``path`` as :func:`normalize_location` spells it, resolving each folder once."""
@@ -363,11 +369,13 @@ class Ownership:
         return os.path.realpath(full) if os.path.islink(full) else full
 
     def owner_elsewhere(self, path: str) -> str | None:
-        """The name of the other table whose location holds ``path``, "the catalog" for its database files, or
-        None."""
+        """The name of the other table whose location holds ``path``, "the catalog" for its database files, the
+        original writer for a registered table's original metadata, or None."""
         norm = self.normalize(path)
         if norm in self.catalog_files or (is_local(path) and OPEN_DATABASES.database_of(norm) is not None):
             return "the catalog"
+        if norm in self.originals:
+            return f"the writer of {self.name} before its registration (its original metadata)"
         # the deepest location holding the path decides (tables nested in each other before these rules)
         deepest, owner = (self.root, None) if is_within(norm, self.root) else ("", None)
         for root, name in self.others:

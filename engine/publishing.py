@@ -29,8 +29,7 @@ from engine.errors import (
     storage_error,
 )
 from engine.operations.expire import projection_files
-from engine.state.events import TableCreated
-from engine.state.store import StateStore, decoded
+from engine.state.store import StateStore
 from engine.state.table_state import TableState
 from projections import layout
 from projections.projector import Projector, render_all
@@ -314,8 +313,5 @@ class TablePublisher:
     def original_metadata(self) -> frozenset[str]:
         """Names of the files the table's metadata folder held when it was registered in place (the original
         writer's): never overwritten, never deleted, never called foreign."""
-        first = self.store.log.read_stream(self.uuid, up_to_version=1)
-        for event, _ in decoded(first):
-            if isinstance(event, TableCreated):
-                return frozenset(event.original_metadata)
-        return frozenset()
+        created = self.store.table_created(self.uuid)
+        return frozenset(created.original_metadata) if created is not None else frozenset()

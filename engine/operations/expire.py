@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 import attrs
 
 from engine.errors import ValidationError
-from engine.state.events import Event, RefRemoved, SnapshotAdded, SnapshotsRemoved, TableCreated, decode
+from engine.state.events import Event, RefRemoved, SnapshotAdded, SnapshotsRemoved, decode
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.types import is_long
 from engine.operations.commit import CommitContext, now_ms
@@ -483,11 +483,8 @@ def remove_orphan_files(table: CollectedTable, older_than_ms: int | None = None)
 def original_files(store: StateStore, table_uuid: str) -> tuple[str, ...]:
     """The files the table's location held when it was registered, other than its original metadata and the files
     its history took over (paths relative to the location; none for a table icelog created)."""
-    for e in store.log.read_stream(table_uuid, up_to_version=1):
-        event = decode(e.type, e.type_version, e.payload, position=e.position)
-        if isinstance(event, TableCreated):
-            return event.original_files
-    return ()
+    created = store.table_created(table_uuid)
+    return created.original_files if created is not None else ()
 
 
 def spelling(io: FileIO, owned: Ownership) -> Callable[[str], str]:

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from typing import Iterable, Mapping, Sequence
 
 from engine.errors import IntegrityError, TableNotFound
-from engine.state.events import CATALOG_STREAM, Event, FileChange, decode, decode_file_change
+from engine.state.events import CATALOG_STREAM, Event, FileChange, TableCreated, decode, decode_file_change
 from engine.read.file_index import FileIndex
 from engine.model.data_file import DataFile, LiveEntry
 from engine.model.kept_values import SharedPerLog
@@ -156,6 +156,13 @@ class StateStore:
             raise TableNotFound(f"Cannot commit to {name}: the table was dropped (this handle is stale)")
 
     # ------------------------------------------------------------ tables
+    def table_created(self, table_uuid: str) -> TableCreated | None:
+        """The event that began the table's stream (what a registered table's location held then is in it), or None
+        for a stream that does not begin with one."""
+        for event, _ in decoded(self.log.read_stream(table_uuid, up_to_version=1)):
+            return event if isinstance(event, TableCreated) else None
+        return None
+
     def recent_table(self, table_uuid: str) -> TableState:
         """The table's state as last loaded here (perhaps behind the log's head: no query), else its head state: for
         settings read before a commit (its retry policy), which builds on the head inside the transaction anyway."""

@@ -314,6 +314,32 @@ def test_files_of_another_table_or_the_catalog_cannot_be_brought_in(cat, site):
     assert victim.scan().to_arrow().num_rows == 2
 
 
+def test_the_original_metadata_of_a_table_registered_in_place_cannot_be_brought_in(cat, site, tmp_path):
+    """The files a registered table's metadata folder held are the original writer's, although under its location:
+    named as data files (whose metadata is taken on trust), purge and expiry would delete them."""
+    import attrs
+
+    source = Catalog.open(tmp_path / "source")
+    source.create_namespace("db")
+    original = source.create_table("db.o", SCHEMA, location=str(site / "lake" / "o"))
+    original.append(rows([1]))
+    source.close()
+    metadata = site / "lake" / "o" / "metadata"
+    originals = {p: p.read_bytes() for p in metadata.iterdir() if p.name != "version-hint.text"}
+    t = cat.register_table("db.t", str(site / "lake" / "o"))
+    data_file = next(e.file for e in cat.store.live_entries(t.state, t.current_snapshot().snapshot_id))
+    position = head(cat)
+    for path in originals:
+        fake = attrs.evolve(data_file, file_path=str(path), file_size_in_bytes=path.stat().st_size)
+        with pytest.raises(ValidationError, match="belongs to the writer of db.t before its registration"):
+            t.append_data_files([fake])
+        with pytest.raises(ValidationError, match="belongs to the writer of db.t before its registration"):
+            t.row_delta().add_data_files([fake]).commit()
+    assert head(cat) == position
+    cat.purge_table("db.t")
+    assert {p: p.read_bytes() for p in metadata.iterdir() if p in originals} == originals
+
+
 def test_expire_never_deletes_files_appended_in_place(cat, site):
     table = cat.create_table("db.t", SCHEMA)
     external = site / "source.parquet"
