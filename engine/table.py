@@ -37,7 +37,7 @@ from engine.operations.rewrite import rewrite_data_files, rewrite_manifests
 from engine.operations.row_delete import (COPY_ON_WRITE, REPLACE_PARTITIONS_SUMMARY, RowChanges, bind_filter,
                                           delete_mode, plan_dynamic_overwrite, plan_row_delete, row_change_events)
 from engine.operations.row_delta import RowDelta, delete_by_key, upsert
-from engine.operations.snapshot import new_snapshot_id, snapshot_events, snapshot_ids_by_branch
+from engine.operations.snapshot import new_snapshot_id, snapshot_events, snapshot_ids_by_branch, vectors_of_removed
 from engine.operations.table_updates import FORMAT_VERSION_PROPERTY, format_version_of, upgrade_events
 from engine.operations.transaction import run_staged
 from engine.operations.update_schema import UpdateSchema
@@ -372,17 +372,17 @@ class Table(TableStateReads):
 
         :raises ValidationError: a path that is not live in the branch's head; nothing is committed
         """
-        wanted = list(dict.fromkeys(os.fspath(p) for p in paths))
+        wanted = dict.fromkeys(os.fspath(p) for p in paths)  # a Puffin file's path: each vector it holds
         snapshot_id = new_snapshot_id()
 
         def build(base: TableState, ctx: CommitContext) -> list:
-            live = {e.file.file_path: e.file for e in
-                    self.catalog.store.live_entries(base, base.branch_head(branch))}
-            missing = [p for p in wanted if p not in live]
+            live = [e.file for e in self.catalog.store.live_entries(base, base.branch_head(branch))]
+            missing = sorted(wanted.keys() - {f.file_path for f in live})
             if missing:
                 raise ValidationError(f"Cannot delete files: {', '.join(missing[:3])} not in the table")
+            removed = [f for f in live if f.file_path in wanted]
             return snapshot_events(base, ctx, operation="delete", snapshot_id=snapshot_id,
-                                   removed=[live[p] for p in wanted], branch=branch)
+                                   removed=removed + vectors_of_removed(live, removed), branch=branch)
 
         state = self.commit_events(build)
         return state.snapshot_by_id(snapshot_id)

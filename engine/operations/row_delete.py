@@ -32,7 +32,7 @@ from engine.model.metrics_evaluation import metrics_might_match, metrics_must_ma
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.row_evaluation import evaluate_arrow
 from engine.operations.commit import CommitContext
-from engine.operations.snapshot import snapshot_events
+from engine.operations.snapshot import snapshot_events, vectors_of_removed
 from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
 from engine.read.raw_file import parse_name_mapping
 from engine.read.reader import POS_COLUMN, read_data_file
@@ -194,11 +194,14 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
     # whatever moved the branch, never remove a file it does not hold, nor delete rows of one
     v.files_live(changes.removed + changes.touched, head, action)
     added = list(changes.added) + list(new_rows)
+    removed = list(changes.removed)
+    if base.format_version >= 3 and head is not None and removed:
+        removed += vectors_of_removed((e.file for e in store.live_entries(base, head)), removed)
     op = operation
     if operation == "delete" and any(f.content == DataFileContent.DATA for f in added):
         op = "overwrite"
     return snapshot_events(base, ctx, operation=op, snapshot_id=snapshot_id, added=added,
-                           removed=changes.removed, branch=branch, summary_extra=summary_extra)
+                           removed=removed, branch=branch, summary_extra=summary_extra)
 
 
 def bind_filter(state: TableState, where: str | None) -> Any:

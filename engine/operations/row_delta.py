@@ -260,10 +260,37 @@ class RowDelta(PendingUpdate):
         if self._state.format_version < 2 and files:
             raise ValidationError(f"Cannot {action}: the table is format version {self._state.format_version} "
                                   f"(row-level deletes need version 2)")
+        self._check_one_vector_per_file(files, action)
         self._check_new_paths(files, action)
         self._deletes += files
         self._referenced.update(referenced)
         return self
+
+    def _check_one_vector_per_file(self, files: Sequence[DataFile], action: str) -> None:
+        """A data file has at most one deletion vector in a snapshot, and a new one replaces every earlier delete of
+        its rows (the v3 spec: readers then ignore its position delete files). A vector written elsewhere cannot be
+        merged here, so one for a data file that already has deletes (or a second one) is refused;
+        ``add_position_deletes`` merges them.
+
+        :raises ValidationError: naming the data file and the delete file in the way
+        """
+        vectors = [f for f in files if f.is_deletion_vector]
+        if not vectors:
+            return
+        data_files = {**self._live_data(), **self._pending_data()}
+        applying = self._deletes_applying(
+            data_files[key] for key in {normalize_path(v.referenced_data_file or "") for v in vectors}
+            if key in data_files)
+        earlier = {normalize_path(path): positional for path, deletes in applying.items()
+                   if (positional := [d for d in deletes if d.content == DataFileContent.POSITION_DELETES])}
+        for vector in vectors:
+            key = normalize_path(vector.referenced_data_file or "")
+            if key in earlier:
+                raise ValidationError(
+                    f"Cannot {action}: deletion vector {vector.file_path} is for {vector.referenced_data_file}, "
+                    f"which already has delete file {earlier[key][0].file_path} (a data file has one vector, holding "
+                    f"all its deletes: use add_position_deletes, which merges them)")
+            earlier[key] = [vector]
 
     def add_equality_deletes(self, keys: pa.Table, equality_columns: Sequence[str]) -> RowDelta:
         """Write equality delete files deleting the older rows whose ``equality_columns`` equal a row of ``keys``

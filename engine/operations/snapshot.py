@@ -8,13 +8,14 @@ parent's summary, so a commit costs O(files it changes), never O(table).
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import attrs
 
 from engine.errors import ValidationError
 from engine.state.events import FileChange, SnapshotAdded
 from engine.model.data_file import DataFile, DataFileContent
+from engine.model.paths import normalize_path
 from engine.operations.commit import CommitContext, apply_in_commit
 from engine.state.table_state import MAIN_BRANCH, Snapshot, TableState
 
@@ -29,6 +30,14 @@ def new_snapshot_id() -> int:
     return ((u >> 64) ^ (u & (2**64 - 1))) & (2**63 - 1)
 
 
+def content_size(f: DataFile) -> int:
+    """The bytes a file adds to a snapshot's sizes: a deletion vector's blob, not its whole Puffin file (Java's
+    ``ScanTaskUtil.contentSizeInBytes``: several vectors share one file)."""
+    if f.is_deletion_vector and f.content_size_in_bytes is not None:
+        return f.content_size_in_bytes
+    return f.file_size_in_bytes
+
+
 def _counts(files: Sequence[DataFile]) -> dict[str, int]:
     data = [f for f in files if f.content == DataFileContent.DATA]
     pos = [f for f in files if f.content == DataFileContent.POSITION_DELETES]
@@ -36,7 +45,7 @@ def _counts(files: Sequence[DataFile]) -> dict[str, int]:
     dvs = sum(1 for f in pos if f.is_deletion_vector)
     return {"data": len(data), "deletes": len(pos) + len(eq), "pos_files": len(pos) - dvs, "dvs": dvs,
             "eq_files": len(eq),
-            "records": sum(f.record_count for f in data), "size": sum(f.file_size_in_bytes for f in files),
+            "records": sum(f.record_count for f in data), "size": sum(map(content_size, files)),
             "pos": sum(f.record_count for f in pos), "eq": sum(f.record_count for f in eq)}
 
 
@@ -119,6 +128,18 @@ def snapshot_events(base: TableState, ctx: CommitContext, *, operation: str, sna
         first_row_id=first_row_id,
         added_rows=added_rows,
     )]
+
+
+def vectors_of_removed(live: Iterable[DataFile], removed: Sequence[DataFile]) -> list[DataFile]:
+    """The deletion vectors among ``live`` (a snapshot's live files) that apply to a data file ``removed`` removes,
+    and that it does not remove already: a writer that removes a data file removes its vector too (the v3 spec;
+    Java's ``removeDanglingDeletesFor``), or the vector would dangle in every later snapshot."""
+    gone = {normalize_path(f.file_path) for f in removed if f.content == DataFileContent.DATA}
+    if not gone:
+        return []
+    leaving = {f.key for f in removed}
+    return [f for f in live if f.is_deletion_vector and f.key not in leaving
+            and normalize_path(f.referenced_data_file or "") in gone]
 
 
 def assign_row_ids(base: TableState, added: Sequence[DataFile]) -> tuple[list[DataFile], int, int]:

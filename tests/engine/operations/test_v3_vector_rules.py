@@ -1,0 +1,123 @@
+"""The v3 spec's rules on deletion vectors, whatever operation writes them: at most one vector per data file in a
+snapshot (a new one replaces every earlier delete of the file), a data file removed takes its vector with it, and
+a snapshot's sizes count a vector's blob, not the Puffin file it shares with others (Java's SnapshotSummary)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from engine import Catalog
+from engine.errors import ValidationError
+from engine.model.data_file import DataFileContent
+from engine.write.data_writer import write_data_files
+from engine.write.delete_files import write_deletion_vectors
+
+SCHEMA = pa.schema([("id", pa.int64()), ("cat", pa.string())])
+
+
+@pytest.fixture
+def cat(tmp_path):
+    with Catalog.open(tmp_path / "wh") as catalog:
+        catalog.create_namespace("db")
+        yield catalog
+
+
+def live(t):
+    return [e.file for e in t.catalog.store.live_entries(t.state, t.current_snapshot().snapshot_id)]
+
+
+def ids(t) -> list[int]:
+    return sorted(t.scan().to_arrow().column("id").to_pylist())
+
+
+def with_vectors(cat, name="db.t"):
+    """Two data files (partitions a and b), each with a vector deleting one row."""
+    t = cat.create_table(name, SCHEMA, partition_by=["cat"], format_version=3,
+                         properties={"write.delete.mode": "merge-on-read"})
+    t.append(pa.table({"id": list(range(6)), "cat": ["a"] * 3 + ["b"] * 3}))
+    t.delete("id IN (0, 3)")
+    assert sum(f.is_deletion_vector for f in live(t)) == 2
+    return t
+
+
+def data_file(t, partition):
+    return next(f for f in live(t) if f.content == DataFileContent.DATA and f.partition == (partition,))
+
+
+def test_a_vector_for_a_data_file_that_has_deletes_is_refused(cat):
+    t = with_vectors(cat)
+    a = data_file(t, "a")
+    head = cat.log.head(t.uuid)
+    second, _ = write_deletion_vectors(t.state, {a.file_path: [1]}, spec_id=a.spec_id, partition=a.partition)
+    with pytest.raises(ValidationError, match="already has delete file .*use add_position_deletes"):
+        t.row_delta().add_delete_files(second).commit()
+    # two vectors for one data file in one call
+    plain = cat.create_table("db.plain", SCHEMA, format_version=3)
+    plain.append(pa.table({"id": [1, 2, 3], "cat": ["x"] * 3}))
+    f = live(plain)[0]
+    one, _ = write_deletion_vectors(plain.state, {f.file_path: [0]}, spec_id=0, partition=())
+    two, _ = write_deletion_vectors(plain.state, {f.file_path: [1]}, spec_id=0, partition=())
+    with pytest.raises(ValidationError, match="already has delete file"):
+        plain.row_delta().add_delete_files(one + two).commit()
+    assert cat.log.head(t.uuid) == head and ids(t) == [1, 2, 4, 5] and ids(plain) == [1, 2, 3]
+    # the way that merges: one vector per data file, holding both deletes
+    t.row_delta().add_position_deletes({a.file_path: [1]}).commit()
+    vectors = Counter(f.referenced_data_file for f in live(t) if f.is_deletion_vector)
+    assert set(vectors.values()) == {1} and ids(t) == [2, 4, 5]
+    # an equality delete on the file is no vector: a vector written elsewhere still comes in beside it
+    plain.delete_by_key(pa.table({"id": [3]}), ["id"])
+    plain.row_delta().add_delete_files(one).commit()
+    assert ids(plain) == [2]
+
+
+@pytest.mark.parametrize("operation", ["overwrite", "dynamic_overwrite", "replace_partitions", "delete_files",
+                                       "overwrite_data_files"])
+def test_removing_a_data_file_removes_its_vector(cat, operation):
+    t = with_vectors(cat)
+    a = data_file(t, "a")
+    new = pa.table({"id": [10], "cat": ["a"]})
+    if operation == "overwrite":
+        t.overwrite(new)
+        removed_vectors = 2
+    elif operation == "dynamic_overwrite":
+        t.dynamic_overwrite(new)
+        removed_vectors = 1
+    elif operation == "replace_partitions":
+        t.replace_partitions(write_data_files(t.state, new))
+        removed_vectors = 1
+    elif operation == "delete_files":
+        t.delete_files([a.file_path])
+        removed_vectors = 1
+    else:
+        t.overwrite_data_files(write_data_files(t.state, new))
+        removed_vectors = 2
+    files = live(t)
+    data = {f.file_path for f in files if f.content == DataFileContent.DATA}
+    vectors = [f for f in files if f.is_deletion_vector]
+    assert all(v.referenced_data_file in data for v in vectors)  # none dangles
+    summary = dict(t.current_snapshot().summary)
+    assert summary["removed-dvs"] == str(removed_vectors)
+    assert summary["total-delete-files"] == str(len(vectors)) == str(2 - removed_vectors)
+    assert t.verify_projection() == []
+
+
+def test_snapshot_sizes_count_a_vector_blob_not_its_puffin_file(cat):
+    t = cat.create_table("db.t", SCHEMA, format_version=3, properties={"write.delete.mode": "merge-on-read"})
+    t.append(pa.table({"id": [0, 1, 2], "cat": ["a"] * 3}))
+    t.append(pa.table({"id": [3, 4, 5], "cat": ["a"] * 3}))
+    before = int(dict(t.current_snapshot().summary)["total-files-size"])
+    t.delete("id IN (0, 3)")  # one Puffin file holding two vectors
+    vectors = [f for f in live(t) if f.is_deletion_vector]
+    assert len(vectors) == 2 and len({v.file_path for v in vectors}) == 1
+    blobs = sum(v.content_size_in_bytes for v in vectors)
+    assert blobs < vectors[0].file_size_in_bytes
+    summary = dict(t.current_snapshot().summary)
+    assert summary["added-files-size"] == str(blobs)
+    assert int(summary["total-files-size"]) - before == blobs
+    t.delete_files([vectors[0].file_path])  # the Puffin file's path: both vectors go, each counted by its blob
+    summary = dict(t.current_snapshot().summary)
+    assert summary["removed-dvs"] == "2" and summary["removed-files-size"] == str(blobs)
+    assert not any(f.is_deletion_vector for f in live(t)) and ids(t) == [0, 1, 2, 3, 4, 5]
