@@ -45,9 +45,9 @@ from storage.contract import (
     stored_result,
     verify_rows,
 )
-from storage.postgres_url import redacted
-from storage.errors import (
-    ConnectionLost,
+from storage.postgres_url import redacted, scrubbed
+from storage.errors import (  # noqa: I001
+    ConnectionLost, TransactionFailed,
     InvalidWrite,
     LogBusy,
     LogClosed,
@@ -159,6 +159,18 @@ def _execute_rows(cursor: psycopg.Cursor, sql: str, rows: Sequence[Sequence[Any]
         cursor.executemany(sql, rows)
 
 
+#: a connection refused for good: SQLSTATE classes (authorization, unknown database), and libpq's own words
+_REFUSED_STATES = ("28", "3D")
+_REFUSED_WORDS = ("password authentication failed", "does not exist", "invalid ", "no password supplied")
+
+
+def _refused_for_good(error: psycopg.OperationalError) -> bool:
+    """Whether connecting failed for a reason no wait cures (a wrong password, database, role or parameter), as
+    opposed to a server that is not up yet or unreachable."""
+    state = getattr(error, "sqlstate", None) or ""
+    return state.startswith(_REFUSED_STATES) or any(word in str(error) for word in _REFUSED_WORDS)
+
+
 def _lock_key(name: str) -> int:
     """A signed 64-bit advisory lock key for ``name`` (never the writer lock's)."""
     key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
@@ -266,6 +278,7 @@ class PostgresLog:
         #: the thread that opened the log: its connection is used by that thread only, as SQLite's is (threads
         #: interleaving BEGIN, savepoints and COMMIT on one connection would write a broken chain into the log)
         self._owner = threading.get_ident()
+        self._held: dict[int, str] = {}  #: the session locks (``exclusive``) held: lost with the connection
         #: tables other layers keep beside the log (storage.contract.DerivedTables)
         self.derived = PostgresDerived(self)
         self._connect()
@@ -294,9 +307,16 @@ class PostgresLog:
                 if pooled is not None:  # an idle connection the server dropped meanwhile: try the next at once
                     pooled.close()
                     continue
+                if _refused_for_good(e):  # a wrong password, database or parameter: waiting changes nothing
+                    raise LogError(f"Cannot open the log: {self.path} ({self._scrubbed(e)})") from None
                 if time.monotonic() >= deadline:
-                    raise LogBusy(f"Cannot reach the log: {self.path} ({str(e).strip()})") from e
+                    raise LogBusy(f"Cannot reach the log: {self.path} ({self._scrubbed(e)})") from None
                 time.sleep(0.2)
+            except psycopg.Error as e:  # a URL libpq cannot parse (a bad %-escape, an unknown parameter)
+                raise LogError(f"Cannot open the log: {self.path} ({self._scrubbed(e)})") from None
+
+    def _scrubbed(self, error: BaseException) -> str:
+        return scrubbed(str(error).strip(), self.url)
 
     def _live(self) -> psycopg.Connection:
         if self._closed:
@@ -307,17 +327,27 @@ class PostgresLog:
         if self._conn is None or self._conn.closed or self._conn.broken:
             if self._depth:
                 raise LogError(f"Cannot use the log: the connection to {self.path} broke inside a transaction")
+            if self._held:  # its session locks went with it: the work they guard must not go on as if held
+                keys = ", ".join(repr(key) for key in self._held.values())
+                self._held.clear()
+                raise ConnectionLost(f"Cannot use the log: the connection to {self.path} broke while holding the "
+                                     f"lock {keys}, which another user may hold now")
             return self._connect()
         return self._conn
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of a read, retried once on a new connection when the old one broke (reads are idempotent)."""
         try:
-            return self._live().execute(sql, params).fetchall()
+            try:
+                return self._live().execute(sql, params).fetchall()
+            except psycopg.OperationalError:
+                if self._depth or self._conn is None or not (self._conn.broken or self._conn.closed):
+                    raise
+                return self._live().execute(sql, params).fetchall()
         except psycopg.OperationalError:
-            if self._depth or self._conn is None or not (self._conn.broken or self._conn.closed):
-                raise
-            return self._live().execute(sql, params).fetchall()
+            raise
+        except psycopg.Error as e:  # refused by the server (permissions, a read-only standby): typed, named
+            raise LogError(f"Cannot read the log {self.path}: {str(e).strip()}") from e
 
     def _schema_present(self) -> bool:
         names = ["events", "event_parts", "commits", "checkpoints", "staged_files"]
@@ -345,19 +375,20 @@ class PostgresLog:
             finally:
                 self._depth -= 1
             return
+        conn = self._begun(conn)
         self._depth = 1
         try:
+            locked = False
             try:
-                conn.execute("BEGIN")
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
-            except pg_errors.LockNotAvailable as e:
-                conn.execute("ROLLBACK")
-                raise LogBusy(f"Cannot begin a write transaction: {self.path} is locked by another writer") from e
-            try:
+                locked = True
                 yield conn
-            except BaseException:
+            except BaseException as e:
                 if not conn.broken and not conn.closed:
                     conn.execute("ROLLBACK")
+                if not locked and isinstance(e, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)):
+                    raise LogBusy(f"Cannot begin a write transaction: {self.path} is locked by another writer "
+                                  f"({str(e).strip()})") from e  # lock_timeout, or a statement_timeout
                 raise
             conn.execute("COMMIT")
         except psycopg.OperationalError as e:
@@ -365,8 +396,27 @@ class PostgresLog:
                 raise LogError(f"Cannot finish a write transaction on {self.path}: {str(e).strip()}") from e
             raise ConnectionLost(f"Cannot finish a write transaction: the connection to {self.path} broke "
                                  f"({str(e).strip()}); its outcome is unknown") from e
+        except psycopg.Error as e:  # refused by the server (permissions, a read-only standby): rolled back
+            raise TransactionFailed(f"Cannot write to the log {self.path}: {str(e).strip()}") from e
         finally:
             self._depth = 0
+
+    def _begun(self, conn: psycopg.Connection) -> psycopg.Connection:
+        """Begin a write transaction, at READ COMMITTED whatever the database's default: the writer lock orders the
+        writers, and each must read the heads the one before it committed (a snapshot taken under REPEATABLE READ
+        before the lock is granted would not see them). A connection found broken here has sent nothing yet: a new
+        one begins instead."""
+        begin = "BEGIN ISOLATION LEVEL READ COMMITTED"
+        try:
+            conn.execute(begin)
+        except psycopg.OperationalError:
+            if not (conn.broken or conn.closed):
+                raise
+            conn = self._live()  # raises when session locks went with the old one
+            conn.execute(begin)
+        except psycopg.Error as e:
+            raise TransactionFailed(f"Cannot begin a write transaction on {self.path}: {str(e).strip()}") from e
+        return conn
 
     def in_transaction(self) -> bool:
         """:meth:`storage.log.Log.in_transaction`: inside a transaction of this log's."""
@@ -403,11 +453,13 @@ class PostgresLog:
                 break
             time.sleep(delay)
             delay = min(delay * 2, 0.02)
+        if taken:
+            self._held[lock] = key
         try:
             yield taken
         finally:
-            if taken and not conn.broken and not conn.closed:  # a session lock dies with its connection
-                with contextlib.suppress(psycopg.OperationalError):
+            if taken and self._held.pop(lock, None) is not None and not conn.broken and not conn.closed:
+                with contextlib.suppress(psycopg.OperationalError):  # a session lock dies with its connection
                     conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
 
     # ------------------------------------------------------------ writes

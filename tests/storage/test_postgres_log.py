@@ -136,3 +136,98 @@ def test_closed_logs_hand_their_connection_to_the_next_one_opened(postgres_url: 
     forked.start()
     assert results.get(timeout=30) not in (pid, backend(PostgresLog.open(postgres_url)))  # never the parent's
     forked.join(30)
+
+
+def test_writers_commit_under_any_default_isolation_level(postgres_url: str) -> None:
+    """A database whose default is REPEATABLE READ or SERIALIZABLE: each write transaction still reads the heads the
+    writer before it committed (it begins at READ COMMITTED), so concurrent writers land, none fails."""
+    name = postgres_url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} SET default_transaction_isolation = 'serializable'")
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        with PostgresLog.open(postgres_url) as log:
+            for i in range(5):
+                try:
+                    log.commit(f"w{w}-{i}", (write(f"s{w}", i),), time_ms=i)
+                    log.commit(f"shared-{w}-{i}", (write("shared", log.head("shared")),), time_ms=i)
+                except Exception as e:  # a CAS conflict on "shared" is fair; anything else is not
+                    if type(e).__name__ != "StreamVersionConflict":
+                        errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with PostgresLog.open(postgres_url) as log:
+        assert [log.head(f"s{w}") for w in range(4)] == [5] * 4 and log.verify() == []
+
+
+def test_a_lock_lost_with_its_connection_is_reported_to_its_holder(postgres_url: str) -> None:
+    """A session lock dies with its connection: the holder must not go on (reconnected) as if it held it, while
+    another user takes it."""
+    from storage.errors import ConnectionLost
+
+    log = PostgresLog.open(postgres_url)
+    with log.exclusive("publish t1") as taken:
+        assert taken
+        pid = log._live().execute("SELECT pg_backend_pid()").fetchone()[0]
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with PostgresLog.open(postgres_url) as other, other.exclusive("publish t1", timeout_s=5) as theirs:
+            assert theirs  # gone with the connection
+        with pytest.raises(ConnectionLost, match="broke while holding the lock 'publish t1'"):
+            log.head("s")
+    assert log.head("s") == 0  # afterwards the handle reconnects
+    log.close()
+
+
+def test_server_refusals_are_typed_and_leave_the_handle_usable(postgres_url: str) -> None:
+    from storage.errors import TransactionFailed
+
+    with PostgresLog.open(postgres_url) as log:
+        log.commit("c1", (write("s", 0),), time_ms=1)
+    name = postgres_url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")  # a hot standby's answer
+    with PostgresLog.open(postgres_url + "?application_name=standby") as log:  # a new session (not a pooled one)
+        with pytest.raises(TransactionFailed, match=f"Cannot .*{name}.*read-only transaction"):
+            log.commit("c2", (write("s", 1),), time_ms=2)
+        assert log.head("s") == 1
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("SET default_transaction_read_only = off")
+        admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = off")
+    # a statement timeout (common on managed servers) cancelling the wait for the writer lock: LogBusy, and the
+    # same handle commits once the lock is free
+    timed = postgres_url + "?options=-c%20statement_timeout%3D500"
+    with PostgresLog.open(timed) as log, PostgresLog.open(postgres_url) as holder:
+        with holder.transaction():
+            with pytest.raises(LogBusy, match="locked by another writer"):
+                log.commit("c2", (write("s", 1),), time_ms=2)
+        assert log.commit("c2", (write("s", 1),), time_ms=2).positions == (2,)
+
+
+def test_bad_urls_fail_at_once_and_never_show_the_password(postgres_server) -> None:
+    import time
+
+    from storage.errors import LogError
+    from storage.postgres_url import scrubbed
+
+    host = postgres_server.url.split("@", 1)[1].split("/", 1)[0]
+    assert redacted("postgresql://u:p#ss/w?rd@h/db") == "postgresql://u:***@h/db"  # as libpq reads it
+    assert redacted("postgresql://u@h/db?sslmode=require&password=x") == "postgresql://u@h/db?sslmode=require&password=***"
+    assert is_postgres_url("postgresql://u@[::1/db")  # malformed, still a log's URL (its open names the fault)
+    assert scrubbed('token "s3cr%zz" in "postgresql://u:s3cr%zz@h/d?password=q"',
+                    "postgresql://u:s3cr%zz@h/d?password=q") == 'token "***" in "postgresql://u:***@h/d?password=***"'
+    for url in (f"postgresql://icelog:Hunter%zz2pw@{host}/postgres",  # a bad %-escape
+                f"postgresql://icelog:Wr0ngpw@{host}/no_such_database",
+                f"postgresql://icelog@{host}/postgres?bogus_option=1",
+                f"postgresql://icelog:Wr0ngpw@[::1/postgres"):
+        started = time.monotonic()
+        with pytest.raises(LogError) as raised:
+            PostgresLog.open(url, busy_timeout_ms=20_000)
+        assert time.monotonic() - started < 10, url  # not retried until the busy timeout
+        assert "Wr0ng" not in str(raised.value) and "Hunter" not in str(raised.value), str(raised.value)
