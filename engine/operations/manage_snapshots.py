@@ -30,9 +30,10 @@ from engine.state.events import Event, FileChange, RefRemoved, RefSet, SnapshotA
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.partitioning import partition_key
 from engine.model.types import is_long
-from engine.operations.commit import CommitContext, new_commit_id, now_ms
+from engine.operations.commit import CommitContext, apply_in_commit, new_commit_id, now_ms
 from engine.operations.pending import PendingUpdate
-from engine.operations.snapshot import new_snapshot_id, snapshot_events, snapshot_summary
+from engine.operations.snapshot import (new_snapshot_id, row_id_backfill_events, snapshot_events,
+                                       snapshot_ids_by_branch, snapshot_summary)
 from engine.state.table_state import (
     MAIN_BRANCH,
     UNREFERENCED_BRANCH,
@@ -206,13 +207,23 @@ class ManageSnapshots(PendingUpdate):
     def __init__(self, table: Any) -> None:
         super().__init__(table)
         self._requests: list[Request] = []
+        self._backfill_ids = snapshot_ids_by_branch()
 
     # ------------------------------------------------------------ the builder protocol
     def events(self, base: TableState, ctx: CommitContext) -> list[Event]:
         plan = self._plan(base, ctx)
         for request in self._requests:
             request(plan)
-        return plan.events()
+        events = plan.events()
+        if base.format_version < 3 or not events:
+            return events
+        # a v3 branch moved onto a snapshot from before the upgrade (a rollback, a branch from it): its rows get row
+        # ids in the same commit, as the upgrade gave the heads of its time, or they would have none
+        after = base
+        for event in events:
+            after = apply_in_commit(event, after, ctx)
+        return events + row_id_backfill_events(after, ctx, self._table.catalog.store.live_entries,
+                                               self._backfill_ids)
 
     def _plan(self, base: TableState, ctx: CommitContext) -> _Plan:
         store = self._table.catalog.store
