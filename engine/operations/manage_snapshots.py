@@ -494,6 +494,10 @@ class ManageSnapshots(PendingUpdate):
             # re-applied files are new files: new sequence number, and new row ids on a v3 table
             added = [attrs.evolve(c.file, first_row_id=None) for c in changes
                      if c.added and c.file.content == DataFileContent.DATA]
+            live = plan.live_paths(head) if added else set()
+            twice = [f.file_path for f in added if f.key in live]
+            if twice:  # whatever history says: a file main holds already would be counted twice by every reader
+                raise ValidationError(f"Cannot {action}: its file {twice[0]} is live in the current snapshot already")
             removed: list[DataFile] = []
             if dynamic:
                 removed = [c.file for c in changes if not c.added and c.file.content == DataFileContent.DATA]
@@ -508,7 +512,9 @@ class ManageSnapshots(PendingUpdate):
 
 
 def _check_not_picked(plan: _Plan, picked: Snapshot, head: int | None, action: str) -> None:
-    for ancestor in plan.state.ancestors(head):
+    """Not an ancestor of main, nor picked into one: expired ancestors count (the log keeps them), where Java's walk
+    stops at the first expired one and appends the snapshot's files a second time."""
+    for ancestor in plan.state.iter_ancestors(head, through_expired=True):
         if ancestor.snapshot_id == picked.snapshot_id:
             raise ValidationError(f"Cannot {action}: it is already an ancestor of the current snapshot")
         if ancestor.summary_value(SOURCE_SNAPSHOT_ID) == str(picked.snapshot_id):

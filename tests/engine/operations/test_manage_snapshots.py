@@ -228,6 +228,28 @@ def test_cherrypick_append_adds_its_files_in_a_new_snapshot(table):
         c.file.file_path for c in table.catalog.store.file_changes_of(table.state, s2)]
 
 
+def test_cherrypick_never_adds_a_file_main_holds_already(table, tmp_path):
+    """An ancestor whose descendants were expired is still an ancestor (the log keeps them); and whatever history
+    says, a file live in main is never added again (every reader would count its rows twice)."""
+    import pyarrow.parquet as pq
+
+    s1, s2, s3 = table.snaps
+    table.manage_snapshots().create_branch(s2.snapshot_id, "audit").commit()
+    table.append(rows([5]))
+    table.expire_snapshots(older_than_ms=int(time.time() * 1000) + 60_000, retain_last=1)
+    assert table.snapshot_by_id(s3.snapshot_id) is None and table.snapshot_by_id(s2.snapshot_id) is not None
+    with pytest.raises(ValidationError, match="already an ancestor of the current snapshot"):
+        table.manage_snapshots().cherrypick_snapshot(s2.snapshot_id).commit()
+    # one file appended in place to a branch and to main: history does not relate the two snapshots
+    pq.write_table(rows([9]), tmp_path / "x.parquet")
+    picked = table.append_files([str(tmp_path / "x.parquet")], branch="audit")
+    table.append_files([str(tmp_path / "x.parquet")])
+    position = commits(table)
+    with pytest.raises(ValidationError, match="x.parquet is live in the current snapshot already"):
+        table.manage_snapshots().cherrypick_snapshot(picked.snapshot_id).commit()
+    assert commits(table) == position and ids_of(table) == [1, 2, 3, 4, 5, 9]
+
+
 def test_cherrypick_whose_parent_is_the_head_fast_forwards(table):
     s1, s2, _ = table.snaps
     table.manage_snapshots().rollback_to_snapshot(s1.snapshot_id).commit()
