@@ -230,13 +230,22 @@ class TablePublisher:
                 self.check_foreign_writers("publish")
             states = store.commits_between(self.uuid, published, head)
             try:
-                return projector.publish(namespace, name, states, store.file_changes_of, progress=progress)
+                return projector.publish(namespace, name, states, store.file_changes_of, progress=progress,
+                                         name_now=self._name_now)
             except IntegrityError:
                 # the derived index lost a parent: re-project from the first commit (same bytes)
                 states = store.commits_between(self.uuid, 0, head)
-                return projector.publish(namespace, name, states, store.file_changes_of, progress=progress)
+                return projector.publish(namespace, name, states, store.file_changes_of, progress=progress,
+                                         name_now=self._name_now)
         except FileError as e:
             raise storage_error(e, e.path) from e
+
+    def _name_now(self) -> tuple[tuple[str, ...], str] | None:
+        """The name the catalog gives this table now; None when it names it no more (dropped)."""
+        try:
+            return self._registered_name()
+        except TableNotFound:
+            return None
 
     def _registered_name(self) -> tuple[tuple[str, ...], str]:
         """The name the catalog gives this table now (the pointer row goes under it, not under the name a handle

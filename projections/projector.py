@@ -111,12 +111,16 @@ class Projector:
         return 0 if not rows else int(rows[0][0])
 
     def publish(self, namespace: tuple[str, ...], name: str, states: Sequence[TableState],
-                changes_of: ChangesOf, progress: Callable[[int, int], None] | None = None) -> str | None:
+                changes_of: ChangesOf, progress: Callable[[int, int], None] | None = None,
+                name_now: Callable[[], tuple[tuple[str, ...], str] | None] | None = None) -> str | None:
         """Write the files of each commit state in ``states`` (oldest first), then move the hint and the pointer.
 
         Returns the newest metadata location, or None when there was nothing to publish.
 
         :param progress: called with (snapshots written, snapshots to write) as their files are written
+        :param name_now: the name the catalog gives the table, asked inside the pointer's transaction (no catalog
+            commit lands meanwhile): the row goes under it, not under a name read before a rename; None (dropped
+            since) leaves the rows alone, since the name may be another table's by now
         """
         if not states:
             return None
@@ -141,6 +145,11 @@ class Projector:
                 return location  # another process got here first with the same (or a newer) version
             self.io.write_bytes(layout.version_hint_file(newest.location),
                                 str(newest.metadata_number()).encode("ascii"))
+            if name_now is not None:
+                named = name_now()
+                if named is None:
+                    return location
+                ns, name = ".".join(named[0]), named[1]
             rows = derived.query(
                 "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
                 "AND table_name = ?", [self.catalog_name, ns, name])

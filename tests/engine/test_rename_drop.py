@@ -152,6 +152,42 @@ def test_a_drop_leaves_the_row_of_a_table_created_under_its_name_since(cat, monk
         other.close()
 
 
+@pytest.mark.parametrize("change", ["drop", "rename"])
+def test_a_publish_that_read_the_name_before_a_catalog_change_points_where_the_catalog_says(cat, monkeypatch,
+                                                                                           change):
+    """A publish reads the table's name, then writes its files; meanwhile the table is dropped and its name given
+    to a new table (which publishes), or renamed. The stale publish must not point the name back at the dropped
+    table's files (SQL-catalog readers would see them, and the drop would then leave the name without a row), and
+    a renamed table's row must reach its new name at its newest metadata."""
+    from engine.publishing import TablePublisher
+
+    cat.create_table("db.t", ROWS.schema).append(ROWS)
+    real = TablePublisher._registered_name
+    read: list[int] = []
+
+    def read_before_the_change(self):  # the first read is the stale one; the later ones see the catalog
+        read.append(1)
+        return (("db",), "t") if len(read) == 1 else real(self)
+
+    with Catalog.open(cat.warehouse, project=False) as quiet:
+        stale = quiet.load_table("db.t")
+        stale.append(ROWS)  # in the log, not published yet
+        if change == "drop":
+            cat.drop_table("db.t")
+            new = cat.create_table("db.t", ROWS.schema)
+            new.append(ROWS)
+        else:
+            cat.rename_table("db.t", "archive.t2")
+        monkeypatch.setattr(TablePublisher, "_registered_name", read_before_the_change)
+        stale.publish()
+    if change == "drop":
+        assert pointer_rows(cat) == [("db", "t")] and pointer(cat, "db", "t") == new.metadata_location
+    else:
+        assert pointer_rows(cat) == [("archive", "t2")]
+        assert pointer(cat, "archive", "t2") == cat.load_table("archive.t2").metadata_location
+        assert cat.load_table("archive.t2").scan().count() == 4
+
+
 def test_a_rename_after_a_publish_under_the_new_name_leaves_one_row(cat):
     """A publish that ran between the rename's commit and the move of its pointer row wrote the new name's row
     already: the rename removes the old one instead of moving it onto the new."""
