@@ -482,10 +482,9 @@ def _first_row_id(state: TableState, content: ManifestContent, entries: Sequence
     readers would give that file's rows the ids of others: :data:`_UNLABELLED`."""
     if state.format_version < 3 or content != ManifestContent.DATA:
         return None
-    ids = [e.data_file.first_row_id for e in entries if e.status != EntryStatus.DELETED]
-    if any(i is None for i in ids):
-        return _UNLABELLED
-    return min(ids, default=None)
+    live = [e.data_file.first_row_id for e in entries if e.status != EntryStatus.DELETED]
+    ids = [i for i in live if i is not None]
+    return min(ids, default=None) if len(ids) == len(live) else _UNLABELLED
 
 
 def pack_end(items: list[ManifestFile], target: int) -> list[list[ManifestFile]]:

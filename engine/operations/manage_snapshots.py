@@ -206,6 +206,7 @@ class ManageSnapshots(PendingUpdate):
 
     def __init__(self, table: Any) -> None:
         super().__init__(table)
+        self._store = table.catalog.store
         self._requests: list[Request] = []
         self._backfill_ids = snapshot_ids_by_branch()
 
@@ -222,11 +223,10 @@ class ManageSnapshots(PendingUpdate):
         after = base
         for event in events:
             after = apply_in_commit(event, after, ctx)
-        return events + row_id_backfill_events(after, ctx, self._table.catalog.store.live_entries,
-                                               self._backfill_ids)
+        return [*events, *row_id_backfill_events(after, ctx, self._store.live_entries, self._backfill_ids)]
 
     def _plan(self, base: TableState, ctx: CommitContext) -> _Plan:
-        store = self._table.catalog.store
+        store = self._store
 
         def live_paths(state: TableState, snapshot_id: int) -> set[str]:
             return {e.file.key for e in store.live_entries(state, snapshot_id)}
