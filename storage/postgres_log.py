@@ -329,7 +329,6 @@ class PostgresLog:
                 raise LogError(f"Cannot use the log: the connection to {self.path} broke inside a transaction")
             if self._held:  # its session locks went with it: the work they guard must not go on as if held
                 keys = ", ".join(repr(key) for key in self._held.values())
-                self._held.clear()
                 raise ConnectionLost(f"Cannot use the log: the connection to {self.path} broke while holding the "
                                      f"lock {keys}, which another user may hold now")
             return self._connect()
@@ -378,17 +377,11 @@ class PostgresLog:
         conn = self._begun(conn)
         self._depth = 1
         try:
-            locked = False
             try:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
-                locked = True
                 yield conn
-            except BaseException as e:
+            except BaseException:
                 if not conn.broken and not conn.closed:
                     conn.execute("ROLLBACK")
-                if not locked and isinstance(e, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)):
-                    raise LogBusy(f"Cannot begin a write transaction: {self.path} is locked by another writer "
-                                  f"({str(e).strip()})") from e  # lock_timeout, or a statement_timeout
                 raise
             conn.execute("COMMIT")
         except psycopg.OperationalError as e:
@@ -402,21 +395,28 @@ class PostgresLog:
             self._depth = 0
 
     def _begun(self, conn: psycopg.Connection) -> psycopg.Connection:
-        """Begin a write transaction, at READ COMMITTED whatever the database's default: the writer lock orders the
-        writers, and each must read the heads the one before it committed (a snapshot taken under REPEATABLE READ
-        before the lock is granted would not see them). A connection found broken here has sent nothing yet: a new
-        one begins instead."""
-        begin = "BEGIN ISOLATION LEVEL READ COMMITTED"
-        try:
-            conn.execute(begin)
-        except psycopg.OperationalError:
-            if not (conn.broken or conn.closed):
-                raise
-            conn = self._live()  # raises when session locks went with the old one
-            conn.execute(begin)
-        except psycopg.Error as e:
-            raise TransactionFailed(f"Cannot begin a write transaction on {self.path}: {str(e).strip()}") from e
-        return conn
+        """Begin a write transaction and take the writer lock; returns the connection it runs on. READ COMMITTED
+        whatever the database's default: the lock orders the writers, and each must read the heads the one before
+        it committed (a snapshot taken under REPEATABLE READ before the lock is granted would not see them). Nothing
+        is written yet, so a connection that breaks here is replaced once."""
+        for attempt in (1, 2):
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
+                return conn
+            except psycopg.Error as e:
+                alive = not (conn.broken or conn.closed)
+                if alive:
+                    conn.execute("ROLLBACK")
+                if isinstance(e, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)):  # lock or statement timeout
+                    raise LogBusy(f"Cannot begin a write transaction: {self.path} is locked by another writer "
+                                  f"({str(e).strip()})") from e
+                if not isinstance(e, psycopg.OperationalError):
+                    raise TransactionFailed(f"Cannot begin a write transaction on {self.path}: {str(e).strip()}") from e
+                if alive or attempt == 2:
+                    raise LogBusy(f"Cannot begin a write transaction on {self.path}: {str(e).strip()}") from e
+            conn = self._live()  # a new connection (refused when session locks went with the old one)
+        raise AssertionError("unreachable")
 
     def in_transaction(self) -> bool:
         """:meth:`storage.log.Log.in_transaction`: inside a transaction of this log's."""

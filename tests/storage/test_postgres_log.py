@@ -231,3 +231,37 @@ def test_bad_urls_fail_at_once_and_never_show_the_password(postgres_server) -> N
             PostgresLog.open(url, busy_timeout_ms=20_000)
         assert time.monotonic() - started < 10, url  # not retried until the busy timeout
         assert "Wr0ng" not in str(raised.value) and "Hunter" not in str(raised.value), str(raised.value)
+
+
+def test_a_writer_whose_connection_breaks_while_it_waits_for_the_lock_commits_on_a_new_one(postgres_url: str) -> None:
+    """Nothing is written before the writer lock is granted: a connection lost while waiting for it (a server
+    restart, a killed backend) is replaced, and the commit lands once, not 'outcome unknown'."""
+    import queue
+    import time
+
+    pids: queue.Queue = queue.Queue()
+    results: list = []
+
+    def writer() -> None:
+        with PostgresLog.open(postgres_url) as log:
+            pids.put(log._live().execute("SELECT pg_backend_pid()").fetchone()[0])
+            try:
+                # as the engine commits: its build runs inside the write transaction
+                results.append(log.run_in_transaction(lambda: log.commit("c1", (write("s", 0),), time_ms=1)))
+            except Exception as e:  # noqa: BLE001 - asserted below
+                results.append(e)
+
+    with PostgresLog.open(postgres_url) as holder, holder.transaction():
+        thread = threading.Thread(target=writer)
+        thread.start()
+        pid = pids.get(timeout=10)
+        time.sleep(0.5)  # the writer waits for the lock the holder has
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            assert admin.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                                 (pid,)).fetchone() == ("Lock",)
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        time.sleep(0.3)
+    thread.join(timeout=30)
+    assert len(results) == 1 and not isinstance(results[0], Exception), results
+    with PostgresLog.open(postgres_url) as log:
+        assert [e.commit_id for e in log.read_stream("s")] == ["c1"] and log.verify() == []
