@@ -309,6 +309,8 @@ def client_file_changes(state: TableState, client: ClientSnapshot, before: Mappi
         # an append removes nothing; a commit that does decodes only the parent files it removes (in their order)
         removed = [before[p] for p in before if (p in gone or p in deleted) and p not in new_live] \
             if gone or deleted else []
+    if v3:
+        _one_vector_per_data_file([e.data_file for p, (e, _) in new_live.items() if p not in before])
     changes: list[FileChange] = []
     for p, (e, data_seq) in sorted(new_live.items()):
         if p in before:
@@ -328,6 +330,22 @@ def client_file_changes(state: TableState, client: ClientSnapshot, before: Mappi
             changes.append(FileChange(added=True, file=e.data_file))
     changes += [FileChange(added=False, file=f) for f in removed]
     return tuple(changes)
+
+
+def _one_vector_per_data_file(added: Sequence[DataFile]) -> None:
+    """A snapshot holds at most one deletion vector per data file (the v3 spec): a client's snapshot adding two for
+    one file is refused (readers fail on it, or apply one and bring rows back).
+
+    :raises ValidationError: naming the data file and both vectors
+    """
+    seen: dict[str, str] = {}
+    for f in added:
+        if f.is_deletion_vector and f.referenced_data_file is not None:
+            other = seen.setdefault(f.referenced_data_file, f"{f.file_path}@{f.content_offset}")
+            if other != f"{f.file_path}@{f.content_offset}":
+                raise ValidationError(f"Cannot add deletion vector {f.file_path}@{f.content_offset}: data file "
+                                      f"{f.referenced_data_file} gets another one in the same snapshot ({other}); a "
+                                      f"snapshot holds at most one per data file")
 
 
 def named_files(io: FileIO, commit: TableCommit, owns: Callable[[str], bool]) -> list[str]:

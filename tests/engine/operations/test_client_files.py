@@ -10,9 +10,11 @@ from collections.abc import Mapping
 
 import attrs
 import pyarrow as pa
+import pytest
 
 from engine import Catalog
-from engine.model.data_file import EntryStatus, ManifestEntry
+from engine.errors import ValidationError
+from engine.model.data_file import EntryStatus, ManifestContent, ManifestEntry
 from engine.operations.client_files import ClientSnapshot, client_file_changes, load_client_snapshots
 from engine.operations.table_commit import parse_table_commit
 from projections import layout
@@ -137,3 +139,35 @@ def test_the_live_files_of_a_snapshot_are_decoded_only_when_looked_up(tmp_path) 
         items = store.file_index.live_set(state, sid)
         assert sum(item._file is not None for item in items.values()) == 1  # only the file looked up
         assert dict(by_key) == {e.file.key: e.file for e in store.live_entries(state, sid)}
+
+
+def test_a_client_snapshot_with_two_vectors_for_one_data_file_is_refused(tmp_path) -> None:
+    """The v3 spec allows one deletion vector per data file in a snapshot: a REST client's snapshot adding two
+    (Spark's readers then fail, DuckDB's apply one) is refused before anything is committed."""
+    from engine.write.delete_files import write_deletion_vectors
+
+    cat = Catalog.open(str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    table = cat.create_table("db.t", pa.schema([("id", pa.int64())]), format_version=3)
+    table.append(pa.table({"id": pa.array(range(5), pa.int64())}))
+    state = table.state
+    parent = state.current_snapshot
+    live = {e.file.key: e.file for e in cat.store.live_entries(state, parent.snapshot_id)}
+    data = next(iter(live.values()))
+    one, _ = write_deletion_vectors(state, {data.file_path: [0]}, spec_id=0, partition=())
+    two, _ = write_deletion_vectors(state, {data.file_path: [1]}, spec_id=0, partition=())
+    manifest = cat.projector.index.get(table.uuid, parent.snapshot_id)[0]
+
+    def client_adding(*vectors):
+        added = tuple(ManifestEntry(status=EntryStatus.ADDED, snapshot_id=None, data_sequence_number=None,
+                                    file_sequence_number=None, data_file=v) for v in vectors)
+        return ClientSnapshot(snapshot_id=42, manifest_list="list.avro",
+                              manifests=(attrs.evolve(manifest, manifest_path="d-m0.avro", added_snapshot_id=42,
+                                                      content=ManifestContent.DELETES),),
+                              entries={"d-m0.avro": added}, parent_manifests=frozenset({manifest.manifest_path}))
+
+    changes = client_file_changes(state, client_adding(*one), live, parent.sequence_number + 1)
+    assert [c.file.referenced_data_file for c in changes if c.added] == [data.file_path]
+    with pytest.raises(ValidationError, match="gets another one in the same snapshot"):
+        client_file_changes(state, client_adding(*one, *two), live, parent.sequence_number + 1)
+    cat.close()
