@@ -218,12 +218,17 @@ class ManageSnapshots(PendingUpdate):
         events = plan.events()
         if base.format_version < 3 or not events:
             return events
-        # a v3 branch moved onto a snapshot from before the upgrade (a rollback, a branch from it): its rows get row
-        # ids in the same commit, as the upgrade gave the heads of its time, or they would have none
+        # a v3 branch this commit moves onto a snapshot from before the upgrade (a rollback, a branch from it): its
+        # rows get row ids in the same commit, as the upgrade gave the heads of its time, or they would have none
+        # (branches it leaves alone stay as they are: their writers assert their heads)
+        moved = [e.name for e in events if isinstance(e, RefSet) and e.ref_type == "branch"]
+        if not moved:
+            return events
         after = base
         for event in events:
             after = apply_in_commit(event, after, ctx)
-        return [*events, *row_id_backfill_events(after, ctx, self._store.live_entries, self._backfill_ids)]
+        return [*events, *row_id_backfill_events(after, ctx, self._store.live_entries, self._backfill_ids,
+                                                 branches=moved)]
 
     def _plan(self, base: TableState, ctx: CommitContext) -> _Plan:
         store = self._store

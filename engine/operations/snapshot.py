@@ -177,7 +177,8 @@ def snapshot_ids_by_branch() -> Callable[[str], int]:
 
 def row_id_backfill_events(state: TableState, ctx: CommitContext,
                            live_entries: Callable[[TableState, int | None], Sequence[Any]],
-                           snapshot_ids: Callable[[str], int] | None = None) -> list[SnapshotAdded]:
+                           snapshot_ids: Callable[[str], int] | None = None,
+                           branches: Iterable[str] | None = None) -> list[SnapshotAdded]:
     """After an upgrade to format version 3: one ``replace`` snapshot per branch whose head was written before v3,
     giving every data file live in it row ids (its ``first_row_id``), so each existing row has a ``_row_id`` and
     every later commit on the branch carries lineage. Nothing else changes: the files keep their manifests' entries
@@ -189,10 +190,13 @@ def row_id_backfill_events(state: TableState, ctx: CommitContext,
     :param live_entries: the files live in a snapshot of a state (``StateStore.live_entries``)
     :param snapshot_ids: the id of each branch's snapshot, the same on every build of one operation (a later
         operation of its transaction read them); default: new ones
+    :param branches: only these branches (default: every one)
     """
     snapshot_ids = snapshot_ids or snapshot_ids_by_branch()
     events: list[SnapshotAdded] = []
-    heads = sorted(((name, ref.snapshot_id) for name, ref in state.refs if ref.type == "branch"),
+    only = None if branches is None else set(branches)
+    heads = sorted(((name, ref.snapshot_id) for name, ref in state.refs
+                    if ref.type == "branch" and (only is None or name in only)),
                    key=lambda item: (item[0] != MAIN_BRANCH, item[0]))
     for branch, head_id in heads:
         head = state.snapshot_by_id(head_id)

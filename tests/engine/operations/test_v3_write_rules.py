@@ -197,3 +197,16 @@ def test_a_manifest_with_a_file_without_an_id_carries_no_first_row_id(cat):
     assert len(labelled) == len(set(labelled)) == 3  # the appended rows; the old ones have none
     assert not [k for k, n in Counter(labelled).items() if n > 1]
     assert t.verify_projection() == []
+
+
+def test_snapshot_management_labels_only_the_branches_it_moves(cat):
+    """A branch left on a snapshot from before the upgrade by another writer (a REST client's set-snapshot-ref) is
+    that writer's: a tag created, or another branch moved, gives it no snapshot (its writers assert its head)."""
+    t, old = upgraded_with_an_old_snapshot(cat, "db.t")
+    t.commit_events(lambda base, ctx: [RefSet(name="side", snapshot_id=old)])
+    snapshots = len(t.state.snapshots)
+    t.manage_snapshots().create_tag(t.current_snapshot().snapshot_id, "release-1").commit()
+    t.manage_snapshots().create_branch(old, "audit").commit()  # moved here: labelled
+    assert t.state.branch_head("side") == old
+    assert t.snapshot_by_id(t.state.branch_head("audit")).first_row_id is not None
+    assert len(t.state.snapshots) == snapshots + 1
