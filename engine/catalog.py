@@ -513,10 +513,9 @@ class Catalog:
         if name is None:
             entry = next((t for t in self.store.catalog().tables if t.table_uuid == table_uuid), None)
             name = ".".join(entry.namespace + (entry.name,)) if entry is not None else f"table {table_uuid}"
-        created = self.store.table_created(table_uuid)
         return Ownership(location, others=self.table_locations(excluding=table_uuid),
                          catalog_files=catalog_files(self.database), name=name,
-                         original_metadata=created.original_metadata if created is not None else ())
+                         original_metadata=self.store.original_metadata(table_uuid))
 
     def ownership_at(self, location: str, *, excluding: str | None = None, name: str = "the table") -> Ownership:
         """The files a table at ``location`` would own among the catalog's tables but ``excluding`` (its own uuid;

@@ -350,9 +350,9 @@ class Ownership:
         self.others = tuple((root, other) for root, other in others if root != self.root)
         self.catalog_files = frozenset(catalog_files)
         self._folders: dict[str, str] = {}
-        metadata = f"{location.rstrip('/')}/metadata"
-        self.originals = frozenset(self.normalize(f"{metadata}/{file_name}") for file_name in original_metadata
-                                   if file_name != "version-hint.text")
+        # by name, checked only for a path in the metadata folder: a registration may have found thousands
+        self.originals = original_metadata if isinstance(original_metadata, frozenset) else frozenset(original_metadata)
+        self._metadata = self.normalize(f"{location.rstrip('/')}/metadata") if self.originals else ""
 
     def normalize(self, path: str) -> str:
         """``path`` as :func:`normalize_location` spells it, resolving each folder once."""
@@ -374,7 +374,8 @@ class Ownership:
         norm = self.normalize(path)
         if norm in self.catalog_files or (is_local(path) and OPEN_DATABASES.database_of(norm) is not None):
             return "the catalog"
-        if norm in self.originals:
+        name = norm.rsplit("/", 1)[-1]
+        if name in self.originals and name != "version-hint.text" and os.path.dirname(norm) == self._metadata:
             return f"the writer of {self.name} before its registration (its original metadata)"
         # the deepest location holding the path decides (tables nested in each other before these rules)
         deepest, owner = (self.root, None) if is_within(norm, self.root) else ("", None)

@@ -322,5 +322,4 @@ class TablePublisher:
     def original_metadata(self) -> frozenset[str]:
         """Names of the files the table's metadata folder held when it was registered in place (the original
         writer's): never overwritten, never deleted, never called foreign."""
-        created = self.store.table_created(self.uuid)
-        return frozenset(created.original_metadata) if created is not None else frozenset()
+        return self.store.original_metadata(self.uuid)

@@ -116,6 +116,8 @@ class StateStore:
         self._recent: OrderedDict[tuple[str, int], tuple[TableState, int]] = OrderedDict()
         self._catalog = CatalogState()
         self._registered: tuple[CatalogState | None, frozenset[str]] = (None, frozenset())
+        #: per table stream read: its first event, and the original metadata names it holds
+        self._created: dict[str, tuple[TableCreated | None, frozenset[str]]] = {}
         #: decoded file changes and live file sets per snapshot (derived, rebuildable): see engine.read.file_index
         self.file_index = FileIndex(log)
         #: what this process's other stores of the log folded from landed commits
@@ -131,6 +133,7 @@ class StateStore:
         landed commits."""
         self._tables.clear()
         self._recent.clear()
+        self._created.clear()
         self._catalog = CatalogState()
         self.file_index.clear()
 
@@ -159,9 +162,20 @@ class StateStore:
     def table_created(self, table_uuid: str) -> TableCreated | None:
         """The event that began the table's stream (what a registered table's location held then is in it), or None
         for a stream that does not begin with one."""
-        for event, _ in decoded(self.log.read_stream(table_uuid, up_to_version=1)):
-            return event if isinstance(event, TableCreated) else None
-        return None
+        return self._first_event(table_uuid)[0]
+
+    def original_metadata(self, table_uuid: str) -> frozenset[str]:
+        """Names of the files a table registered in place found in its metadata folder (none for others)."""
+        return self._first_event(table_uuid)[1]
+
+    def _first_event(self, table_uuid: str) -> tuple[TableCreated | None, frozenset[str]]:
+        if table_uuid not in self._created:  # a stream's first event never changes
+            first = [event for event, _ in decoded(self.log.read_stream(table_uuid, up_to_version=1))]
+            if not first:
+                return None, frozenset()
+            created = first[0] if isinstance(first[0], TableCreated) else None
+            self._created[table_uuid] = (created, frozenset(created.original_metadata if created else ()))
+        return self._created[table_uuid]
 
     def recent_table(self, table_uuid: str) -> TableState:
         """The table's state as last loaded here (perhaps behind the log's head: no query), else its head state: for
