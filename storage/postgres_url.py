@@ -6,6 +6,7 @@ Layer: storage (the standard library only, so it imports without psycopg).
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 #: URL schemes that name a PostgreSQL log
 POSTGRES_SCHEMES = ("postgresql", "postgres")
@@ -21,27 +22,48 @@ def is_postgres_url(text: object) -> bool:
 SECRET_PARAMETERS = ("password", "sslpassword")
 
 
+def _password_span(rest: str) -> tuple[int, int] | None:
+    """Where the password of the user information lies in ``rest`` (the URL after ``scheme://``), as libpq reads
+    it: the user information ends at the first ``@``, and a ``:`` before it followed by a port (digits, then ``/``,
+    ``?`` or more hosts) is a host's, not a password's. A password holding ``#``, ``?`` or ``/`` is found whole."""
+    at = rest.find("@")
+    colon = rest.find(":", 0, at)
+    if at == -1 or colon == -1:
+        return None
+    after = rest[colon + 1:at]
+    cut = min((i for i in (after.find("/"), after.find("?")) if i != -1), default=-1)
+    if cut != -1 and re.fullmatch(r"\d*(,.*)?", after[:cut]):
+        return None  # host:port/database?...@...: an @ in the query, no password
+    return colon + 1, at
+
+
+def _secret_parameter(key: str) -> bool:
+    return unquote(key).lower() in SECRET_PARAMETERS  # libpq decodes parameter names too (pass%77ord)
+
+
 def redacted(url: str) -> str:
     """The URL without its secrets, for messages: the password of its user information and the values of the
     libpq parameters that hold one (``?password=...``). Hosts are kept as written (several ``h1:p1,h2:p2``, IPv6
-    in brackets). The user information is found as libpq finds it, up to the last ``@``, so a password holding
-    ``#``, ``?`` or ``/`` is hidden whole (rather too much than too little: no URL parser is trusted with it)."""
+    in brackets)."""
     scheme, sep, rest = url.partition("://")
     if sep:
-        at = rest.rfind("@")
-        if at != -1 and ":" in rest[:at]:
-            rest = rest[:at].split(":", 1)[0] + ":***" + rest[at:]
+        span = _password_span(rest)
+        if span is not None:
+            rest = rest[:span[0]] + "***" + rest[span[1]:]
         url = scheme + sep + rest
-    names = "|".join(SECRET_PARAMETERS)
-    return re.sub(rf"(?i)([?&])({names})=[^&]*", r"\1\2=***", url)
+    return re.sub(r"([?&])([^=&]*)=([^&]*)",
+                  lambda m: f"{m.group(1)}{m.group(2)}=***" if _secret_parameter(m.group(2)) else m.group(0), url)
 
 
 def scrubbed(message: str, url: str) -> str:
     """A driver's message about ``url`` without its secrets (libpq quotes a URL, or the token it could not parse):
-    the password of the user information as written, and the values of the secret parameters."""
+    the password of the user information and the values of the secret parameters, as written and decoded."""
     _, sep, rest = url.partition("://")
-    at = rest.rfind("@")
-    if sep and at != -1 and ":" in rest[:at] and rest[:at].split(":", 1)[1]:
-        message = message.replace(rest[:at].split(":", 1)[1], "***")
-    names = "|".join(SECRET_PARAMETERS)
-    return re.sub(rf"(?i)\b({names})=[^&\s\"']*", r"\1=***", message)
+    secrets = []
+    span = _password_span(rest) if sep else None
+    if span is not None:
+        secrets.append(rest[span[0]:span[1]])
+    secrets += [m.group(2) for m in re.finditer(r"[?&]([^=&]*)=([^&]*)", url) if _secret_parameter(m.group(1))]
+    for secret in sorted({t for s in secrets for t in (s, unquote(s)) if t}, key=len, reverse=True):
+        message = message.replace(secret, "***")
+    return message

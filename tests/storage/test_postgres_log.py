@@ -219,9 +219,16 @@ def test_bad_urls_fail_at_once_and_never_show_the_password(postgres_server) -> N
     host = postgres_server.url.split("@", 1)[1].split("/", 1)[0]
     assert redacted("postgresql://u:p#ss/w?rd@h/db") == "postgresql://u:***@h/db"  # as libpq reads it
     assert redacted("postgresql://u@h/db?sslmode=require&password=x") == "postgresql://u@h/db?sslmode=require&password=***"
+    # an @ in the query is no user information: host, port and database stay readable
+    assert redacted("postgresql://u:s3cret@h:5432/db?application_name=etl@nightly") == \
+        "postgresql://u:***@h:5432/db?application_name=etl@nightly"
+    assert redacted("postgresql://h:5432/db?user=u@server&password=x") == \
+        "postgresql://h:5432/db?user=u@server&password=***"
+    assert redacted("postgresql://u@h/db?pass%77ord=x&sslpass%77ord=y") == \
+        "postgresql://u@h/db?pass%77ord=***&sslpass%77ord=***"  # libpq decodes parameter names
     assert is_postgres_url("postgresql://u@[::1/db")  # malformed, still a log's URL (its open names the fault)
-    assert scrubbed('token "s3cr%zz" in "postgresql://u:s3cr%zz@h/d?password=q"',
-                    "postgresql://u:s3cr%zz@h/d?password=q") == 'token "***" in "postgresql://u:***@h/d?password=***"'
+    assert scrubbed('token "s3cr%zz" in "postgresql://u:s3cr%zz@h/d?password=q7x9"',
+                    "postgresql://u:s3cr%zz@h/d?password=q7x9") == 'token "***" in "postgresql://u:***@h/d?password=***"'
     for url in (f"postgresql://icelog:Hunter%zz2pw@{host}/postgres",  # a bad %-escape
                 f"postgresql://icelog:Wr0ngpw@{host}/no_such_database",
                 f"postgresql://icelog@{host}/postgres?bogus_option=1",
