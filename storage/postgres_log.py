@@ -278,7 +278,7 @@ class PostgresLog:
         #: the thread that opened the log: its connection is used by that thread only, as SQLite's is (threads
         #: interleaving BEGIN, savepoints and COMMIT on one connection would write a broken chain into the log)
         self._owner = threading.get_ident()
-        self._held: dict[int, str] = {}  #: the session locks (``exclusive``) held: lost with the connection
+        self._held: dict[int, list[str]] = {}  #: the session locks (``exclusive``) held: lost with the connection
         #: tables other layers keep beside the log (storage.contract.DerivedTables)
         self.derived = PostgresDerived(self)
         self._connect()
@@ -328,7 +328,7 @@ class PostgresLog:
             if self._depth:
                 raise LogError(f"Cannot use the log: the connection to {self.path} broke inside a transaction")
             if self._held:  # its session locks went with it: the work they guard must not go on as if held
-                keys = ", ".join(repr(key) for key in self._held.values())
+                keys = ", ".join(repr(names[0]) for names in self._held.values())
                 raise ConnectionLost(f"Cannot use the log: the connection to {self.path} broke while holding the "
                                      f"lock {keys}, which another user may hold now")
             return self._connect()
@@ -405,8 +405,7 @@ class PostgresLog:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
                 return conn
             except psycopg.Error as e:
-                alive = not (conn.broken or conn.closed)
-                if alive:
+                if (alive := not (conn.broken or conn.closed)):
                     conn.execute("ROLLBACK")
                 if isinstance(e, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)):  # lock or statement timeout
                     raise LogBusy(f"Cannot begin a write transaction: {self.path} is locked by another writer "
@@ -433,8 +432,7 @@ class PostgresLog:
                   ) -> Iterator[bool]:
         """Hold the lock named ``key`` among every user of this log, on any host (a session advisory lock); yields
         whether it was taken within ``timeout_s`` (default: the busy timeout), or False as soon as ``until()`` is
-        true while it is busy. See :meth:`storage.log.Log.exclusive`.
-        """
+        true while it is busy. See :meth:`storage.log.Log.exclusive`."""
         lock = _lock_key(key)
         deadline = time.monotonic() + (self._busy_timeout_s if timeout_s is None else timeout_s)
         delay = 0.0005
@@ -453,14 +451,18 @@ class PostgresLog:
                 break
             time.sleep(delay)
             delay = min(delay * 2, 0.02)
-        if taken:
-            self._held[lock] = key
+        if taken:  # a session lock is taken again by its holder (then let go as often)
+            self._held.setdefault(lock, []).append(key)
         try:
             yield taken
         finally:
-            if taken and self._held.pop(lock, None) is not None and not conn.broken and not conn.closed:
-                with contextlib.suppress(psycopg.OperationalError):  # a session lock dies with its connection
-                    conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+            if taken:
+                if len(names := self._held.get(lock, [])) <= 1:
+                    self._held.pop(lock, None)
+                names[-1:] = []
+                if not conn.broken and not conn.closed:
+                    with contextlib.suppress(psycopg.OperationalError):  # a session lock dies with its connection
+                        conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
 
     # ------------------------------------------------------------ writes
 

@@ -182,6 +182,10 @@ def test_a_lock_lost_with_its_connection_is_reported_to_its_holder(postgres_url:
         with pytest.raises(ConnectionLost, match="broke while holding the lock 'publish t1'"):
             log.head("s")
     assert log.head("s") == 0  # afterwards the handle reconnects
+    with log.exclusive("publish t1") as outer, log.exclusive("publish t1") as inner:  # taken twice, let go twice
+        assert outer and inner
+    with PostgresLog.open(postgres_url) as other, other.exclusive("publish t1", timeout_s=1) as theirs:
+        assert theirs
     log.close()
 
 
