@@ -520,8 +520,7 @@ def _snapshot_info(s: Any, i: int, f: _Fields, fmt: int, current_schema_id: int,
     manifests = sf.get("manifests", list)
     if manifest_list is None and manifests is None:
         raise sf.fail("manifest-list", "is missing (and there is no inline 'manifests' list)")
-    if fmt >= 2 and "sequence-number" not in s:
-        raise sf.fail("sequence-number", "is missing (required in format version 2)")
+    # no sequence-number in format version 2 is 0: Java writes none for a snapshot from before an upgrade to v2
     return _SnapshotInfo(
         snapshot_id=snapshot_id, parent_id=sf.get("parent-snapshot-id", int),
         sequence_number=sf.get("sequence-number", int, 0), timestamp_ms=sf.get("timestamp-ms", int, required=True),

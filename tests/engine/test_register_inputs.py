@@ -69,3 +69,31 @@ def test_statistics_the_log_cannot_carry_are_noted(tmp_path: Path) -> None:
         cat.create_namespace("db")
         t = cat.register_table("db.r", str(with_stats), location=str(tmp_path / "elsewhere"))
         assert any(n.startswith("statistics: 1 file(s) are not carried") for n in t.import_notes)
+
+
+def test_a_table_upgraded_from_v1_registers_with_its_snapshots_at_sequence_number_0(tmp_path: Path) -> None:
+    """Java writes no ``sequence-number`` for a snapshot of sequence number 0 (one from before an upgrade to v2), and
+    reads none as 0: such a table registers, and its history reads as before."""
+    with Catalog.open(tmp_path / "src") as src:
+        src.create_namespace("db")
+        t = src.create_table("db.t", SCHEMA, format_version=1)
+        t.append(pa.table({"id": pa.array([1, 2], pa.int64())}))
+        t.upgrade_format_version(2)
+        t.append(pa.table({"id": pa.array([3], pa.int64())}))
+        t.delete("id = 1")
+        expected = {s.snapshot_id: sorted(t.scan(snapshot_id=s.snapshot_id).to_arrow().column("id").to_pylist())
+                    for s in t.snapshots()}
+        md = Path(t.metadata_location)
+    meta = json.loads(md.read_text())
+    for snap in meta["snapshots"]:
+        if snap.get("sequence-number") == 0:
+            del snap["sequence-number"]  # as Java writes it
+    as_java = md.parent / "v99.metadata.json"
+    as_java.write_text(json.dumps(meta))
+    with Catalog.open(tmp_path / "icelog") as cat:
+        cat.create_namespace("db")
+        r = cat.register_table("db.r", str(as_java), location=str(tmp_path / "elsewhere"))
+        assert r.snapshots()[0].sequence_number == 0
+        assert {s.snapshot_id: sorted(r.scan(snapshot_id=s.snapshot_id).to_arrow().column("id").to_pylist())
+                for s in r.snapshots()} == expected
+        assert r.verify_projection() == []
