@@ -67,6 +67,7 @@ from engine.state.events import (
     RefSet,
     SchemaAdded,
     SnapshotAdded,
+    SnapshotLogSet,
     SortOrderAdded,
     SpecAdded,
     TableCreated,
@@ -490,6 +491,12 @@ def import_table(io: FileIO, metadata_location: str, *, relocate: Mapping[str, s
     for name in sorted(ref_heads):
         if name not in refs:
             events.append(RefRemoved(name=name))
+    # the original's snapshot log (rollbacks at their times), where the imported snapshots and refs make another
+    made = [(s.timestamp_ms, s.snapshot_id) for s in ordered if branch_of[s.snapshot_id] == MAIN]
+    original = [(e["timestamp-ms"], e["snapshot-id"]) for e in f.get("snapshot-log", list, []) or []
+                if isinstance(e, dict) and T.is_long(e.get("timestamp-ms")) and e.get("snapshot-id") in by_id]
+    if original and (original != made or any(isinstance(e, RefSet) and e.name == MAIN for e in events)):
+        events.append(SnapshotLogSet(entries=original))
     return ImportedTable(metadata_location=path, table_uuid=table_uuid, location=table_location,
                          events=tuple(events), notes=tuple(notes), original_format_version=fmt)
 

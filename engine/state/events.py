@@ -486,11 +486,28 @@ class SnapshotsRemoved(Event):
         return cls(snapshot_ids=p["snapshot-ids"])
 
 
+@attrs.frozen(kw_only=True)
+class SnapshotLogSet(Event):
+    """The snapshot log (``snapshot-log``: when each snapshot became current on main) a registered table's metadata
+    held, in place of the one its imported snapshots make: rollbacks and current-snapshot changes keep their times,
+    so time travel by timestamp reads what it read before."""
+
+    TYPE: ClassVar[str] = "set-snapshot-log"
+    entries: tuple[tuple[int, int], ...] = attrs.field(converter=lambda v: tuple((int(t), int(s)) for t, s in v))
+
+    def payload(self) -> dict[str, Any]:
+        return {"snapshot-log": [{"timestamp-ms": t, "snapshot-id": s} for t, s in self.entries]}
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any], parts: list[str]) -> SnapshotLogSet:
+        return cls(entries=[(e["timestamp-ms"], e["snapshot-id"]) for e in p["snapshot-log"]])
+
+
 _EVENT_TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls
     for cls in (NamespaceCreated, NamespaceDropped, NamespacePropertiesUpdated, TableRegistered, TableRenamed, TableDropped, TableCreated, PropertiesSet, PropertiesRemoved, SnapshotAdded,
                 SchemaAdded, CurrentSchemaSet, SpecAdded, DefaultSpecSet, SortOrderAdded, DefaultSortOrderSet,
-                FormatVersionUpgraded, RefSet, RefRemoved, SnapshotsRemoved)
+                FormatVersionUpgraded, RefSet, RefRemoved, SnapshotsRemoved, SnapshotLogSet)
 }
 
 

@@ -30,6 +30,7 @@ from engine.state.events import (
     RefSet,
     SchemaAdded,
     SnapshotAdded,
+    SnapshotLogSet,
     SnapshotsRemoved,
     SortOrderAdded,
     SpecAdded,
@@ -426,6 +427,11 @@ def _(event: RefSet, state: TableState, at: LogPosition) -> TableState:
     if event.name == MAIN_BRANCH:
         snapshot_log = snapshot_log + ((at.time_ms, event.snapshot_id),)
     return _committed(state, at, refs=tuple(sorted(refs.items())), snapshot_log=snapshot_log)
+
+
+@apply.register
+def _(event: SnapshotLogSet, state: TableState, at: LogPosition) -> TableState:
+    return _committed(state, at, snapshot_log=event.entries)
 
 
 @apply.register

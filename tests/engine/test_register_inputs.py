@@ -97,3 +97,37 @@ def test_a_table_upgraded_from_v1_registers_with_its_snapshots_at_sequence_numbe
         assert {s.snapshot_id: sorted(r.scan(snapshot_id=s.snapshot_id).to_arrow().column("id").to_pylist())
                 for s in r.snapshots()} == expected
         assert r.verify_projection() == []
+
+
+def test_a_registered_table_keeps_its_snapshot_log_and_reads_the_same_by_timestamp(tmp_path: Path) -> None:
+    """The original's snapshot-log records rollbacks and current-snapshot changes at their times: the registered
+    table keeps it (published too), so time travel by timestamp reads what it read before."""
+    import time
+
+    with Catalog.open(tmp_path / "src") as src:
+        src.create_namespace("db")
+        t = src.create_table("db.t", SCHEMA)
+        snaps = []
+        for ids in ([0], [1], "rollback", [2], [3], "set-current"):
+            if ids == "rollback":
+                t.manage_snapshots().rollback_to_snapshot(snaps[0].snapshot_id).commit()
+            elif ids == "set-current":
+                t.manage_snapshots().set_current_snapshot(snaps[1].snapshot_id).commit()
+            else:
+                snaps.append(t.append(pa.table({"id": pa.array(ids, pa.int64())})))
+            time.sleep(0.005)
+        log = t.state.snapshot_log
+        expected = {ts: sorted(t.scan(as_of_timestamp_ms=ts).to_arrow().column("id").to_pylist()) for ts, _ in log}
+        md = t.metadata_location
+    assert len(log) == 6 and len({tuple(v) for v in expected.values()}) < 6  # the rollbacks are in it
+    with Catalog.open(tmp_path / "icelog") as cat:
+        cat.create_namespace("db")
+        r = cat.register_table("db.r", md, location=str(tmp_path / "elsewhere"))
+        assert r.state.snapshot_log == log
+        assert {ts: sorted(r.scan(as_of_timestamp_ms=ts).to_arrow().column("id").to_pylist())
+                for ts, _ in log} == expected
+        assert json.loads(Path(r.metadata_location).read_text())["snapshot-log"] == \
+            json.loads(Path(md).read_text())["snapshot-log"]
+        assert r.verify_projection() == []
+        plain = cat.register_table("db.plain", _source(tmp_path / "p")[0], location=str(tmp_path / "p2"))
+        assert [e.type for e in plain.log()].count("set-snapshot-log") == 0  # nothing to restore: no event
