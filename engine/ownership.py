@@ -15,9 +15,10 @@ The rules:
   empty folder. A default location (``<warehouse>/<namespace>/<name>``) that breaks a rule (a folder left by a
   renamed or dropped table, a nested namespace inside a table's folder) moves to a fresh folder beside it.
 - A table owns the files under its own location that are not under another table's location, are not the
-  catalog's files, and are not the original metadata of a table registered in place (the original writer's). Files a table references outside its location (``append_files`` of files in place, tables
-  registered with their data elsewhere) are external: never deleted unless the caller asks for it, and even
-  then never another table's or the catalog's.
+  catalog's files, and are not the original metadata of a table registered in place (the original writer's).
+  Files a table references outside its location (``append_files`` of files in place, tables registered with
+  their data elsewhere) are external: never deleted unless the caller asks for it, and even then never another
+  table's or the catalog's.
 - On an object store, the rules compare the object a path reaches, spelled as FileIO reaches it (the key as
   written, a ``%`` included; leading slashes, ``.`` and ``..`` segments gone, see :func:`normalize_location`). A
   location or a file a table takes in whose spelling is ambiguous (an empty, ``.`` or ``..`` segment, a ``?`` or
@@ -351,7 +352,8 @@ class Ownership:
         self.catalog_files = frozenset(catalog_files)
         self._folders: dict[str, str] = {}
         # by name, checked only for a path in the metadata folder: a registration may have found thousands
-        self.originals = original_metadata if isinstance(original_metadata, frozenset) else frozenset(original_metadata)
+        self.originals = (original_metadata if isinstance(original_metadata, frozenset)
+                          else frozenset(original_metadata))
         self._metadata = self.normalize(f"{location.rstrip('/')}/metadata") if self.originals else ""
 
     def normalize(self, path: str) -> str:

@@ -411,7 +411,8 @@ class PostgresLog:
                     raise LogBusy(f"Cannot begin a write transaction: {self.path} is locked by another writer "
                                   f"({str(e).strip()})") from e
                 if not isinstance(e, psycopg.OperationalError):
-                    raise TransactionFailed(f"Cannot begin a write transaction on {self.path}: {str(e).strip()}") from e
+                    raise TransactionFailed(f"Cannot begin a write transaction on {self.path}: "
+                                            f"{str(e).strip()}") from e
                 if alive or attempt == 2:
                     raise LogBusy(f"Cannot begin a write transaction on {self.path}: {str(e).strip()}") from e
             conn = self._live()  # a new connection (refused when session locks went with the old one)

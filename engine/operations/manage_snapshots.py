@@ -502,7 +502,8 @@ class ManageSnapshots(PendingUpdate):
             live = plan.live_paths(head) if added else set()
             twice = [f.file_path for f in added if f.key in live]
             if twice:  # whatever history says: a file main holds already would be counted twice by every reader
-                raise ValidationError(f"Cannot {action}: its file {twice[0]} is live in the current snapshot already")
+                raise ValidationError(f"Cannot {action}: its file {twice[0]} is live in the current snapshot "
+                                      f"already")
             removed: list[DataFile] = []
             if dynamic:
                 removed = [c.file for c in changes if not c.added and c.file.content == DataFileContent.DATA]

@@ -273,7 +273,8 @@ class StateStore:
         # writers of one table cross a boundary together: one of them writes the checkpoint, the others go on
         try:
             with self.log.exclusive(f"checkpoint {state.table_uuid}", timeout_s=0) as taken:
-                if not taken or self.log.checkpoint_version_at_or_before(state.table_uuid, state.version) >= boundary:
+                written = taken and self.log.checkpoint_version_at_or_before(state.table_uuid, state.version)
+                if not taken or written >= boundary:
                     return
                 # level 1: a checkpoint of 1,000 snapshots compresses in 2 ms instead of 6, for 13% more bytes
                 blob = zlib.compress(state_json_text(state).encode("utf-8"), 1)

@@ -291,7 +291,8 @@ class HistoricalTable(TableStateReads):
         files are written: publishing the same view again changes nothing, and a file there with other bytes
         (another table's metadata, a view of another state) stops it before anything is written.
 
-        :raises ValidationError: the folder is a table's location, inside or around one, or holds a file in the way"""
+        :raises ValidationError: the folder is a table's location, inside or around one, or holds a file in the
+            way"""
         text = os.fspath(directory)
         target = text.rstrip("/") if is_s3(text) else os.path.abspath(text).rstrip("/")
         catalog = self.catalog
