@@ -374,6 +374,9 @@ class FileIO:
         :raises FileNotFound: it does not exist
         """
         fs, path = self.resolve(location)
+        if fs is not self.filesystem and (client := self._s3_client()) is not None:
+            client.delete(path, location=os.fspath(location))
+            return
         with self._errors("delete", location):
             if fs is not self.filesystem and fs.get_file_info(path).type == pafs.FileType.NotFound:
                 raise FileNotFoundError(path)  # S3 deletes of absent keys succeed silently

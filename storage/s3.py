@@ -202,6 +202,17 @@ class S3Client:
             raise e.error from None
         return True
 
+    def delete(self, path: str, *, location: str) -> None:
+        """Delete the object at the key, and only it: pyarrow's delete also PUTs an empty marker for the parent
+        "folder", an object outside what the caller deleted (outside a table's prefix, for a file appended in place).
+
+        :raises FileNotFound: no object at the key
+        """
+        if not self.exists(path, location=location):
+            raise FileNotFound(f"Cannot delete file: {location!r} does not exist", path=location)
+        bucket, key = _split(path)
+        self._call("delete", location, self._client.delete_object, Bucket=bucket, Key=key)
+
     def get(self, path: str, *, location: str) -> bytes:
         bucket, key = _split(path)
         answer = self._call("read", location, self._client.get_object, Bucket=bucket, Key=key)

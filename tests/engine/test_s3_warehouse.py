@@ -306,3 +306,33 @@ def test_mixed_locations_register_across_stores(tmp_path: Path, s3_bucket: str,
         registered.append(rows([8]))
         assert ids(registered.scan().to_arrow()) == [7, 8]
         assert cat.verify("db.from_local") == []
+
+
+def test_deletes_on_s3_remove_objects_and_create_none(catalog: Catalog, s3_bucket: str,
+                                                      s3_properties: dict[str, str]) -> None:
+    """Expiry, orphan removal and purge delete objects and create none: pyarrow's delete PUTs an empty marker for
+    the parent "folder" (outside the table's prefix, for a file appended in place), and a purged table's markers
+    sent a new table of its name to another folder."""
+    from storage.s3 import S3Client
+
+    client = S3Client.create(S3Settings.from_properties(s3_properties))
+    assert client is not None
+
+    def objects() -> set[str]:
+        return {o["Key"] for o in client._client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])}
+
+    t = catalog.create_table("db.t", schema=rows([1]).schema, partition_by=["cat"])
+    outside = f"s3://{s3_bucket}/landing/sub/part-0.parquet"
+    with catalog.io.open_output(outside) as out:
+        pq.write_table(rows([7]), out)
+    t.append_files([outside])
+    t.append(rows([1], "x"))
+    t.overwrite(rows([2], "y"))
+    before = objects()
+    t.expire_snapshots(older_than_ms=2**62, retain_last=1, delete_external_files=True)
+    t.remove_orphan_files(older_than_ms=2**62)
+    assert objects() - before <= {"lake/db/t/metadata/v6.metadata.json"}  # its own publish only
+    assert "landing/sub/part-0.parquet" not in objects() and not any(k.endswith("/") for k in objects())
+    catalog.drop_table("db.t", purge=True)
+    assert objects() == set()
+    assert catalog.create_table("db.t", schema=rows([1]).schema).state.location == f"s3://{s3_bucket}/lake/db/t"
