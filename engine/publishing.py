@@ -232,6 +232,8 @@ class TablePublisher:
             try:
                 return projector.publish(namespace, name, states, store.file_changes_of, progress=progress,
                                          name_now=self._name_now)
+            except ForeignWriterError:
+                raise  # another writer's metadata in the way: never re-project the whole history over it
             except IntegrityError:
                 # the derived index lost a parent: re-project from the first commit (same bytes)
                 states = store.commits_between(self.uuid, 0, head)

@@ -288,6 +288,35 @@ def test_a_foreign_metadata_file_that_slips_in_after_the_commit_check_is_kept_an
     assert projector.published_version(table.uuid) == table.state.version - 1
 
 
+def test_a_foreign_metadata_file_in_the_way_stops_the_publish_without_re_projecting_the_history(table):
+    """A publish that finds another writer's metadata where its own goes stops there: it does not take it for a lost
+    index and render the whole history again (which wrote back every manifest list expiry had deleted)."""
+    for i in range(3):
+        table.append(rows(range(i, i + 1), "a"))
+        time.sleep(0.002)
+    gone = table.expire_snapshots(older_than_ms=int(time.time() * 1000) + 60_000, retain_last=1)
+    assert gone.deleted_manifest_lists
+    projector = table.catalog.projector
+    foreign = layout.metadata_file(table.location, projector.published_version(table.uuid) + 1)
+    publish, calls = projector.publish, []
+
+    def racing_publish(*args, **kwargs):
+        calls.append(1)
+        if not os.path.exists(foreign):
+            with open(foreign, "wb") as out:
+                out.write(b'{"written": "by someone else"}')
+        return publish(*args, **kwargs)
+
+    projector.publish = racing_publish
+    try:
+        with pytest.raises(PublishFailed, match="another writer put different metadata there"):
+            table.append(rows(range(5, 6), "b"))
+    finally:
+        projector.publish = publish
+    assert len(calls) == 1
+    assert not any(os.path.exists(p) for p in gone.deleted_manifest_lists)
+
+
 def test_files_an_append_writes_are_staged_in_its_commit_and_removed_when_it_is_refused(table):
     table.append(rows(range(3), "a"))
     log = table.catalog.log
