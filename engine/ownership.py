@@ -432,6 +432,8 @@ class Ownership:
         :raises ValidationError: naming the file, the problem and the object it reaches
         """
         problem = spelling_problem(path)
+        if problem is None and not is_local(path) and path.endswith("/"):
+            problem = "ends with '/' (icelog reads the key without it, other readers with it)"
         if problem is not None:
             owner = self.owner_elsewhere(path) or ("no table" if not is_within(self.normalize(path), self.root)
                                                    else self.name)

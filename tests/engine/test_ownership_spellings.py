@@ -91,6 +91,22 @@ def test_a_file_named_through_dot_segments_is_refused_and_purging_never_deletes_
     assert catalog.load_table("db.b").scan().to_arrow().column("id").to_pylist() == [7]
 
 
+def test_a_file_named_with_a_trailing_slash_is_refused(catalog: Catalog, io: FileIO, s3_bucket: str) -> None:
+    """``s3://b/x.parquet/`` reaches x.parquet through icelog's FileIO, but PyIceberg and Java ask for the key
+    ``x.parquet/``: recorded so, the table would read differently in every other engine."""
+    import pyarrow.parquet as pq
+
+    a = catalog.create_table("db.a", SCHEMA)
+    path = f"s3://{s3_bucket}/landing/p.parquet"
+    with io.open_output(path) as out:
+        pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), out)
+    with pytest.raises(ValidationError, match="ends with '/'"):
+        a.append_files([path + "/"])
+    assert catalog.load_table("db.a").current_snapshot() is None
+    a.append_files([path])
+    assert a.scan().to_arrow().column("id").to_pylist() == [1]
+
+
 def test_ownership_compares_the_object_a_path_reaches() -> None:
     owned = Ownership("s3://bk/lake/db/a", others=[("s3://bk/lake/db/b", "db.b")], catalog_files=())
     for path in ("s3://bk/lake/db/a/../b/data/x.parquet", "s3://bk/lake/db/a/./data/x.parquet", "s3://bk/lake/db/a//data/x.parquet",
