@@ -151,11 +151,22 @@ class Relocator:
         key = normalize_path(path)
         for old, new in self.normalized:
             if key.startswith(old) and (len(key) == len(old) or old.endswith("/") or key[len(old)] == "/"):
-                return new + key[len(old):]
+                return new + _rest_as_written(path, old, key[len(old):])
         return path
 
     def __bool__(self) -> bool:
         return bool(self.rules)
+
+
+def _rest_as_written(path: str, prefix: str, rest: str) -> str:
+    """What follows the leading part of ``path`` that normalizes to ``prefix``, as ``path`` writes it: a key keeps
+    its escapes (``cat=a%3Ab`` is another object than ``cat=a:b``); ``rest`` (the normalized remainder) when no
+    leading part matches."""
+    for cut in [i for i, c in enumerate(path) if c == "/"] + [len(path)]:
+        if normalize_path(path[:cut]).rstrip("/") == prefix.rstrip("/"):
+            written = path[cut:]
+            return written[1:] if prefix.endswith("/") and written.startswith("/") else written
+    return rest
 
 
 def _bare(path: str) -> str:

@@ -336,3 +336,28 @@ def test_deletes_on_s3_remove_objects_and_create_none(catalog: Catalog, s3_bucke
     catalog.drop_table("db.t", purge=True)
     assert objects() == set()
     assert catalog.create_table("db.t", schema=rows([1]).schema).state.location == f"s3://{s3_bucket}/lake/db/t"
+
+
+def test_a_relocation_keeps_the_escapes_of_the_keys_it_moves(catalog: Catalog, io: FileIO, s3_bucket: str,
+                                                              tmp_path: Path, s3_properties: dict[str, str]) -> None:
+    """A relocation prefix spelled otherwise than the metadata's paths (``s3a://`` against ``s3://``) still moves
+    them, and the rest of each key stays as written: ``cat=a%3Ab`` is another object than ``cat=a:b`` (which a
+    decoy here holds), so decoding it would read other rows."""
+    with Catalog.open(tmp_path / "src", warehouse=f"s3://{s3_bucket}/src", properties=s3_properties) as src:
+        src.create_namespace("db")
+        t = src.create_table("db.t", schema=rows([1]).schema, partition_by=["cat"])
+        t.append(pa.concat_tables([rows([1], "a:b"), rows([2], "x")]))
+        location, md = t.location, t.metadata_location
+    for path, _ in io.list_files(location):
+        io.write_bytes(path.replace(f"{location}/", f"s3://{s3_bucket}/dst/"), io.read_bytes(path))
+    escaped = [p for p, _ in io.list_files(f"s3://{s3_bucket}/dst/data") if "cat=a%3Ab" in p]
+    assert escaped
+    decoy = escaped[0].replace("cat=a%3Ab", "cat=a:b")
+    buf = pa.BufferOutputStream()
+    pq.write_table(rows([666], "a:b"), buf)
+    io.write_bytes(decoy, buf.getvalue().to_pybytes())
+    moved_md = md.replace(f"{location}/", f"s3://{s3_bucket}/dst/")
+    r = catalog.register_table("db.r", moved_md,
+                               relocate={location.replace("s3://", "s3a://"): f"s3://{s3_bucket}/dst"})
+    assert any("cat=a%3Ab" in p for p in r.inspect.files().column("file_path").to_pylist())
+    assert ids(r.scan().to_arrow()) == [1, 2]
