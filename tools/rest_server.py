@@ -117,8 +117,15 @@ def _path_param(request: Request, name: str) -> str:
     raw, route = request.scope.get("raw_path"), request.scope.get("route")
     if raw is not None and route is not None:
         match = route.path_regex.match(raw.decode("utf-8", "surrogateescape"))
-        if match is not None and name in match.groupdict():
-            return unquote_plus(match.group(name), errors="strict")
+        if match is None:  # the router matched the decoded path: an escaped / (%2F) made a name look like a route
+            raise BadRequest(f"Cannot read the request path {shortened(raw.decode('utf-8', 'replace'))}: a name "
+                             f"holds an escaped '/', which no namespace or table name may")
+        if name in match.groupdict():
+            try:
+                return unquote_plus(match.group(name), errors="strict")
+            except UnicodeDecodeError:
+                raise BadRequest(f"Cannot read the request path: the {name} {shortened(match.group(name))} has "
+                                 f"percent-escapes that are not UTF-8") from None
     return request.path_params[name]
 
 
