@@ -65,6 +65,8 @@ def refuse_catalog_database(path: str, action: str = "read file") -> None:
 
     :raises ValidationError: naming the path
     """
+    if "\x00" in os.fspath(path):  # no file has such a name
+        raise ValidationError(f"Cannot {action}: the path {path!r} holds a NUL character")
     try:
         check_not_database(path)
     except ProtectedFileError as e:
@@ -431,6 +433,8 @@ class Ownership:
 
         :raises ValidationError: naming the file, the problem and the object it reaches
         """
+        if "\x00" in path:  # no file system or object store has such a name
+            raise ValidationError(f"Cannot {action}: the path {path!r} holds a NUL character")
         problem = spelling_problem(path)
         if problem is None and not is_local(path) and path.endswith("/"):
             problem = "ends with '/' (icelog reads the key without it, other readers with it)"

@@ -86,6 +86,10 @@ def _check_values(u: Mapping[str, Any], action: str) -> None:
         need_field(u, "snapshot-id", int, action)
 
 
+#: the most updates one table commit may carry (a client sends a few; Spark's largest, a create, about ten)
+MAX_UPDATES = 1000
+
+
 def parse_table_commit(requirements: Any, updates: Any) -> TableCommit:
     """Check the shape of a commit's ``requirements`` and ``updates`` lists.
 
@@ -97,6 +101,9 @@ def parse_table_commit(requirements: Any, updates: Any) -> TableCommit:
         raise ValidationError(f"Cannot commit: 'requirements' is not a list: {requirements!r}")
     if not isinstance(updates, list):
         raise ValidationError(f"Cannot commit: 'updates' is not a list: {updates!r}")
+    if len(updates) > MAX_UPDATES:  # each is an event and a version: the table's writers would wait minutes
+        raise ValidationError(f"Cannot commit: {len(updates):,} updates, more than {MAX_UPDATES:,} in one commit "
+                              f"(set many properties in one set-properties update)")
     for r in requirements:
         if not isinstance(r, dict):
             raise ValidationError(f"Cannot commit: requirement {r!r} is not an object")

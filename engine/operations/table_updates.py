@@ -56,6 +56,7 @@ from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from engine.model.schema import Schema, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.model.table_properties import check_property_values
+from engine.model.types import is_long
 from engine.operations.client_files import ClientSnapshot, LiveFilesOf, client_file_changes, rebase_append
 from engine.operations.commit import CommitContext, apply_in_commit
 from engine.operations.schema_changes import is_promotion
@@ -173,7 +174,10 @@ def _order_of(update: Mapping[str, Any]) -> SortOrder:
     obj = dict(need_field(update, "sort-order", dict, "add-sort-order"))
     if not obj.get("fields"):
         return UNSORTED_ORDER
-    obj["order-id"] = max(1, obj.get("order-id") or 1)
+    order_id = obj.get("order-id")
+    if order_id is not None and not is_long(order_id):
+        raise ValidationError(f"Cannot apply add-sort-order: order-id must be an integer, got {order_id!r}")
+    obj["order-id"] = max(1, order_id or 1)
     return SortOrder.from_json(obj)
 
 

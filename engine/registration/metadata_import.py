@@ -218,6 +218,8 @@ def resolve_metadata_location(io: FileIO, location: str) -> str:
 
     :raises NotFound: when nothing there looks like table metadata
     """
+    if "\x00" in location:
+        raise ValidationError(f"Cannot register table: the location {location!r} holds a NUL character")
     location = location.rstrip("/") if len(location) > 1 else location
     if location.endswith(".json"):
         if not io.exists(location):

@@ -106,6 +106,12 @@ MALFORMED: list[tuple[str, Any]] = [
         {"source-id": 99, "transform": "identity", "name": "p", "field-id": 1000}]}})),
     (TABLE, _update({"action": "set-default-spec", "spec-id": 77})),
     (TABLE, _update({"action": "add-sort-order", "sort-order": 5})),
+    (TABLE, _update({"action": "add-sort-order", "sort-order": {"order-id": "x", "fields": [
+        {"source-id": 1, "transform": "identity", "direction": "asc", "null-order": "nulls-first"}]}})),
+    (TABLE, _update({"action": "add-snapshot", "snapshot": {"snapshot-id": 1, "timestamp-ms": 1, "sequence-number": 1,
+                                                            "manifest-list": "/tmp/a\x00b.avro"}})),
+    (TABLE, _update(*[{"action": "set-properties", "updates": {f"k{i}": "v"}} for i in range(1001)])),
+    (REGISTER, {"name": "r", "metadata-location": "/tmp/a\x00b.metadata.json"}),
     (TABLE, _update({"action": "add-sort-order", "sort-order": {"order-id": 1, "fields": [{"source-id": 1}]}})),
     (TABLE, _update({"action": "set-default-sort-order", "sort-order-id": 55})),
     (TABLE, _update({"action": "set-location", "location": 5})),
@@ -223,6 +229,24 @@ def test_malformed_bodies_are_400_unless_something_is_missing_or_taken(server: s
     assert _assert_error(_post(server + "/v1/namespaces/db/tables/missing/metrics", report),
                          (404,))["type"] == "NoSuchTableException"
     assert _post(server + TABLE + "/metrics", dict(report, **{"table-name": "db.t"})).status_code == 204
+
+
+def test_an_escaped_slash_or_a_non_utf8_escape_in_a_name_is_400_and_reaches_nothing(server: str,
+                                                                                    warehouse: Path) -> None:
+    """The router matches the decoded path: ``db%2Ftables%2Ft`` (a namespace ``db/tables/t``, as Java's client
+    encodes it) looked like table ``db.t``, and a namespace drop dropped the table. Escapes that are not UTF-8
+    answered 500."""
+    before = _log_head(warehouse)
+    for method, path in (("HEAD", "/v1/namespaces/db%2Ftables%2Ft"), ("GET", "/v1/namespaces/db%2Ftables%2Ft"),
+                         ("DELETE", "/v1/namespaces/db%2Ftables%2Ft?purgeRequested=true"),
+                         ("GET", "/v1/namespaces/db%2Ftables/tables"), ("GET", "/v1/namespaces/%FF"),
+                         ("GET", "/v1/namespaces/db/tables/%C0%AE"), ("DELETE", "/v1/namespaces/db/tables/%FF")):
+        r = requests.request(method, server + path, headers=AUTH, timeout=60)
+        assert r.status_code == 400, (method, path, r.status_code, r.text[:300])
+        if method != "HEAD":
+            _assert_error(r, (400,))
+    assert _log_head(warehouse) == before
+    assert requests.get(server + TABLE, headers=AUTH, timeout=60).status_code == 200
 
 
 def test_the_server_still_commits_after_bad_requests(server: str, warehouse: Path) -> None:
