@@ -159,8 +159,8 @@ class PartitionSpec:
             spec_id, fields = obj.get(SPEC_ID, 0), obj[FIELDS]
         else:
             raise ValidationError(f"Cannot parse partition spec: {obj!r}")
-        if isinstance(spec_id, bool) or not isinstance(spec_id, int):
-            raise ValidationError(f"Cannot parse partition spec: spec-id {spec_id!r} is not an int")
+        if isinstance(spec_id, bool) or not isinstance(spec_id, int) or not -2**31 <= spec_id < 2**31:
+            raise ValidationError(f"Cannot parse partition spec: spec-id {spec_id!r} is not a 32-bit integer")
         out = []
         for i, f in enumerate(fields):
             if not isinstance(f, dict):
@@ -168,7 +168,7 @@ class PartitionSpec:
             try:
                 field_id = f.get(FIELD_ID, PARTITION_DATA_ID_START + i)
                 out.append(PartitionField(source_id=_int(f[SOURCE_ID], SOURCE_ID), field_id=_int(field_id, FIELD_ID),
-                                          transform=parse_transform(f[TRANSFORM]), name=str(f[NAME])))
+                                          transform=parse_transform(f[TRANSFORM]), name=_name(f[NAME])))
             except KeyError as e:
                 raise ValidationError(f"Cannot parse partition field: missing {e.args[0]!r} in {f!r}") from e
         return cls(spec_id=spec_id, fields=tuple(out))
@@ -178,8 +178,14 @@ class PartitionSpec:
 
 
 def _int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"Cannot parse partition field: {key} {value!r} is not an int")
+    if isinstance(value, bool) or not isinstance(value, int) or not -2**31 <= value < 2**31:  # Java ints
+        raise ValidationError(f"Cannot parse partition field: {key} {value!r} is not a 32-bit integer")
+    return value
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"Cannot parse partition field: name {value!r} is not a string")
     return value
 
 

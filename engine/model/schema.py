@@ -269,8 +269,8 @@ class Schema:
 
 
 def _as_int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"Cannot parse schema: {key!r} holds {value!r}, not an int")
+    if isinstance(value, bool) or not isinstance(value, int) or not -2**31 <= value < 2**31:  # Java ints
+        raise ValidationError(f"Cannot parse schema: {key!r} holds {value!r}, not a 32-bit integer")
     return value
 
 

@@ -309,6 +309,8 @@ def _member(obj: Any, key: str, kind: type | tuple[type, ...], what: str) -> Any
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
         raise ValidationError(f"Cannot parse {what}: {key!r} must be a {names}, got {value!r}")
+    if kind is int and not -2**31 <= value < 2**31:  # ids are Java ints: its parser refuses a wider number
+        raise ValidationError(f"Cannot parse {what}: {key!r} must be a 32-bit integer, got {value!r}")
     return value
 
 

@@ -105,6 +105,14 @@ MALFORMED: list[tuple[str, Any]] = [
     (TABLE, _update({"action": "add-spec", "spec": {"fields": [
         {"source-id": 99, "transform": "identity", "name": "p", "field-id": 1000}]}})),
     (TABLE, _update({"action": "set-default-spec", "spec-id": 77})),
+    # ids are Java ints: wider ones would publish metadata Java cannot parse
+    (TABLE, _update({"action": "add-spec", "spec": {"spec-id": 1, "fields": [
+        {"source-id": 1, "transform": "identity", "name": "p", "field-id": 2**31}]}})),
+    (TABLE, _update({"action": "add-spec", "spec": {"spec-id": 2**40, "fields": []}})),
+    (TABLE, _update({"action": "add-spec", "spec": {"spec-id": 1, "fields": [
+        {"source-id": 1, "transform": "identity", "name": [], "field-id": 1000}]}})),
+    (TABLE, _update({"action": "add-schema", "schema": {"type": "struct", "schema-id": 1, "fields": [
+        {"id": 2**40, "name": "big", "type": "long", "required": False}]}})),
     (TABLE, _update({"action": "add-sort-order", "sort-order": 5})),
     (TABLE, _update({"action": "add-sort-order", "sort-order": {"order-id": "x", "fields": [
         {"source-id": 1, "transform": "identity", "direction": "asc", "null-order": "nulls-first"}]}})),
