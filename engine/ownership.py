@@ -59,14 +59,23 @@ TABLE_PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object
 # ---------------------------------------------------------------- the catalog's own files
 
 
+def refuse_nul(path: str, action: str) -> None:
+    """Refuse a path holding a NUL character: no file system or object store has such a name (and ``os`` calls
+    raise a bare ValueError on it).
+
+    :raises ValidationError: naming the path
+    """
+    if "\x00" in os.fspath(path):
+        raise ValidationError(f"Cannot {action}: the path {path!r} holds a NUL character")
+
+
 def refuse_catalog_database(path: str, action: str = "read file") -> None:
     """Refuse a path that is a catalog database this process has open (by any name, symlink or hard link), before
     anything opens it: closing a descriptor on it would drop SQLite's locks for the whole process.
 
     :raises ValidationError: naming the path
     """
-    if "\x00" in os.fspath(path):  # no file has such a name
-        raise ValidationError(f"Cannot {action}: the path {path!r} holds a NUL character")
+    refuse_nul(path, action)
     try:
         check_not_database(path)
     except ProtectedFileError as e:
@@ -433,8 +442,7 @@ class Ownership:
 
         :raises ValidationError: naming the file, the problem and the object it reaches
         """
-        if "\x00" in path:  # no file system or object store has such a name
-            raise ValidationError(f"Cannot {action}: the path {path!r} holds a NUL character")
+        refuse_nul(path, action)
         problem = spelling_problem(path)
         if problem is None and not is_local(path) and path.endswith("/"):
             problem = "ends with '/' (icelog reads the key without it, other readers with it)"

@@ -185,19 +185,12 @@ class Renderer:
         seqs = [e.data_sequence_number if e.data_sequence_number is not None else snap.sequence_number
                 for e in entries if e.status != EntryStatus.DELETED]
         partitions = partition_summaries(pfields, entries)
-        first_row_id = _first_row_id(state, content, entries)
-        unlabelled = first_row_id is _UNLABELLED
+        first_row_id = _first_row_id(state, content, entries, carried)
         for m in carried:  # every entry of a carried manifest goes on EXISTING (see carried_records)
             status_counts[EntryStatus.EXISTING][0] += m.added_files_count + m.existing_files_count
             status_counts[EntryStatus.EXISTING][1] += m.added_rows_count + m.existing_rows_count
             seqs.append(m.min_sequence_number)
             partitions = combine_partition_summaries(pfields, partitions, m.partitions or ())
-            if m.first_row_id is not None and not unlabelled:
-                first_row_id = m.first_row_id if first_row_id is None else min(first_row_id, m.first_row_id)
-            elif content == ManifestContent.DATA and state.format_version >= 3:
-                unlabelled = True
-        if unlabelled:  # a reader would give its entries without ids the ids of those with them
-            first_row_id = None
         record = ManifestFile(
             manifest_path=path, manifest_length=len(data), partition_spec_id=spec_id, content=content,
             sequence_number=snap.sequence_number, min_sequence_number=min(seqs, default=snap.sequence_number),
@@ -471,20 +464,17 @@ def _spec_fields_json_text(spec: PartitionSpec) -> str:
     return _JSON_TEXTS.get_or_make(spec, lambda: json.dumps(spec.to_json()["fields"], separators=(",", ":")))
 
 
-#: what :func:`_first_row_id` answers for a manifest holding a live data file without a first row id
-_UNLABELLED: Any = object()
-
-
-def _first_row_id(state: TableState, content: ManifestContent, entries: Sequence[ManifestEntry]) -> int | None:
+def _first_row_id(state: TableState, content: ManifestContent, entries: Sequence[ManifestEntry],
+                  carried: Sequence[ManifestFile]) -> int | None:
     """A v3 data manifest's ``first_row_id``: icelog writes every data file's own first row id, so the manifest's
-    is the lowest of them (no entry inherits from it); None for delete manifests and before v3. A manifest with a
-    live file from before the upgrade (no id: a branch or rollback onto an old snapshot) gets none either, or
-    readers would give that file's rows the ids of others: :data:`_UNLABELLED`."""
+    is the lowest of them and of the manifests it carries (no entry inherits from it); None for delete manifests and
+    before v3. A manifest with a live file from before the upgrade (no id: a branch or rollback onto an old snapshot)
+    gets none either, or readers would give that file's rows the ids of others."""
     if state.format_version < 3 or content != ManifestContent.DATA:
         return None
-    live = [e.data_file.first_row_id for e in entries if e.status != EntryStatus.DELETED]
-    ids = [i for i in live if i is not None]
-    return min(ids, default=None) if len(ids) == len(live) else _UNLABELLED
+    ids = [e.data_file.first_row_id for e in entries if e.status != EntryStatus.DELETED]
+    ids += [m.first_row_id for m in carried]
+    return None if None in ids else min(ids, default=None)  # type: ignore[type-var]
 
 
 def pack_end(items: list[ManifestFile], target: int) -> list[list[ManifestFile]]:

@@ -34,7 +34,7 @@ from engine.model.transforms import (
     Year,
     parse_transform,
 )
-from engine.model.types import NestedField, PrimitiveType, StructType
+from engine.model.types import NestedField, PrimitiveType, StructType, is_int
 
 PARTITION_DATA_ID_START = 1000
 SPEC_ID = "spec-id"
@@ -159,7 +159,7 @@ class PartitionSpec:
             spec_id, fields = obj.get(SPEC_ID, 0), obj[FIELDS]
         else:
             raise ValidationError(f"Cannot parse partition spec: {obj!r}")
-        if isinstance(spec_id, bool) or not isinstance(spec_id, int) or not -2**31 <= spec_id < 2**31:
+        if not is_int(spec_id):
             raise ValidationError(f"Cannot parse partition spec: spec-id {spec_id!r} is not a 32-bit integer")
         out = []
         for i, f in enumerate(fields):
@@ -178,7 +178,7 @@ class PartitionSpec:
 
 
 def _int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not -2**31 <= value < 2**31:  # Java ints
+    if not is_int(value):
         raise ValidationError(f"Cannot parse partition field: {key} {value!r} is not a 32-bit integer")
     return value
 

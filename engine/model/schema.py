@@ -28,6 +28,7 @@ from engine.model.types import (
     ListType,
     MapType,
     NestedField,
+    is_int,
     PrimitiveType,
     V3_TYPES,
     StructType,
@@ -269,7 +270,7 @@ class Schema:
 
 
 def _as_int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not -2**31 <= value < 2**31:  # Java ints
+    if not is_int(value):
         raise ValidationError(f"Cannot parse schema: {key!r} holds {value!r}, not a 32-bit integer")
     return value
 

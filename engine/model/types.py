@@ -52,6 +52,11 @@ class LongType(PrimitiveType):
     pass
 
 
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an int an Iceberg int holds (32 bits, signed: ids are Java ints); a bool is not one."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31
+
+
 def is_long(value: Any) -> bool:
     """Whether ``value`` is an int an Iceberg long holds (64 bits, signed); a bool is not one."""
     return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
@@ -309,7 +314,7 @@ def _member(obj: Any, key: str, kind: type | tuple[type, ...], what: str) -> Any
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
         raise ValidationError(f"Cannot parse {what}: {key!r} must be a {names}, got {value!r}")
-    if kind is int and not -2**31 <= value < 2**31:  # ids are Java ints: its parser refuses a wider number
+    if kind is int and not is_int(value):  # ids are Java ints: its parser refuses a wider number
         raise ValidationError(f"Cannot parse {what}: {key!r} must be a 32-bit integer, got {value!r}")
     return value
 

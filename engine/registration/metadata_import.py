@@ -57,6 +57,7 @@ from typing import Any
 import attrs
 
 from engine.errors import CorruptFileError, NotFound, ValidationError
+from engine.ownership import refuse_nul
 from engine.state.events import (
     CurrentSchemaSet,
     DefaultSortOrderSet,
@@ -218,8 +219,7 @@ def resolve_metadata_location(io: FileIO, location: str) -> str:
 
     :raises NotFound: when nothing there looks like table metadata
     """
-    if "\x00" in location:
-        raise ValidationError(f"Cannot register table: the location {location!r} holds a NUL character")
+    refuse_nul(location, "register table")
     location = location.rstrip("/") if len(location) > 1 else location
     if location.endswith(".json"):
         if not io.exists(location):
