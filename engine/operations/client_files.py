@@ -310,7 +310,12 @@ def client_file_changes(state: TableState, client: ClientSnapshot, before: Mappi
         removed = [before[p] for p in before if (p in gone or p in deleted) and p not in new_live] \
             if gone or deleted else []
     if v3:
-        _one_vector_per_data_file([e.data_file for p, (e, _) in new_live.items() if p not in before])
+        added_vectors = [e.data_file for p, (e, _) in new_live.items()
+                         if p not in before and e.data_file.is_deletion_vector]
+        if added_vectors:
+            gone_keys = {f.key for f in removed}
+            kept = [f for p, f in before.items() if f.is_deletion_vector and p not in gone_keys]
+            _one_vector_per_data_file(added_vectors, kept)
     changes: list[FileChange] = []
     for p, (e, data_seq) in sorted(new_live.items()):
         if p in before:
@@ -332,20 +337,26 @@ def client_file_changes(state: TableState, client: ClientSnapshot, before: Mappi
     return tuple(changes)
 
 
-def _one_vector_per_data_file(added: Sequence[DataFile]) -> None:
+def _one_vector_per_data_file(added: Sequence[DataFile], kept: Sequence[DataFile] = ()) -> None:
     """A snapshot holds at most one deletion vector per data file (the v3 spec): a client's snapshot adding two for
-    one file is refused (readers fail on it, or apply one and bring rows back).
+    one file, or one for a file whose vector from the parent it keeps, is refused (readers fail on it, or apply one
+    and bring rows back). Java's writers merge the old vector into the new one and remove the old.
 
+    :param kept: the parent's live vectors the snapshot leaves in place
     :raises ValidationError: naming the data file and both vectors
     """
-    seen: dict[str, str] = {}
+    seen: dict[str, str] = {f.referenced_data_file: f"{f.file_path}@{f.content_offset}" for f in kept
+                            if f.referenced_data_file is not None}
+    from_parent = set(seen)
     for f in added:
         if f.is_deletion_vector and f.referenced_data_file is not None:
             other = seen.setdefault(f.referenced_data_file, f"{f.file_path}@{f.content_offset}")
             if other != f"{f.file_path}@{f.content_offset}":
+                where = "keeps one from its parent" if f.referenced_data_file in from_parent \
+                    else "gets another one in the same snapshot"
                 raise ValidationError(f"Cannot add deletion vector {f.file_path}@{f.content_offset}: data file "
-                                      f"{f.referenced_data_file} gets another one in the same snapshot ({other}); a "
-                                      f"snapshot holds at most one per data file")
+                                      f"{f.referenced_data_file} {where} ({other}); a snapshot holds at most one "
+                                      f"per data file (merge the old vector into the new one and remove it)")
 
 
 def named_files(io: FileIO, commit: TableCommit, owns: Callable[[str], bool]) -> list[str]:

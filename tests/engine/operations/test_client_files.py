@@ -171,3 +171,42 @@ def test_a_client_snapshot_with_two_vectors_for_one_data_file_is_refused(tmp_pat
     with pytest.raises(ValidationError, match="gets another one in the same snapshot"):
         client_file_changes(state, client_adding(*one, *two), live, parent.sequence_number + 1)
     cat.close()
+
+
+def test_a_client_vector_for_a_data_file_whose_parent_vector_stays_is_refused(tmp_path) -> None:
+    """A data file has one live deletion vector: a REST client's snapshot adding a second one for it while keeping
+    the parent's is refused (Java merges the old vector into the new one and removes it); one that removes the old
+    vector in the same snapshot lands."""
+    from engine.write.delete_files import write_deletion_vectors
+
+    cat = Catalog.open(str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    table = cat.create_table("db.t", pa.schema([("id", pa.int64())]), format_version=3,
+                             properties={"write.delete.mode": "merge-on-read"})
+    table.append(pa.table({"id": pa.array(range(5), pa.int64())}))
+    table.delete("id = 0")  # the data file's first vector
+    state = table.state
+    parent = state.current_snapshot
+    live = {e.file.key: e.file for e in cat.store.live_entries(state, parent.snapshot_id)}
+    (data,) = [f for f in live.values() if not f.is_deletion_vector]
+    (old,) = [f for f in live.values() if f.is_deletion_vector]
+    new, _ = write_deletion_vectors(state, {data.file_path: [0, 1]}, spec_id=0, partition=())
+    manifest = cat.projector.index.get(table.uuid, parent.snapshot_id)[0]
+
+    def client(*entries):
+        return ClientSnapshot(snapshot_id=42, manifest_list="list.avro",
+                              manifests=(attrs.evolve(manifest, manifest_path="d-m0.avro", added_snapshot_id=42,
+                                                      content=ManifestContent.DELETES),),
+                              entries={"d-m0.avro": entries},
+                              parent_manifests=frozenset(m.manifest_path for m in
+                                                         cat.projector.index.get(table.uuid, parent.snapshot_id)))
+
+    added = tuple(ManifestEntry(status=EntryStatus.ADDED, snapshot_id=None, data_sequence_number=None,
+                                file_sequence_number=None, data_file=v) for v in new)
+    with pytest.raises(ValidationError, match=f"{data.file_path} keeps one from its parent"):
+        client_file_changes(state, client(*added), live, parent.sequence_number + 1)
+    removed = ManifestEntry(status=EntryStatus.DELETED, snapshot_id=42, data_sequence_number=None,
+                            file_sequence_number=None, data_file=old)
+    changes = client_file_changes(state, client(*added, removed), live, parent.sequence_number + 1)
+    assert {(c.added, c.file.key) for c in changes} == {(True, new[0].key), (False, old.key)}
+    cat.close()
