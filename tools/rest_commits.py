@@ -22,7 +22,7 @@ from engine.table import Table
 from engine.errors import (AlreadyExists, CommitConflict, CommitStateUnknown, IcelogError, NamespaceNotFound,
                            TableNotFound, ValidationError)
 from engine.state.events import CATALOG_STREAM, SnapshotAdded, TableCreated, TableRegistered
-from engine.model.partitioning import PartitionField, PartitionSpec
+from engine.model.partitioning import PartitionField, PartitionSpec, check_spec_binds
 from engine.model.schema import Schema, assign_fresh_ids, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.operations.commit import CommitContext, RetryPolicy, commit_streams, now_ms
@@ -73,12 +73,10 @@ def _fresh_definition(body: Mapping[str, Any]) -> tuple[Schema, PartitionSpec, S
         spec = PartitionSpec(spec_id=0, fields=tuple(
             PartitionField(source_id=moved(f.source_id), field_id=1000 + i, transform=f.transform, name=f.name)
             for i, f in enumerate(parsed.fields)))
-        spec.partition_type(schema)
-        for f in spec.fields:
-            source_type = schema.find_field(f.source_id).field_type
-            if not f.transform.can_transform(source_type):
-                raise BadRequest(f"Invalid create table request: partition field {f.name!r}: {f.transform} cannot "
-                                 f"apply to column {schema.find_column_name(f.source_id)!r} of type {source_type}")
+        try:
+            check_spec_binds(spec, schema)
+        except ValidationError as e:
+            raise BadRequest(f"Invalid create table request: {e}") from e
     order = UNSORTED_ORDER
     order_json = body.get("write-order")
     if order_json is not None and not isinstance(order_json, dict):

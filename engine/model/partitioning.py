@@ -197,6 +197,41 @@ def _source_field(schema: Schema, f: PartitionField) -> NestedField:
                               f"not in schema {schema.schema_id}") from e
 
 
+def check_spec_binds(spec: PartitionSpec, schema: Schema) -> None:
+    """A spec as written elsewhere (a REST client's) binds to ``schema`` as Iceberg Java binds it
+    (``UnboundPartitionSpec.bind``): every name is non-empty and used once, a name that is a column's belongs to the
+    field's own source, and every field but a void one has a primitive source outside lists and maps whose type
+    its transform takes.
+
+    :raises ValidationError: naming the field
+    """
+    names: set[str] = set()
+    for f in spec.fields:
+        if not f.name:
+            raise ValidationError(f"Cannot use empty partition name for field {f.field_id}")
+        if f.name in names:
+            raise ValidationError(f"Cannot use partition name more than once: {f.name!r}")
+        names.add(f.name)
+        try:
+            clash: NestedField | None = schema.find_field(f.name)
+        except ValidationError:
+            clash = None
+        if clash is not None and clash.field_id != f.source_id and f.source_id in schema.index_by_id():
+            raise ValidationError(f"Cannot create partition field {f.name!r} sourced from field id {f.source_id}: "
+                                  f"the name is another column's (id {clash.field_id})")
+        if f.transform.is_void:
+            continue
+        source = _source_field(schema, f)
+        if not isinstance(source.field_type, PrimitiveType):
+            raise ValidationError(f"Cannot partition by non-primitive source field {f.name!r}: {source.field_type}")
+        if schema.is_in_list_or_map(f.source_id):
+            raise ValidationError(f"Cannot partition by field {f.name!r}: its source column "
+                                  f"{schema.find_column_name(f.source_id)!r} is inside a list or map")
+        if not f.transform.can_transform(source.field_type):
+            raise ValidationError(f"Cannot partition by field {f.name!r}: {f.transform} cannot apply to column "
+                                  f"{schema.find_column_name(f.source_id)!r} of type {source.field_type}")
+
+
 UNPARTITIONED_SPEC = PartitionSpec(spec_id=0, fields=())
 
 

@@ -178,7 +178,8 @@ def snapshot_ids_by_branch() -> Callable[[str], int]:
 def row_id_backfill_events(state: TableState, ctx: CommitContext,
                            live_entries: Callable[[TableState, int | None], Sequence[Any]],
                            snapshot_ids: Callable[[str], int] | None = None,
-                           branches: Iterable[str] | None = None) -> list[SnapshotAdded]:
+                           branches: Iterable[str] | None = None, *,
+                           unlabelled_files: bool = False) -> list[SnapshotAdded]:
     """After an upgrade to format version 3: one ``replace`` snapshot per branch whose head was written before v3,
     giving every data file live in it row ids (its ``first_row_id``), so each existing row has a ``_row_id`` and
     every later commit on the branch carries lineage. Nothing else changes: the files keep their manifests' entries
@@ -191,6 +192,8 @@ def row_id_backfill_events(state: TableState, ctx: CommitContext,
     :param snapshot_ids: the id of each branch's snapshot, the same on every build of one operation (a later
         operation of its transaction read them); default: new ones
     :param branches: only these branches (default: every one)
+    :param unlabelled_files: also heads written after the upgrade whose live data files lack row ids (a REST
+        client's first snapshot after an upgrade in the same commit, whose list repeats the older manifests)
     """
     snapshot_ids = snapshot_ids or snapshot_ids_by_branch()
     events: list[SnapshotAdded] = []
@@ -200,7 +203,7 @@ def row_id_backfill_events(state: TableState, ctx: CommitContext,
                    key=lambda item: (item[0] != MAIN_BRANCH, item[0]))
     for branch, head_id in heads:
         head = state.snapshot_by_id(head_id)
-        if head is None or head.first_row_id is not None:
+        if head is None or (head.first_row_id is not None and not unlabelled_files):
             continue
         next_id = first = state.next_row_id or 0
         changes: list[FileChange] = []

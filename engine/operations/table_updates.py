@@ -52,7 +52,7 @@ from engine.state.events import (
     TableCreated,
 )
 from engine.model.data_file import DataFile
-from engine.model.partitioning import UNPARTITIONED_SPEC, PartitionSpec
+from engine.model.partitioning import PARTITION_DATA_ID_START, UNPARTITIONED_SPEC, PartitionSpec, check_spec_binds
 from engine.model.schema import Schema, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.model.table_properties import check_property_values
@@ -87,6 +87,8 @@ class _Running:
         self.live: dict[int, Callable[[], Mapping[str, DataFile]]] = {}
         #: a rebased append's snapshot id -> the files it adds (found against the snapshot the client built on)
         self.rebased: dict[int, tuple[FileChange, ...]] = {}
+        #: an upgrade to v3 whose row-id labelling waits for the snapshots the commit adds after it
+        self.label_rows_at_end = False
 
     def add(self, event: Event) -> None:
         self.state = apply_in_commit(event, self.state, self.ctx)
@@ -114,14 +116,13 @@ def _schema_of(update: Mapping[str, Any], format_version: int) -> Schema:
     return schema
 
 
-def _check_spec(spec: PartitionSpec, schema: Schema) -> None:
-    """Every partition field's transform applies to its source column (``day`` of a long does not)."""
-    spec.partition_type(schema)
-    for f in spec.fields:
-        source = schema.find_field(f.source_id)
-        if not f.transform.can_transform(source.field_type):
-            raise ValidationError(f"Cannot add partition spec: field {f.name!r}: {f.transform} cannot apply to column "
-                                  f"{schema.find_column_name(f.source_id)!r} of type {source.field_type}")
+def _check_spec(spec: PartitionSpec, schema: Schema, format_version: int) -> None:
+    """The spec binds to the schema as Java binds a client's (:func:`check_spec_binds`); in v1 its field ids run on
+    from 1000, as v1 requires."""
+    check_spec_binds(spec, schema)
+    if format_version == 1 and any(f.field_id != PARTITION_DATA_ID_START + i for i, f in enumerate(spec.fields)):
+        raise ValidationError(f"Cannot add partition spec: a format version 1 table needs sequential field ids "
+                              f"from {PARTITION_DATA_ID_START}, got {[f.field_id for f in spec.fields]}")
 
 
 def _check_order(order: SortOrder, schema: Schema) -> None:
@@ -223,7 +224,7 @@ def _new_table(updates: Sequence[Mapping[str, Any]], default_location: str, defa
     if fmt not in SUPPORTED_FORMAT_VERSIONS:
         raise ValidationError(f"Cannot create table: format version {fmt} is not supported (1, 2 or 3)")
     spec = spec or UNPARTITIONED_SPEC
-    _check_spec(spec, schema)
+    _check_spec(spec, schema, fmt)
     _check_order(order or UNSORTED_ORDER, schema)
     created = TableCreated(table_uuid=table_uuid or default_uuid, location=location, format_version=fmt,
                            schema=schema, spec=spec, sort_order=order or UNSORTED_ORDER, properties=props)
@@ -284,6 +285,9 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
     updates = _merged_removals(updates)
     for i, u in enumerate(updates):
         _apply_update(run, u, updates[i + 1:], client_snapshots, live_entries, live_files, stream)
+    if run.label_rows_at_end:
+        for event in row_id_backfill_events(run.state, run.ctx, live_entries, unlabelled_files=True):
+            run.add(event)
     return run.events
 
 
@@ -310,8 +314,16 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
         if need_field(u, "uuid", str, action) != state.table_uuid:
             raise ValidationError(f"Cannot assign uuid {u['uuid']}: table {state.table_uuid} keeps its uuid")
     elif action == "upgrade-format-version":
-        for event in upgrade_events(state, need_field(u, "format-version", int, action), run.ctx, live_entries):
-            run.add(event)
+        fmt = need_field(u, "format-version", int, action)
+        if fmt == 3 and state.format_version < 3 and any(v["action"] == "add-snapshot" for v in later):
+            # a client's snapshot after the upgrade takes the next sequence number and next-row-id 0 (Java's
+            # builder adds no snapshot of its own): the files it leaves without row ids are labelled at the end
+            run.label_rows_at_end = True
+            for event in upgrade_events(state, fmt, run.ctx, live_entries, label_rows=False):
+                run.add(event)
+        else:
+            for event in upgrade_events(state, fmt, run.ctx, live_entries):
+                run.add(event)
     elif action == "add-schema":
         schema = _schema_of(u, state.format_version)
         for s in state.schemas:
@@ -336,7 +348,7 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
             run.add(CurrentSchemaSet(schema_id=sid))
     elif action == "add-spec":
         spec = _spec_of(u)
-        _check_spec(spec, state.schema)
+        _check_spec(spec, state.schema, state.format_version)
         for s in state.specs:
             if s.compatible_with(spec):
                 run.last_spec_id = s.spec_id
@@ -387,6 +399,8 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
         ref_type = need_field(u, "type", str, action)
         if ref_type not in ("branch", "tag"):
             raise ValidationError(f"Cannot set ref {name}: type {ref_type!r} is not branch or tag")
+        if name == MAIN_BRANCH and ref_type != "branch":
+            raise ValidationError(f"Cannot set {MAIN_BRANCH} to a tag: it must be a branch")
         if name == UNREFERENCED_BRANCH:
             raise ValidationError(f"Cannot set ref {name}: the name is icelog's own (it marks a snapshot no ref "
                                   f"points at yet, within one commit)")
@@ -432,9 +446,10 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
 
 def upgrade_events(state: TableState, fmt: int, ctx: CommitContext,
                    live_entries: Callable[[TableState, int | None], Sequence[Any]],
-                   snapshot_ids: Callable[[str], int] | None = None) -> list[Event]:
+                   snapshot_ids: Callable[[str], int] | None = None, *, label_rows: bool = True) -> list[Event]:
     """The events of an upgrade to format version ``fmt`` (none when the table has it already); an upgrade to v3
-    of a table with snapshots also gives the rows live in each branch row ids (:func:`row_id_backfill_events`).
+    of a table with snapshots also gives the rows live in each branch row ids (:func:`row_id_backfill_events`),
+    unless ``label_rows`` is false.
 
     :raises ValidationError: for an unknown version or a downgrade
     """
@@ -445,7 +460,7 @@ def upgrade_events(state: TableState, fmt: int, ctx: CommitContext,
     if fmt == state.format_version:
         return []
     upgrade = FormatVersionUpgraded(format_version=fmt)
-    if fmt < 3 or state.format_version >= 3:
+    if fmt < 3 or state.format_version >= 3 or not label_rows:
         return [upgrade]
     upgraded = apply_in_commit(upgrade, state, ctx)
     return [upgrade, *row_id_backfill_events(upgraded, ctx, live_entries, snapshot_ids)]

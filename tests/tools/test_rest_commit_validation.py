@@ -208,3 +208,30 @@ def test_a_create_whose_assign_uuid_is_taken_or_no_uuid_is_refused_with_400(serv
     with Catalog.open(tmp_path / "wh") as cat:
         assert cat.list_tables("db") == [("db", "t")]
         assert sorted(cat.log.staged_files(existing.uuid)) == staged
+
+
+def test_an_upgrade_to_v3_and_a_snapshot_in_one_commit_lands(server: str, tmp_path: Path) -> None:
+    """Java's metadata builder adds no snapshot for an upgrade, so a client's snapshot in the same commit takes the
+    next sequence number and first-row-id 0. icelog labelled the rows with a snapshot of its own first, and the
+    client's was answered 409 on every retry; now the rows its snapshot leaves without ids are labelled after it."""
+    metadata = requests.get(f"{server}/v1/namespaces/db/tables/t", headers=AUTH).json()["metadata"]
+    parent = metadata["snapshots"][-1]
+    body = {"requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": parent["snapshot-id"]}],
+            "updates": [
+                {"action": "upgrade-format-version", "format-version": 3},
+                {"action": "add-snapshot", "snapshot": {
+                    "snapshot-id": 4242, "parent-snapshot-id": parent["snapshot-id"],
+                    "sequence-number": metadata["last-sequence-number"] + 1,
+                    "timestamp-ms": metadata["last-updated-ms"] + 1, "manifest-list": parent["manifest-list"],
+                    "summary": {"operation": "append"}, "schema-id": 0, "first-row-id": 0, "added-rows": 0}},
+                {"action": "set-snapshot-ref", "ref-name": "main", "snapshot-id": 4242, "type": "branch"}]}
+    answer = requests.post(f"{server}/v1/namespaces/db/tables/t", headers=AUTH, json=body)
+    assert answer.status_code == 200, answer.text
+    with Catalog.open(tmp_path / "wh") as cat:
+        table = cat.load_table("db.t")
+        state = table.state
+        assert state.format_version == 3 and state.snapshot_by_id(4242) is not None
+        assert 4242 in [s.snapshot_id for s in state.iter_ancestors(state.current_snapshot.snapshot_id)]
+        files = [e.file for e in cat.store.live_entries(state, state.current_snapshot.snapshot_id)]
+        assert [f.first_row_id for f in files] == [0] and state.next_row_id == 2
+        assert cat.verify("db.t") == []

@@ -75,6 +75,9 @@ MALFORMED: list[tuple[str, Any]] = [
     (CREATE, _create(**{"partition-spec": {"fields": [{"source-id": 99, "transform": "identity", "name": "p"}]}})),
     (CREATE, _create(**{"partition-spec": {"fields": [{"source-id": 1, "transform": "day", "name": "p"}]}})),
     (CREATE, _create(**{"partition-spec": {"fields": [{"transform": "identity", "name": "p"}]}})),
+    # Java's UnboundPartitionSpec.bind: a name (not empty) that is no other column's
+    (CREATE, _create(**{"partition-spec": {"fields": [{"source-id": 1, "transform": "identity", "name": ""}]}})),
+    (CREATE, _create(**{"partition-spec": {"fields": [{"source-id": 1, "transform": "bucket[2]", "name": "s"}]}})),
     (CREATE, _create(**{"write-order": 5})), (CREATE, _create(**{"write-order": {"fields": [5]}})),
     (CREATE, _create(**{"write-order": {"fields": [{"source-id": 99, "transform": "identity", "direction": "asc",
                                                     "null-order": "nulls-first"}]}})),

@@ -92,6 +92,55 @@ def test_specs_and_sort_orders(table: Any) -> None:
             {"name": "x", "transform": "identity", "source-id": 99, "field-id": 1000}]}}])
 
 
+def _spec_field(name: str, source_id: int, transform: str = "identity", field_id: int = 1000) -> dict:
+    return {"name": name, "transform": transform, "source-id": source_id, "field-id": field_id}
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ([_spec_field("", 1)], "empty partition name"),
+    ([_spec_field("name", 1, "bucket[4]")], "the name is another column's"),
+    ([_spec_field("tag_part", 4)], "inside a list or map"),
+    ([_spec_field("nested", 3)], "non-primitive"),
+    ([_spec_field("d", 1, "day")], "cannot apply"),
+], ids=["empty-name", "another-columns-name", "source-in-a-list", "struct-source", "bad-transform"])
+def test_a_client_spec_binds_to_the_schema_as_java_binds_it(tmp_warehouse: Path, fields: list, message: str) -> None:
+    """Java's UnboundPartitionSpec.bind refuses these; accepted, the first made every publish fail (an Avro field
+    with no name) and the fourth every write (a partition value inside a list), with the events in the log."""
+    with Catalog.open(tmp_warehouse) as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([
+            ("id", pa.int64()), ("name", pa.string()), ("nested", pa.struct([("a", pa.int64())])),
+            ("tags", pa.list_(pa.string()))]))
+        element = t.state.schema.find_field("tags").field_type.element_id
+        fields = [dict(f, **{"source-id": element}) if f["source-id"] == 4 else f for f in fields]
+        with pytest.raises(ValidationError, match=message):
+            _events(t, [{"action": "add-spec", "spec": {"fields": fields}}, {"action": "set-default-spec",
+                                                                               "spec-id": -1}])
+
+
+def test_a_client_spec_may_take_its_own_source_columns_name(table: Any) -> None:
+    """Java's bind lets any transform of a column take that column's name."""
+    events = _events(table, [{"action": "add-spec", "spec": {"fields": [_spec_field("id", 1, "bucket[4]")]}}])
+    assert [type(e) for e in events] == [SpecAdded]
+
+
+def test_a_v1_client_spec_needs_sequential_field_ids(tmp_warehouse: Path) -> None:
+    with Catalog.open(tmp_warehouse) as cat:
+        cat.create_namespace("db")
+        t = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), format_version=1)
+        with pytest.raises(ValidationError, match="sequential field ids"):
+            _events(t, [{"action": "add-spec", "spec": {"fields": [_spec_field("p", 1, field_id=1007)]}}])
+        assert [type(e) for e in _events(t, [{"action": "add-spec", "spec": {"fields": [_spec_field("p", 1)]}}])] \
+            == [SpecAdded]
+
+
+def test_main_cannot_become_a_tag(table: Any) -> None:
+    snap = table.append(pa.table({"id": [1], "name": ["a"]}))
+    with pytest.raises(ValidationError, match="Cannot set main to a tag"):
+        _events(table, [{"action": "set-snapshot-ref", "ref-name": "main", "snapshot-id": snap.snapshot_id,
+                         "type": "tag"}])
+
+
 def test_properties_only_record_changes(table: Any) -> None:
     table.set_properties(a="1")
     events = _events(table, [{"action": "set-properties", "updates": {"a": "1", "b": "2"}},
