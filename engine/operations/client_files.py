@@ -265,16 +265,19 @@ _TOTALS = {"total-records": "added-records", "total-files-size": "added-files-si
 
 def _totals_from(head: Any, summary: Mapping[str, str]) -> dict[str, str]:
     """An append's summary with its totals recounted on a new parent: the parent's totals plus what it adds; totals
-    the parent does not have are left out."""
+    the client did not write or the parent does not have are left out (as Java's updateTotal leaves out what it
+    cannot count)."""
     parent = dict(head.summary) if head is not None else {}
     out = {k: v for k, v in summary.items() if not k.startswith("total-")}
     for total, added in _TOTALS.items():
+        if total not in summary:
+            continue  # the client wrote no such total (DuckDB writes none): none to recount
         try:
-            out[total] = str(int(parent[total]) + int(summary.get(added, "0")))
+            out[total] = str(int(parent[total]) + int(summary.get(added, "0")))  # Java writes no count of 0
         except (KeyError, ValueError):
             continue
     for total in ("total-delete-files", "total-position-deletes", "total-equality-deletes"):
-        if total in parent:
+        if total in summary and total in parent:  # an append adds no deletes
             out[total] = parent[total]
     return out
 

@@ -66,17 +66,15 @@ def snapshot_summary(added: Sequence[DataFile], removed: Sequence[DataFile], par
     summary = [(k, str(v)) for k, v in pairs if v > 0]
     partitions = {(f.spec_id, f.partition) for f in list(added) + list(removed)}
     summary.append(("changed-partition-count", str(len(partitions))))
-    totals = {k: 0 for k in TOTAL_KEYS}
-    if parent is not None:
-        for k in TOTAL_KEYS:
-            totals[k] = int(parent.summary_value(k, "0") or 0)
-    totals["total-records"] += a["records"] - r["records"]
-    totals["total-files-size"] += a["size"] - r["size"]
-    totals["total-data-files"] += a["data"] - r["data"]
-    totals["total-delete-files"] += a["deletes"] - r["deletes"]
-    totals["total-position-deletes"] += a["pos"] - r["pos"]
-    totals["total-equality-deletes"] += a["eq"] - r["eq"]
-    summary += [(k, str(totals[k])) for k in TOTAL_KEYS]
+    changes = {"total-records": a["records"] - r["records"], "total-files-size": a["size"] - r["size"],
+               "total-data-files": a["data"] - r["data"], "total-delete-files": a["deletes"] - r["deletes"],
+               "total-position-deletes": a["pos"] - r["pos"], "total-equality-deletes": a["eq"] - r["eq"]}
+    for k in TOTAL_KEYS:  # Java's updateTotal: a total the parent lacks (another engine's snapshot) stays out
+        before = "0" if parent is None else parent.summary_value(k)
+        try:
+            summary.append((k, str(int(before) + changes[k])))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
     summary += sorted((extra or {}).items())
     return summary
 

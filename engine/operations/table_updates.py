@@ -137,11 +137,20 @@ def _check_order(order: SortOrder, schema: Schema) -> None:
                                   f"{schema.find_column_name(f.source_id)!r} of type {source.field_type}")
 
 
+def _may_hold_rows(snapshot: Any) -> bool:
+    """Whether a snapshot may hold rows: its summary counts some, or counts none at all (another engine's)."""
+    total = snapshot.summary_value("total-records")
+    try:
+        return total is None or int(total) > 0
+    except ValueError:
+        return True
+
+
 def _check_schema_change(state: TableState, new: Schema) -> None:
     """A new schema keeps every existing field readable, as Iceberg's schema evolution does: a type changes only
     by promotion, an optional field stays optional, and a new required field needs a table without rows."""
     old_fields = state.schema.index_by_id()
-    has_rows = any(int(dict(s.summary).get("total-records", "0") or 0) > 0 for s in state.snapshots)
+    has_rows = any(_may_hold_rows(s) for s in state.snapshots)
     for field_id, field in new.index_by_id().items():
         name = new.find_column_name(field_id)
         old = old_fields.get(field_id)

@@ -235,3 +235,26 @@ def test_an_upgrade_to_v3_and_a_snapshot_in_one_commit_lands(server: str, tmp_pa
         files = [e.file for e in cat.store.live_entries(state, state.current_snapshot.snapshot_id)]
         assert [f.first_row_id for f in files] == [0] and state.next_row_id == 2
         assert cat.verify("db.t") == []
+
+
+def test_a_new_required_column_is_refused_over_rows_another_engine_wrote_without_totals(tmp_path: Path) -> None:
+    """DuckDB's snapshots carry no totals: rows are still there, so a new required column is refused (it took the
+    missing total for 0 rows and accepted it; every reader then failed on the older files)."""
+    from tests.conftest import duckdb_connect
+
+    with Catalog.open(tmp_path / "wh") as cat:
+        cat.create_namespace("db")
+        cat.create_table("db.t", pa.schema([("id", pa.int64())]))
+    with running_server(tmp_path / "wh", TOKEN) as running:
+        con = duckdb_connect()
+        con.execute(f"ATTACH 'warehouse' AS ice (TYPE iceberg, ENDPOINT '{running.uri}', "
+                    f"AUTHORIZATION_TYPE 'oauth2', TOKEN '{TOKEN}')")
+        con.execute("INSERT INTO ice.db.t VALUES (1)")
+        con.close()
+        schema = current_schema(running.uri)
+        schema["fields"].append({"id": 9, "name": "extra", "type": "long", "required": True})
+        before = head(tmp_path / "wh")
+        answer = requests.post(f"{running.uri}/v1/namespaces/db/tables/t", headers=AUTH,
+                               json={"requirements": [], "updates": [{"action": "add-schema", "schema": schema}]})
+        assert answer.status_code == 400 and "extra" in answer.text
+        assert head(tmp_path / "wh") == before
