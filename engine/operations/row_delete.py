@@ -24,7 +24,7 @@ from engine.write.data_writer import (
     write_data_files,
     write_partition_files,
 )
-from engine.errors import ValidationError
+from engine.errors import ValidationConflict, ValidationError
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.expression_binding import bind
 from engine.model.expression_parser import parse_expression
@@ -33,7 +33,7 @@ from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.row_evaluation import evaluate_arrow
 from engine.operations.commit import CommitContext
 from engine.operations.snapshot import snapshot_events, vectors_of_removed
-from engine.operations.validation import SERIALIZABLE, Validator, isolation_level
+from engine.operations.validation import SERIALIZABLE, Validator, file_might_match, isolation_level
 from engine.read.raw_file import parse_name_mapping
 from engine.read.reader import POS_COLUMN, read_data_file
 from engine.read.scan import DELETE_FILE_PATH_ID, Scan
@@ -195,6 +195,9 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
     v.files_live(changes.removed + changes.touched, head, action)
     added = list(changes.added) + list(new_rows)
     removed = list(changes.removed)
+    if v.new and operation == "overwrite" and isolation_level(base, isolation_for) != SERIALIZABLE:
+        removed += _replaced_since(store, base, v, head, changes, whole_table or (
+            changes.partitions is None and summary_extra is REPLACE_PARTITIONS_SUMMARY), action)
     if base.format_version >= 3 and head is not None and removed:
         removed += vectors_of_removed((e.file for e in store.live_entries(base, head)), removed)
     op = operation
@@ -202,6 +205,35 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
         op = "overwrite"
     return snapshot_events(base, ctx, operation=op, snapshot_id=snapshot_id, added=added,
                            removed=removed, branch=branch, summary_extra=summary_extra)
+
+
+def _replaced_since(store: StateStore, base: TableState, v: Validator, head: int | None, changes: RowChanges,
+                    whole_table: bool, action: str) -> list[DataFile]:
+    """Snapshot isolation: the data files added since the start that an overwrite replaces as well, as Java's
+    overwrites decide on the base they commit on (ReplacePartitions drops its partitions, an overwrite by filter
+    deletes by its row filter): every one for the whole table, those in a replaced partition, those whose rows the
+    filter matches in full.
+
+    :raises ValidationConflict: a file added since whose rows the filter may match only in part (Java's "Cannot
+        delete file where some, but not all, rows match filter"): its rows cannot be sorted out at commit
+    """
+    live = store.live_files_by_key(base, head)
+    keys = None if changes.partitions is None else {(spec_id, partition_key(p)) for spec_id, p in changes.partitions}
+    out: list[DataFile] = []
+    for snap, f in v.data_added():
+        if f.key not in live:
+            continue  # removed again since
+        if whole_table or (keys is not None and (f.spec_id, partition_key(f.partition)) in keys):
+            out.append(f)
+        elif keys is None and changes.bound_filter is not None:
+            if metrics_must_match(changes.bound_filter, f, base.schema):
+                out.append(f)
+            elif file_might_match(changes.bound_filter, f, base):
+                raise ValidationConflict(
+                    f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added {f.file_path}, "
+                    f"whose rows the filter may match only in part", commit_id=snap.commit_id,
+                    snapshot_id=snap.snapshot_id)
+    return out
 
 
 def bind_filter(state: TableState, where: str | None) -> Any:

@@ -140,6 +140,12 @@ class Validator:
             for c in self.store.file_changes_of(self.base, snap):
                 yield snap, c.added, c.file
 
+    def data_added(self) -> Iterable[tuple[Snapshot, DataFile]]:
+        """The data files the snapshots since the start added, each with its snapshot."""
+        for snap, added, f in self._changes():
+            if added and f.content == DataFileContent.DATA:
+                yield snap, f
+
     def files_still_live(self, removed: Sequence[DataFile], action: str) -> None:
         keys = {f.key for f in removed}
         for snap, added, f in self._changes():

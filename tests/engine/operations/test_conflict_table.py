@@ -18,6 +18,9 @@ validateNoNewDeletesForDataFiles                       copy-on-write delete agai
 validateNoNewDeleteFiles for referenced files          merge-on-read delete against another one on the same file
 validateNoNewDeleteFiles (ReplacePartitions)            a dynamic overwrite under snapshot isolation against an
                                                        equality delete in a partition it replaces or in another
+dropPartition / deleteByRowFilter on the new base       overwrites under snapshot isolation replace data added
+                                                       meanwhile into what they replace (a file the filter matches
+                                                       in part conflicts)
 validateNoConflictingDeleteFiles (UPDATE, MERGE)       a v3 upsert under snapshot isolation against an equality
                                                        delete of its key or of another one
 (icelog's own) rows still reach their equality deletes  delete by key and upsert with equality deletes of an older
@@ -179,6 +182,27 @@ CASES = [
     Case("dynamic overwrite under snapshot isolation / equality delete in another partition",
          lambda tx: tx.dynamic_overwrite(rows([1], "a")),
          lambda t: t.delete_by_key(rows([105], "b").select(["id", "cat"]), ["id", "cat"]), False, partitioned=True,
+         properties=UPDATE_SNAPSHOT_ISOLATION),
+    # snapshot isolation: an overwrite decides what it replaces on the base it commits on, as Java's do
+    # (ReplacePartitions drops its partitions, overwriteByRowFilter deletes by its filter), so data added meanwhile
+    # into what it replaces goes too; a file its filter matches only in part cannot be sorted out at commit
+    Case("dynamic overwrite under snapshot isolation / append into a partition it replaces",
+         lambda tx: tx.dynamic_overwrite(rows([1], "a")), lambda t: t.append(rows([5], "a")), False,
+         partitioned=True, properties=UPDATE_SNAPSHOT_ISOLATION),
+    Case("unpartitioned dynamic overwrite under snapshot isolation / append",
+         lambda tx: tx.dynamic_overwrite(rows([1], "a")), lambda t: t.append(rows([50], "c")), False,
+         properties=UPDATE_SNAPSHOT_ISOLATION),
+    Case("overwrite under snapshot isolation / append its filter matches in full",
+         lambda tx: tx.overwrite(rows([1], "a"), "id < 5"), lambda t: t.append(rows([3], "c")), False,
+         properties=UPDATE_SNAPSHOT_ISOLATION),
+    Case("overwrite under snapshot isolation / append its filter matches in part",
+         lambda tx: tx.overwrite(rows([1], "a"), "id < 5"), lambda t: t.append(rows([3, 60], "c")), True,
+         properties=UPDATE_SNAPSHOT_ISOLATION),
+    Case("overwrite under snapshot isolation / append outside its filter",
+         lambda tx: tx.overwrite(rows([1], "a"), "id < 5"), lambda t: t.append(rows([60], "c")), False,
+         properties=UPDATE_SNAPSHOT_ISOLATION),
+    Case("whole-table overwrite under snapshot isolation / append",
+         lambda tx: tx.overwrite(rows([1], "a")), lambda t: t.append(rows([50], "c")), False,
          properties=UPDATE_SNAPSHOT_ISOLATION),
     # merge-on-read deletes of one file: a second delete of the same file would count rows twice
     Case("mor delete / mor delete of the same file", lambda tx: tx.delete("id = 1"),
