@@ -361,6 +361,7 @@ class RowDelta(PendingUpdate):
                     v.no_new_matching_data(bound, action)
                 if isolation_for == "update":
                     v.no_new_equality_deletes_matching(bound, action)
+                    v.no_new_position_deletes_matching(bound, action)
             for bound, specs in self._equality_scopes:  # at every isolation level: these rows were read
                 v.no_rows_moved_out_of(specs, bound, action)
         # whatever moved the branch (a rollback under a transaction adds no snapshot to validate), never remove a

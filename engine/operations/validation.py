@@ -25,7 +25,7 @@ from engine.model.data_file import DataFile, DataFileContent, LiveEntry
 from engine.model.metrics_evaluation import metrics_might_match
 from engine.model.partition_filters import partition_might_match
 from engine.model.partitioning import partition_key
-from engine.read.scan import DeleteIndex
+from engine.read.scan import DeleteIndex, referenced_path
 from engine.state.table_state import Snapshot, TableState
 from engine.state.store import StateStore
 
@@ -178,6 +178,31 @@ class Validator:
                     f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added equality delete "
                     f"file {f.file_path}, which may delete rows of the keys the operation replaces",
                     commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
+
+    def no_new_position_deletes_matching(self, bound_filter: object, action: str) -> None:
+        """An update's keys, with :meth:`no_new_equality_deletes_matching` (Java's ``validateNoConflictingDeleteFiles``
+        refuses any delete file added since that might match): no position delete file or deletion vector added since
+        that may delete a row of the keys (the update would bring back, with its value, a row deleted meanwhile).
+        Judged by the data file it names, by partition and column metrics, so deletes of other keys' files do not
+        conflict; a delete file naming no single data file, by its own partition."""
+        named: dict[str, DataFile] | None = None
+        for snap, added, f in self._changes():
+            if not added or f.content != DataFileContent.POSITION_DELETES or \
+                    not file_might_match(bound_filter, f, self.base):
+                continue
+            target = referenced_path(f)
+            if target is not None:
+                if named is None:
+                    named = {d.file_path: d for d in self.store.live_files_by_key(self.base,
+                                                                                  self.start_snapshot_id).values()}
+                    named.update((d.file_path, d) for _, d in self.data_added())
+                data = named.get(target)
+                if data is not None and not file_might_match(bound_filter, data, self.base):
+                    continue
+            raise ValidationConflict(
+                f"Cannot {action}: commit {snap.commit_id} (snapshot {snap.snapshot_id}) added position delete file "
+                f"{f.file_path}, which may delete rows of the keys the operation replaces",
+                commit_id=snap.commit_id, snapshot_id=snap.snapshot_id)
 
     def no_rows_moved_out_of(self, specs: frozenset[int], bound_filter: object, action: str) -> None:
         """Equality deletes scoped to the partitions of ``specs`` (a spec the keys determine) still reach every row

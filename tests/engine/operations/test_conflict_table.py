@@ -22,7 +22,8 @@ dropPartition / deleteByRowFilter on the new base       overwrites under snapsho
                                                        meanwhile into what they replace (a file the filter matches
                                                        in part conflicts)
 validateNoConflictingDeleteFiles (UPDATE, MERGE)       a v3 upsert under snapshot isolation against an equality
-                                                       delete of its key or of another one
+                                                       delete of its key or of another one; an upsert against a
+                                                       position delete in a file that may hold its key or not
 (icelog's own) rows still reach their equality deletes  delete by key and upsert with equality deletes of an older
                                                        spec's partitions against a compaction into the current
                                                        spec (Java writes no such deletes)
@@ -128,6 +129,15 @@ CASES = [
          lambda t: t.upsert(rows([7], "other"), ["id"]), True),
     Case("upsert / upsert of another key", lambda tx: tx.upsert(rows([7], "new"), ["id"]),
          lambda t: t.upsert(rows([105], "other"), ["id"]), False),
+    # validateNoConflictingDeleteFiles (UPDATE and MERGE, both isolation levels): position deletes that may reach its
+    # keys, judged by the data file they name (Java refuses any; the other file's bounds exclude the key)
+    Case("upsert / merge-on-read delete of its key", lambda tx: tx.upsert(rows([7], "new"), ["id"]),
+         lambda t: t.delete("id = 7"), True, properties=MOR),
+    Case("upsert under snapshot isolation / merge-on-read delete of its key",
+         lambda tx: tx.upsert(rows([7], "new"), ["id"]), lambda t: t.delete("id = 7"), True,
+         properties=MOR | UPDATE_SNAPSHOT_ISOLATION),
+    Case("upsert / merge-on-read delete in another key range's file", lambda tx: tx.upsert(rows([7], "new"), ["id"]),
+         lambda t: t.delete("id = 102"), False, properties=MOR),
     # validateNoConflictingDeleteFiles (UPDATE and MERGE, both isolation levels): equality deletes of its keys; a
     # v3 upsert deletes by deletion vector, and the other writer's new row of the key would stay beside its own
     Case("v3 upsert under snapshot isolation / equality delete and insert of its key",
