@@ -36,7 +36,7 @@ from engine.operations.snapshot import snapshot_events, vectors_of_removed
 from engine.operations.validation import SERIALIZABLE, Validator, file_might_match, isolation_level
 from engine.read.raw_file import parse_name_mapping
 from engine.read.reader import POS_COLUMN, read_data_file
-from engine.read.scan import DELETE_FILE_PATH_ID, Scan
+from engine.read.scan import DELETE_FILE_PATH_ID, Scan, referenced_path
 from engine.state.table_state import TableState
 from engine.state.store import StateStore
 from storage.files import LOCAL_FILES, FileIO
@@ -180,9 +180,16 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
     head = base.branch_head(branch)
     v = Validator(store, base, changes.start_snapshot_id, head, ctx.staged_on_version)
     action = f"{operation} rows"
+    rewritten = {f.key for f in changes.removed}
+    in_place = [f for f in changes.touched if f.key not in rewritten]  # merge-on-read: rows deleted in place
+    # a file a 'delete' removed whole since has no rows left to delete (Java's DELETE skips such removals): its
+    # position deletes are dropped instead of refusing the operation
+    gone = v.removed_by_deletes(in_place) if v.new else set()
+    touched = [f for f in changes.touched if f.key not in gone]
     if v.new:
-        v.files_still_live(changes.removed + changes.touched, action)
-        v.no_new_deletes_for(changes.touched, action)
+        v.files_still_live([*changes.removed, *touched], action)
+        v.no_new_deletes_for([f for f in touched if f.key in rewritten], action)
+        v.no_new_deletes_for([f for f in touched if f.key not in rewritten], action, position_deletes_only=True)
         if changes.partitions is not None or summary_extra is REPLACE_PARTITIONS_SUMMARY:  # a dynamic overwrite
             v.no_new_deletes_in_partitions(set(changes.partitions) if changes.partitions is not None else None,
                                            action)
@@ -192,8 +199,10 @@ def row_change_events(store: StateStore, base: TableState, ctx: CommitContext, c
             else:
                 v.no_new_matching_data(None if whole_table else changes.bound_filter, action)
     # whatever moved the branch, never remove a file it does not hold, nor delete rows of one
-    v.files_live(changes.removed + changes.touched, head, action)
-    added = list(changes.added) + list(new_rows)
+    v.files_live([*changes.removed, *touched], head, action)
+    gone_paths = {normalize_path(f.file_path) for f in in_place if f.key in gone}
+    added = [f for f in changes.added if not gone_paths or f.content != DataFileContent.POSITION_DELETES
+             or referenced_path(f) not in gone_paths] + list(new_rows)
     removed = list(changes.removed)
     if v.new and operation == "overwrite" and isolation_level(base, isolation_for) != SERIALIZABLE:
         removed += _replaced_since(store, base, v, head, changes, whole_table or (

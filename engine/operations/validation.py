@@ -146,6 +146,14 @@ class Validator:
             if added and f.content == DataFileContent.DATA:
                 yield snap, f
 
+    def removed_by_deletes(self, data_files: Sequence[DataFile]) -> set[str]:
+        """The keys of ``data_files`` that a ``delete`` snapshot since removed (whole, rows and all)."""
+        keys = {f.key for f in data_files}
+        if not keys:
+            return set()
+        return {f.key for snap, added, f in self._changes()
+                if not added and f.key in keys and snap.operation == "delete"}
+
     def files_still_live(self, removed: Sequence[DataFile], action: str) -> None:
         keys = {f.key for f in removed}
         for snap, added, f in self._changes():
@@ -265,7 +273,7 @@ class Validator:
         return snap.sequence_number if snap is not None else None
 
     def no_new_deletes_for(self, data_files: Sequence[DataFile], action: str, *,
-                           ignore_equality_deletes: bool = False) -> None:
+                           ignore_equality_deletes: bool = False, position_deletes_only: bool = False) -> None:
         """No delete file added since that applies to a data file the operation rewrites or removes.
 
         A delete file applies as in a scan of a file written in the starting snapshot: a position delete file of
@@ -275,6 +283,9 @@ class Validator:
             number and the partition of the files they replace, so equality deletes added since with a higher
             sequence number still apply to them; only position deletes conflict, and equality deletes that
             landed under a snapshot a transaction staged (their sequence number is lower than the new files')
+        :param position_deletes_only: the operation deletes rows of the files in place (merge-on-read): a position
+            delete of the same file would count rows twice, an equality delete is no conflict (Java's DELETE
+            validates none)
         """
         if not self.new or not data_files:
             return
@@ -285,6 +296,8 @@ class Validator:
         kept_sequence_number = self._sequence_number_of(self.start_snapshot_id)
         for f in data_files:
             for d in index.for_data_file(f, read_sequence_number):
+                if position_deletes_only and d.content == DataFileContent.EQUALITY_DELETES:
+                    continue
                 if ignore_equality_deletes and d.content == DataFileContent.EQUALITY_DELETES and (
                         kept_sequence_number is not None and added_by[d.key].sequence_number > kept_sequence_number):
                     continue

@@ -11,11 +11,14 @@ validateAddedDataFiles (serializable, by filter)       delete, overwrite and ups
                                                        their filter; snapshot isolation never conflicts; a dynamic
                                                        overwrite by the partitions it replaces (all when unpartitioned)
 validateDeletedDataFiles / files must still be live    copy-on-write delete, compaction and merge-on-read delete
-                                                       against a delete that removed their file or another one
+                                                       against a delete that removed their file or another one (a
+                                                       merge-on-read delete skips whole-file deletes, as Java's
+                                                       DELETE does)
 validateNoNewDeletesForDataFiles                       copy-on-write delete against position deletes (by file) and
                                                        equality deletes (by partition and column bounds); a
                                                        compaction keeping sequence numbers ignores equality deletes
-validateNoNewDeleteFiles for referenced files          merge-on-read delete against another one on the same file
+validateNoNewDeleteFiles for referenced files          merge-on-read delete against another one on the same file;
+                                                       an equality delete is no conflict for it
 validateNoNewDeleteFiles (ReplacePartitions)            a dynamic overwrite under snapshot isolation against an
                                                        equality delete in a partition it replaces or in another
 dropPartition / deleteByRowFilter on the new base       overwrites under snapshot isolation replace data added
@@ -157,6 +160,15 @@ CASES = [
          lambda t: t.overwrite(rows([0], "a"), "id < 10"), True, properties=MOR),
     Case("mor delete / delete that removed another file", lambda tx: tx.delete("id = 1"),
          lambda t: t.overwrite(rows([100], "b"), "id >= 100"), False, properties=MOR),
+    # Java's DELETE skips removals by 'delete' snapshots (validateDataFilesExist with skipDeletes): the rows are gone,
+    # and icelog drops its deletes of them instead of leaving them dangling
+    Case("mor delete / delete that removed its whole file", lambda tx: tx.delete("id = 1"),
+         lambda t: t.delete("id >= 0 and id < 10"), False, properties=MOR),
+    Case("v3 mor delete / delete that removed its whole file", lambda tx: tx.delete("id = 1"),
+         lambda t: t.delete("id >= 0 and id < 10"), False, properties=MOR, format_version=3),
+    # Java's DELETE validates no new delete files; icelog refuses position deletes of the same file (counted twice)
+    Case("mor delete / equality delete in its file's bounds", lambda tx: tx.delete("id = 1"),
+         lambda t: t.delete_by_key(rows([2], "a").select(["id"]), ["id"]), False, properties=MOR),
     # validateNoNewDeletesForDataFiles: delete files added meanwhile for the files an operation rewrites
     Case("cow delete / position deletes in its file", lambda tx: tx.delete("id = 1"),
          lambda t: _position_delete(t, 2), True),
