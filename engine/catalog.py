@@ -481,12 +481,20 @@ class Catalog:
         what = f"{action} {'.'.join(namespace + (name,))}"
         others = self.table_locations(excluding=table_uuid)
         if location is None:
-            return choose_default_location(self.warehouse, namespace, name, table_uuid,
-                                           catalog_database=self.database, others=others, what=what,
-                                           holds_files=self._holds_files)
-        check_table_location(location, warehouse=self.warehouse, catalog_database=self.database, others=others,
-                             must_be_empty=must_be_empty, what=what, holds_files=self._holds_files)
-        return location.rstrip("/")
+            placed = choose_default_location(self.warehouse, namespace, name, table_uuid,
+                                             catalog_database=self.database, others=others, what=what,
+                                             holds_files=self._holds_files)
+        else:
+            check_table_location(location, warehouse=self.warehouse, catalog_database=self.database, others=others,
+                                 must_be_empty=must_be_empty, what=what, holds_files=self._holds_files)
+            placed = location.rstrip("/")
+        try:
+            missing = not self.io.bucket_exists(placed)
+        except FileError as e:
+            raise storage_error(e, placed) from e
+        if missing:  # the table would be committed, then never published
+            raise ValidationError(f"Cannot {what}: the bucket of {placed} does not exist")
+        return placed
 
     def check_rebuild(self, into: str, table: str) -> None:
         """Refuse a folder a table's rebuild would write into but must not: any table's location (its own too), one

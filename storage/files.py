@@ -436,6 +436,17 @@ class FileIO:
                 return False
             return bool(fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=False)))
 
+    def bucket_exists(self, location: str | os.PathLike[str]) -> bool:
+        """Whether the S3 bucket of a location exists (one request); True for a local location.
+
+        :raises FileError: the bucket cannot be asked (an unreachable endpoint, refused credentials)
+        """
+        if not is_s3(location):
+            return True
+        fs, path = self.resolve(location)
+        with self._errors("inspect", location):
+            return fs.get_file_info(path.split("/", 1)[0]).type != pafs.FileType.NotFound
+
     def makedirs(self, location: str | os.PathLike[str]) -> None:
         """Create a directory and its missing parents (nothing happens if it exists).
 

@@ -145,7 +145,8 @@ def test_wrong_credentials_missing_bucket_and_unreachable_endpoint(tmp_path: Pat
             cat.create_namespace("db")
             with pytest.raises(IcelogError) as raised:
                 cat.create_table("db.t", schema=SCHEMA).append(rows(1))
-            assert not cat.table_exists("db.t") or cat.load_table("db.t").state.current_snapshot is None
+            assert not cat.table_exists("db.t") or (name != "missing" and
+                                                    cat.load_table("db.t").state.current_snapshot is None)
             return raised.value
 
     # moto accepts any key pair, so a wrong secret shows as the server refusing: use an unknown bucket for the
