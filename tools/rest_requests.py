@@ -62,6 +62,10 @@ class BadRequest(ValidationError):
 class PayloadTooLarge(BadRequest):
     """A request body larger than the server's limit (HTTP 413)."""
 
+
+class UnprocessableEntity(BadRequest):
+    """A well-formed request the spec answers 422 (a namespace property both set and removed)."""
+
 class Unauthorized(IcelogError):
     """A request without a valid bearer token (HTTP 401)."""
 
@@ -88,6 +92,8 @@ def error_for(e: Exception) -> JSONResponse:
         return error_response(409, "CommitFailedException", str(e))
     if isinstance(e, PayloadTooLarge):
         return error_response(413, "RequestTooLargeException", str(e))
+    if isinstance(e, UnprocessableEntity):
+        return error_response(422, "UnprocessableEntityException", str(e))
     if isinstance(e, RecursionError):  # only input can nest that deeply
         return error_response(400, "BadRequestException", f"Malformed request: nested too deeply ({e})")
     if isinstance(e, (ValidationError, CorruptFileError)):

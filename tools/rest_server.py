@@ -53,6 +53,7 @@ from tools.rest_requests import (
     DEFAULT_MAX_BODY_BYTES,
     BadRequest,
     RestCatalog,
+    UnprocessableEntity,
     error_for,
     error_response,
     json_body,
@@ -191,6 +192,10 @@ def h_drop_namespace(rc: RestCatalog, request: Request, _: Any) -> None:
 def h_update_namespace(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     updates = string_map(body.get("updates"), "namespace properties request: 'updates'")
     removals = string_list(body.get("removals"), "namespace properties request: 'removals'")
+    both = sorted(set(updates) & set(removals))
+    if both:  # the spec's 422 (UnprocessableEntityDuplicateKey)
+        raise UnprocessableEntity(f"Cannot update namespace {'.'.join(_ns(request))}: {', '.join(both)} both set "
+                                  f"and removed")
     updated, removed, missing = rc.catalog().update_namespace_properties(_ns(request), updates, removals)
     return {"updated": updated, "removed": removed, "missing": missing}
 

@@ -235,6 +235,8 @@ def test_malformed_bodies_are_400_unless_something_is_missing_or_taken(server: s
     assert _post(server + "/v1/namespaces/nope/tables", _create()).status_code == 404
     assert _post(server + "/v1/namespaces/db/tables/missing", _update()).status_code == 404
     assert _post(server + NS, {"namespace": ["db"]}).status_code == 409
+    both = _post(server + PROPS, {"updates": {"a": "1"}, "removals": ["a"]})  # the spec's duplicate-key answer
+    assert both.status_code == 422 and both.json()["error"]["type"] == "UnprocessableEntityException"
     report = {"report-type": "commit-report", "table-name": "db.missing", "snapshot-id": 1, "sequence-number": 1,
               "operation": "append", "metrics": {}}
     assert _assert_error(_post(server + "/v1/namespaces/db/tables/missing/metrics", report),
