@@ -25,6 +25,7 @@ from engine.model.data_file import DataFile, DataFileContent, LiveEntry
 from engine.model.metrics_evaluation import metrics_might_match
 from engine.model.partition_filters import partition_might_match
 from engine.model.partitioning import partition_key
+from engine.model.paths import normalize_path
 from engine.read.scan import DeleteIndex, referenced_path
 from engine.state.table_state import Snapshot, TableState
 from engine.state.store import StateStore
@@ -201,9 +202,9 @@ class Validator:
             target = referenced_path(f)
             if target is not None:
                 if named is None:
-                    named = {d.file_path: d for d in self.store.live_files_by_key(self.base,
-                                                                                  self.start_snapshot_id).values()}
-                    named.update((d.file_path, d) for _, d in self.data_added())
+                    live = self.store.live_files_by_key(self.base, self.start_snapshot_id).values()
+                    named = {normalize_path(d.file_path): d for d in live}
+                    named.update((normalize_path(d.file_path), d) for _, d in self.data_added())
                 data = named.get(target)
                 if data is not None and not file_might_match(bound_filter, data, self.base):
                     continue
