@@ -365,8 +365,24 @@ def _fresh_type(t: IcebergType, next_id: Callable[[], int]) -> IcebergType:
     return t
 
 
+def check_lineage_names(schema: Schema, format_version: int, where: str = "schema") -> None:
+    """From format version 3 the top-level names ``_row_id`` and ``_last_updated_sequence_number`` are the row
+    lineage columns rewritten data files carry (spec "Reserved Field IDs"): a column of that name would stand beside
+    them in a file, which readers refuse (PyIceberg: "multiple fields for name").
+
+    :raises ValidationError: naming the column
+    """
+    if format_version < 3:
+        return
+    for f in schema.fields:
+        if f.name in LINEAGE_FIELD_IDS:
+            raise ValidationError(f"Cannot use {where}: column {f.name!r} has the name of a row lineage column, "
+                                  f"which format version 3 reserves")
+
+
 def check_schema_for_format(schema: Schema, format_version: int, where: str = "schema") -> None:
-    """Refuse what a table of ``format_version`` cannot hold or icelog cannot honour: format v3 types
+    """Refuse what a table of ``format_version`` cannot hold or icelog cannot honour: the names of the row lineage
+    columns from version 3 (:func:`check_lineage_names`), format v3 types
     (``timestamp_ns``, ``timestamptz_ns``, ``unknown``, ``variant``) before version 3, a required ``unknown``
     column, and default values (``initial-default``, ``write-default``) before version 3, on a non-primitive field
     or one inside a list or map (icelog fills defaults of primitive fields reached through structs), or not of their
@@ -375,6 +391,7 @@ def check_schema_for_format(schema: Schema, format_version: int, where: str = "s
     :raises UnsupportedTypeError: for a v3 type in an older table, naming the column
     :raises ValidationError: naming the field
     """
+    check_lineage_names(schema, format_version, where)
     # fields reached through structs only (the top level included): icelog fills their defaults on read and write
     in_structs = {f.field_id for f in schema.fields}
     stack: list[tuple[NestedField, str]] = [(f, f.name) for f in reversed(schema.fields)]  # in schema order

@@ -115,7 +115,11 @@ def add_path(path: Path) -> tuple[str, ...]:
         full_name(path)
         return path
     full_name(path)
-    return tuple(path.split("."))
+    parts = tuple(path.split("."))
+    if not all(parts):
+        raise ValidationError(f"Cannot use column path {path!r}: a dotted name needs a non-empty name on each side "
+                              f"of every dot")
+    return parts
 
 
 def to_iceberg_type(field_type: TypeLike, *, column: str) -> IcebergType:
@@ -502,6 +506,10 @@ class SchemaChanges:
                     raise ValidationError(f"Cannot set identifier fields: column {name!r} does not exist in the "
                                           "new schema") from e
             identifier_ids = tuple(dict.fromkeys(ids))
+        for fid, f in index.items():  # Parquet has no struct without fields (Java leaves this open: a TODO)
+            if isinstance(f.field_type, StructType) and not f.field_type.fields:
+                raise ValidationError(f"Cannot change the schema: struct {shape.find_column_name(fid)!r} would have "
+                                      f"no fields left, which no data file can hold")
         self._check_specs(shape, index)
         self._check_sort_order(index)
         check_schema_for_format(shape, self.base.format_version, "the new schema")

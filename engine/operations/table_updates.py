@@ -53,7 +53,7 @@ from engine.state.events import (
 )
 from engine.model.data_file import DataFile
 from engine.model.partitioning import PARTITION_DATA_ID_START, UNPARTITIONED_SPEC, PartitionSpec, check_spec_binds
-from engine.model.schema import Schema, check_schema_for_format
+from engine.model.schema import Schema, check_lineage_names, check_schema_for_format
 from engine.model.sort_order import UNSORTED_ORDER, SortOrder
 from engine.model.table_properties import check_property_values
 from engine.model.types import is_long
@@ -468,6 +468,7 @@ def upgrade_events(state: TableState, fmt: int, ctx: CommitContext,
         raise ValidationError(f"Cannot downgrade format version from {state.format_version} to {fmt}")
     if fmt == state.format_version:
         return []
+    check_lineage_names(state.schema, fmt, f"the upgrade to format version {fmt}")
     upgrade = FormatVersionUpgraded(format_version=fmt)
     if fmt < 3 or state.format_version >= 3 or not label_rows:
         return [upgrade]

@@ -709,3 +709,39 @@ def test_column_properties_follow_renames_and_go_with_deleted_columns(catalog):
     (task,) = t.scan().plan_files()
     x_id = t.state.schema.find_field("x").field_id
     assert x_id not in dict(task.file.lower_bounds or ()) and x_id not in dict(task.file.value_counts or ())
+
+
+# -- what no data file can hold ----------------------------------------------------------------------------------
+
+
+def test_a_dotted_name_with_an_empty_part_is_refused(table):
+    with pytest.raises(ValidationError, match="non-empty name on each side"):
+        UpdateSchema(table).add_column("loc.", "int").events(table.state, CTX)
+
+
+@pytest.mark.parametrize("struct", ["loc", "pts.element"])
+def test_deleting_every_field_of_a_struct_is_refused(table, struct):
+    """Parquet has no struct without fields: accepted, icelog's scan and every append failed with Arrow errors."""
+    fields = {"loc": ["loc.lat", "loc.lon"], "pts.element": ["pts.element.x"]}[struct]
+    update = UpdateSchema(table)
+    for name in fields:
+        update = update.delete_column(name)
+    with pytest.raises(ValidationError, match=f"struct '{struct}' would have no fields left"):
+        update.events(table.state, CTX)
+
+
+def test_a_v3_table_keeps_the_row_lineage_names_for_its_lineage_columns(catalog):
+    """A column named _row_id beside the lineage column a rewrite writes made a file PyIceberg refuses ("multiple
+    fields for name _row_id"), and icelog's scan of _row_id read the user's column."""
+    v3 = catalog.create_table("db.v3", schema=pa.schema([("id", pa.int64())]), format_version=3)
+    for name in ("_row_id", "_last_updated_sequence_number"):
+        with pytest.raises(ValidationError, match=f"'{name}' has the name of a row lineage column"):
+            UpdateSchema(v3).add_column(name, "long").events(v3.state, CTX)
+    with pytest.raises(ValidationError, match="row lineage column"):
+        catalog.create_table("db.v3b", schema=pa.schema([("_row_id", pa.int64())]), format_version=3)
+    v2 = catalog.create_table("db.v2", schema=pa.schema([("_row_id", pa.int64())]), format_version=2)
+    head = max(e.position for e in catalog.log(since=0))
+    with pytest.raises(ValidationError, match="upgrade to format version 3"):
+        v2.upgrade_format_version(3)
+    assert max(e.position for e in catalog.log(since=0)) == head
+    UpdateSchema(v2).add_column("nested", pa.struct([("_row_id", pa.int64())])).events(v2.state, CTX)  # not top-level
