@@ -337,10 +337,13 @@ class SchemaChanges:
         self.refuse_deleted(field, name, action)
         if self.container(field.field_id) is not None:
             raise ValidationError(f"Cannot {action}: list elements and map keys and values keep their names")
-        siblings = self.sibling_names(self.parent_key(field.field_id), leaving_out=field.field_id)
-        if self._key(new_name) in siblings:
-            raise ValidationError(f"Cannot {action} to {new_name!r}: a column with that name already exists")
+        # a name taken now may be free by the end of the update (Java swaps two names in one update): build checks
         self.updates[field.field_id] = attrs.evolve(self.current(field), name=new_name)
+        if self.identifier_names is not None:  # as Java's renameColumn, the identifier fields follow the name
+            old_full = self.schema.find_column_name(field.field_id)
+            new_full = old_full[:len(old_full) - len(field.name)] + new_name
+            self.identifier_names = tuple(new_full if self._key(n) == self._key(old_full) else n
+                                          for n in self.identifier_names)
 
     def update_column(self, name: str, field_type: IcebergType | None, required: bool | None,
                       doc: str | None) -> None:
@@ -489,7 +492,12 @@ class SchemaChanges:
     def build(self, schema_id: int) -> Schema:
         fields = self._struct_fields(self.schema.fields, ROOT)
         # a schema with the changed fields and no identifier fields yet, to resolve names against
-        shape = Schema(fields, schema_id=schema_id)
+        try:
+            shape = Schema(fields, schema_id=schema_id)
+        except ValidationError as e:  # two columns of one struct under one name (a rename or an add)
+            raise ValidationError(f"Cannot change the schema: {e}") from e
+        if not self.case_sensitive:
+            self._check_names_apart_without_case(shape)
         index = shape.index_by_id()
         if self.identifier_names is None:
             identifier_ids = self.schema.identifier_field_ids
@@ -514,6 +522,20 @@ class SchemaChanges:
         self._check_sort_order(index)
         check_schema_for_format(shape, self.base.format_version, "the new schema")
         return Schema(fields, schema_id=schema_id, identifier_field_ids=identifier_ids)
+
+    def _check_names_apart_without_case(self, shape: Schema) -> None:
+        """An update that resolves names without case keeps the names it renames or adds apart without case."""
+        changed = set(self.updates) | {fid for fid, _ in self.added.values()}
+        structs = [ROOT, *(fid for fid, f in shape.index_by_id().items() if isinstance(f.field_type, StructType))]
+        for key in structs:
+            struct = shape.as_struct() if key == ROOT else shape.find_field(key).field_type
+            seen: dict[str, int] = {}
+            for f in struct.fields:
+                other = seen.setdefault(f.name.lower(), f.field_id)
+                if other != f.field_id and (other in changed or f.field_id in changed):
+                    where = "<root>" if key == ROOT else shape.find_column_name(key)
+                    raise ValidationError(f"Cannot change the schema: struct {where!r} would have two fields whose "
+                                          f"names differ only in case ({f.name!r})")
 
     def _check_specs(self, shape: Schema, index: dict[int, NestedField]) -> None:
         for spec in self.base.specs:

@@ -299,9 +299,29 @@ def test_rename_keeps_id_and_type(table):
     assert schema.find_field("loc.latitude").field_id == 9
 
 
+@pytest.mark.parametrize("column, new, struct", [("name", "price", "<root>"), ("loc.lat", "lon", "loc")])
+def test_a_rename_onto_a_name_still_taken_at_the_end_is_refused(table, column, new, struct):
+    with pytest.raises(ValidationError, match=f"Cannot change the schema: .*struct '{struct}' has two fields named "
+                                              f"'{new}'"):
+        UpdateSchema(table).rename_column(column, new).events(table.state, CTX)
+
+
+def test_two_names_swap_in_one_update(table):
+    """Java's renameColumn checks names only in the schema it builds: a swap is one update."""
+    base = table.state
+    schema = new_schema(UpdateSchema(table).rename_column("name", "price").rename_column("price", "name")
+                        .events(base, CTX))
+    assert schema.find_field("price").field_id == 3 and schema.find_field("name").field_id == 2
+
+
+def test_identifier_fields_follow_a_rename_in_the_same_update(table):
+    """As Java's renameColumn moves the name in its identifier field names."""
+    schema = new_schema(UpdateSchema(table).set_identifier_fields("id").rename_column("id", "key")
+                        .events(table.state, CTX))
+    assert schema.identifier_field_ids == (1,) and schema.find_field("key").field_id == 1
+
+
 @pytest.mark.parametrize("column, new, message", [
-    ("name", "price", "Cannot rename column 'name' to 'price': a column with that name already exists"),
-    ("loc.lat", "lon", "Cannot rename column 'loc.lat' to 'lon': a column with that name already exists"),
     ("nope", "x", "Cannot rename column 'nope': column 'nope' does not exist"),
     ("pts.element", "e", "Cannot rename column 'pts.element': list elements and map keys and values keep their "
                          "names"),
@@ -745,3 +765,8 @@ def test_a_v3_table_keeps_the_row_lineage_names_for_its_lineage_columns(catalog)
         v2.upgrade_format_version(3)
     assert max(e.position for e in catalog.log(since=0)) == head
     UpdateSchema(v2).add_column("nested", pa.struct([("_row_id", pa.int64())])).events(v2.state, CTX)  # not top-level
+
+
+def test_a_case_insensitive_rename_onto_another_columns_name_in_other_case_is_refused(table):
+    with pytest.raises(ValidationError, match="differ only in case"):
+        UpdateSchema(table, case_sensitive=False).rename_column("name", "PRICE").events(table.state, CTX)
