@@ -363,10 +363,9 @@ def _check_arguments(older_than_ms: object, retain_last: object) -> None:
         raise ValidationError(f"Cannot expire snapshots: retain_last must be at least 1, got {retain_last}")
 
 
-def _check_gc(state: TableState) -> None:
+def _check_gc(state: TableState, action: str = "expire snapshots") -> None:
     if not state.bool_property(GC_ENABLED, True):
-        raise ValidationError(f"Cannot expire snapshots: {GC_ENABLED} is false (deleting files may corrupt other "
-                              f"tables)")
+        raise ValidationError(f"Cannot {action}: {GC_ENABLED} is false (deleting files may corrupt other tables)")
 
 
 def _delete(io: FileIO, path: str) -> bool:
@@ -416,6 +415,7 @@ def remove_orphan_files(table: CollectedTable, older_than_ms: int | None = None)
     if older_than_ms is not None and not is_long(older_than_ms):
         raise ValidationError(f"Cannot remove orphan files: older_than_ms must be a 64-bit integer (milliseconds "
                               f"since the epoch), got {older_than_ms!r}")
+    _check_gc(table.state, "remove orphan files")  # as Java's DeleteOrphanFiles
     table.publish()
     catalog = table.catalog
     store, io = catalog.store, catalog.io
@@ -540,7 +540,9 @@ def purge_files(catalog: CollectingCatalog, table_uuid: str, owned: Ownership, *
     icelog's metadata files, manifest lists and manifests (names derived from its commits), and the files staged
     for it (icelog's writers, REST clients' manifests). Each goes only when ``owned`` allows it; then the folders
     under the location that are left empty go too. Nothing else is touched: a stray file in the folder, the
-    original metadata of a registered table, another table's files.
+    original metadata of a registered table, another table's files. With ``gc.enabled=false`` the data and delete
+    files stay (and what was staged outside the metadata folder), as Java's ``CatalogUtil.dropTableData`` keeps
+    them: they may be other tables' too.
 
     :param catalog: the catalog (an ``engine.catalog.Catalog``)
     :param table_uuid: the table's stream
@@ -551,7 +553,8 @@ def purge_files(catalog: CollectingCatalog, table_uuid: str, owned: Ownership, *
     state = store.table(table_uuid)
     location = state.location
     lineage = lineage_state(store, state)
-    candidates = set(reachable_files(store, lineage, [s.snapshot_id for s in lineage.snapshots]))
+    gc = state.bool_property(GC_ENABLED, True)
+    candidates = set(reachable_files(store, lineage, [s.snapshot_id for s in lineage.snapshots])) if gc else set()
     candidates.add(layout.version_hint_file(location))
     # icelog's metadata files: one per commit, named by the commit's last stream version (a registered table's
     # original metadata files, named like them, were not written by icelog and stay)
@@ -566,12 +569,14 @@ def purge_files(catalog: CollectingCatalog, table_uuid: str, owned: Ownership, *
             manifest_names.add(os.path.basename(layout.manifest_file(location, snap.commit_id, snap.snapshot_id, 0))
                                .rsplit("-m", 1)[0])
     staged = catalog.log.staged_files(table_uuid)
+    metadata = layout.metadata_dir(location)
     for path, _ in staged:
+        if not gc and not io.canonical(path).startswith(io.canonical(metadata).rstrip("/") + "/"):
+            continue
         if path.endswith("/"):
             candidates.update(_files_under(io, path.rstrip("/")))
         else:
             candidates.add(path)
-    metadata = layout.metadata_dir(location)
     if io.exists(metadata):  # icelog's manifests by name, and what interrupted writes of its files left
         named = {os.path.basename(io.canonical(p)) for p in candidates}
         for path in io.list_dir(metadata):

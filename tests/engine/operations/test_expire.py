@@ -265,6 +265,27 @@ def test_expire_refuses_when_gc_is_disabled(catalog):
     assert catalog.log.head(t.uuid) == h
 
 
+def test_gc_disabled_keeps_data_files_from_orphan_removal_and_purge(catalog):
+    """gc.enabled=false says the table's files may be other tables' too: orphan removal is refused, as Java's
+    DeleteOrphanFiles refuses it, and a purge removes the metadata only, as Java's CatalogUtil.dropTableData. Both
+    deleted data files (orphan removal a stray file another writer put under the location)."""
+    t = make_table(catalog, properties={"gc.enabled": "false"})
+    stray = os.path.join(t.state.location, "data", "other-writer.parquet")
+    with open(stray, "wb") as f:
+        f.write(b"another writer's bytes")
+    os.utime(stray, (0, 0))
+    data = sorted(added_paths(t, s)[0] for s in t.snaps)
+    h = catalog.log.head(t.uuid)
+    with pytest.raises(ValidationError, match="Cannot remove orphan files: gc.enabled is false"):
+        remove_orphan_files(t, older_than_ms=FUTURE)
+    assert os.path.exists(stray) and catalog.log.head(t.uuid) == h
+    metadata = layout.metadata_file_of(t.state, t.state.version)
+    deleted = catalog.drop_table("db.t", purge=True)
+    assert all(os.path.exists(p) for p in data) and os.path.exists(stray)
+    assert metadata in deleted and not os.path.exists(metadata)
+    assert not set(data) & set(deleted)
+
+
 def test_a_second_expiry_deletes_files_added_before_the_first(catalog):
     """Which files a snapshot reaches is computed on the whole lineage, past snapshots expired earlier."""
     t = make_table(catalog, appends=((1,), (2,)))
