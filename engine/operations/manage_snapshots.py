@@ -107,7 +107,9 @@ class _Plan:
 
     # ------------------------------------------------------------ lookups
     def snapshot(self, snapshot_id: Any, action: str) -> Snapshot:
-        snap = self.state.snapshot_by_id(snapshot_id) if isinstance(snapshot_id, int) else None
+        if not is_long(snapshot_id):
+            raise ValidationError(f"Cannot {action}: a snapshot id is a 64-bit integer, got {snapshot_id!r}")
+        snap = self.state.snapshot_by_id(snapshot_id)
         if snap is None:
             raise NotFound(f"Cannot {action}: snapshot {snapshot_id} does not exist")
         return snap

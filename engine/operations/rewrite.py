@@ -56,6 +56,7 @@ from engine.write.delete_files import paths_in_position_deletes
 from engine.errors import CorruptFileError, ValidationConflict, ValidationError
 from engine.state.events import Event, SnapshotAdded
 from engine.model import types as T
+from engine.model.types import is_long
 from engine.model.data_file import DataFile, DataFileContent
 from engine.model.name_mapping import NAME_MAPPING_PROPERTY
 from engine.model.partitioning import PartitionGroups, PartitionSpec
@@ -176,7 +177,11 @@ def resolve_zorder_columns(state: TableState, columns: Sequence[str] | None) -> 
     out: list[str] = []
     seen: set[int] = set()
     for name in columns:
+        if not isinstance(name, str):
+            raise ValidationError(f"Cannot Z-order by {name!r}: expected a column name")
         field = schema.find_field(name)
+        if schema.is_in_list_or_map(field.field_id):
+            raise ValidationError(f"Cannot Z-order by column {name!r}: it is inside a list or map")
         if field.field_id in seen:
             raise ValidationError(f"Cannot Z-order by column {name!r}: it is listed twice")
         seen.add(field.field_id)
@@ -196,6 +201,9 @@ def use_starting_sequence_number(options: Mapping[str, Any] | None) -> bool:
     :param options: Java's option names to ``"true"``/``"false"`` (or bools)
     :raises ValidationError: for an unknown option or a value that is not a boolean
     """
+    if options is not None and not isinstance(options, Mapping):
+        raise ValidationError(f"Cannot rewrite data files: options must be a mapping of option names to values, got "
+                              f"{options!r}")
     options = dict(options or {})
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -213,10 +221,9 @@ def use_starting_sequence_number(options: Mapping[str, Any] | None) -> bool:
 def _target_size(state: TableState, target_file_size_bytes: int | None) -> int:
     if target_file_size_bytes is None:
         return state.int_property(TARGET_FILE_SIZE_PROPERTY, DEFAULT_TARGET_FILE_SIZE)
-    if isinstance(target_file_size_bytes, bool) or not isinstance(target_file_size_bytes, int) \
-            or target_file_size_bytes <= 0:
+    if not is_long(target_file_size_bytes) or target_file_size_bytes <= 0:
         raise ValidationError(f"Cannot rewrite data files: target_file_size_bytes {target_file_size_bytes!r} is "
-                              f"not a positive integer")
+                              f"not a positive 64-bit integer")
     return target_file_size_bytes
 
 
@@ -335,6 +342,8 @@ def plan_rewrite(store: StateStore, state: TableState, *, where: str | None = No
     if zorder_columns is not None and strategy != ZORDER:
         raise ValidationError(f"Cannot rewrite data files: zorder_columns apply to strategy 'zorder', not "
                               f"{strategy!r}")
+    if not isinstance(branch, str) or not branch:
+        raise ValidationError(f"Cannot rewrite data files: the branch name must be a non-empty string, got {branch!r}")
     keep_sequence_number = use_starting_sequence_number(options)
     target = _target_size(state, target_file_size_bytes)
     order: SortOrder | None = None

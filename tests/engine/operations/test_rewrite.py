@@ -532,7 +532,26 @@ def test_bad_arguments_are_refused_before_any_write(cat):
         t.rewrite_data_files(target_file_size_bytes=0)
     with pytest.raises(ValidationError, match="nosuch"):
         t.rewrite_data_files(where="nosuch = 1")
+    # each was an untyped error (ValueError, Arrow's) or accepted
+    with pytest.raises(ValidationError, match="options must be a mapping"):
+        t.rewrite_data_files(options="use-starting-sequence-number")
+    with pytest.raises(ValidationError, match="expected a column name"):
+        t.rewrite_data_files(strategy="zorder", zorder_columns=[1])
+    with pytest.raises(ValidationError, match="target_file_size_bytes"):
+        t.rewrite_data_files(target_file_size_bytes=1 << 70)
+    with pytest.raises(ValidationError, match="branch name must be a non-empty string"):
+        t.rewrite_data_files(branch=5)
+    with pytest.raises(ValidationError, match="a snapshot id is a 64-bit integer"):
+        t.manage_snapshots().create_tag(str(t.current_snapshot().snapshot_id), "v1").commit()
     assert cat.log.head(t.uuid) == head
+
+
+def test_zorder_refuses_a_column_inside_a_map(cat):
+    t = cat.create_table("db.m", schema=pa.schema([("id", pa.int64()), ("m", pa.map_(pa.string(), pa.int64()))]))
+    t.append(pa.table({"id": pa.array([1], pa.int64()), "m": pa.array([[("a", 1)]], pa.map_(pa.string(),
+                                                                                             pa.int64()))}))
+    with pytest.raises(ValidationError, match="inside a list or map"):
+        t.rewrite_data_files(strategy="zorder", zorder_columns=["m.key"])
 
 
 def test_empty_table_has_nothing_to_rewrite(cat):
