@@ -526,9 +526,9 @@ class SchemaChanges:
     def _check_names_apart_without_case(self, shape: Schema) -> None:
         """An update that resolves names without case keeps the names it renames or adds apart without case."""
         changed = set(self.updates) | {fid for fid, _ in self.added.values()}
-        structs = [ROOT, *(fid for fid, f in shape.index_by_id().items() if isinstance(f.field_type, StructType))]
-        for key in structs:
-            struct = shape.as_struct() if key == ROOT else shape.find_field(key).field_type
+        structs: list[tuple[int, StructType]] = [(ROOT, shape.as_struct())]
+        structs += [(fid, f.field_type) for fid, f in shape.index_by_id().items() if isinstance(f.field_type, StructType)]
+        for key, struct in structs:
             seen: dict[str, int] = {}
             for f in struct.fields:
                 other = seen.setdefault(f.name.lower(), f.field_id)
