@@ -415,8 +415,8 @@ class Catalog:
         # after a publish running now (it wrote the row under the name it found), before the next (the new one); a
         # catalog that does not publish moves the row too, or its publisher's next publish would leave the old one
         with self.log.exclusive(f"publish {renamed[0]}"):
-            self.projector.publish_rename(ns, name, new_ns, new_name, renamed[0])
-        return self.load_table(new_ns + (new_name,))
+            self.projector.publish_rename(renamed[0], lambda: self._name_of(renamed[0]))
+        return Table(self, new_ns, new_name, renamed[0])  # by its uuid: another rename may have landed since
 
     def drop_table(self, identifier: str | Sequence[str], *, purge: bool = False,
                    delete_external_files: bool = False) -> list[str]:
@@ -450,7 +450,7 @@ class Catalog:
         commit_streams(self.store, build, policy=RetryPolicy())
         table_uuid = found[0].table_uuid
         with self.log.exclusive(f"publish {table_uuid}"):  # after a publish running now, which put its row back
-            self.projector.publish_drop(ns, name, table_uuid)
+            self.projector.publish_drop(table_uuid)
         if not purge:
             return []
         return purge_files(self, table_uuid, self.ownership(table_uuid, name=".".join(ns + (name,))),
@@ -537,6 +537,11 @@ class Catalog:
         if entry is None:
             raise TableNotFound(f"Cannot load table {'.'.join(ns + (name,))}: it does not exist")
         return Table(self, ns, name, entry.table_uuid)
+
+    def _name_of(self, table_uuid: str) -> tuple[tuple[str, ...], str] | None:
+        """The name the catalog gives a table now; None when it names it no more (dropped)."""
+        entry = next((t for t in self.store.catalog().tables if t.table_uuid == table_uuid), None)
+        return None if entry is None else (entry.namespace, entry.name)
 
     def table_exists(self, identifier: str | Sequence[str]) -> bool:
         ns, name = parse_identifier(identifier)

@@ -157,9 +157,26 @@ class Projector:
                            {"catalog_name": self.catalog_name, "table_namespace": ns, "table_name": name,
                             "metadata_location": location,
                             "previous_metadata_location": rows[0][0] if rows else None})
+            if name_now is not None:  # rows of the table under a name it had before (a rename raced a publish)
+                self._delete_rows_of(_folder_of(location), keep=(ns, name))
             derived.upsert(self.STATUS, ("table_uuid",), {"table_uuid": newest.table_uuid,
                                                           "version": newest.version, "metadata_location": location})
         return location
+
+    def _delete_rows_of(self, folder: str, *, keep: tuple[str, str] | None = None) -> None:
+        """Delete the pointer rows naming a metadata file of the table whose metadata folder is ``folder`` (a table's
+        rows, whatever name they are under: locations never overlap), but the one under ``keep``."""
+        sql = ("DELETE FROM iceberg_tables WHERE catalog_name = ? AND substr(metadata_location, 1, ?) = ?")
+        args: list[Any] = [self.catalog_name, len(folder), folder]
+        if keep is not None:
+            sql += " AND NOT (table_namespace = ? AND table_name = ?)"
+            args += list(keep)
+        self.log.derived.execute(sql, args)
+
+    def _published_location(self, table_uuid: str) -> str | None:
+        rows = self.log.derived.query(f"SELECT metadata_location FROM {self.STATUS} WHERE table_uuid = ?",
+                                      [table_uuid])
+        return rows[0][0] if rows else None
 
     def _write(self, path: str, data: bytes) -> None:
         """Write one rendered file. A metadata.json is written once, never replaced (locally a hard link of a
@@ -174,34 +191,33 @@ class Projector:
             raise ForeignWriterError(f"Cannot publish {path}: another writer put different metadata there; "
                                      f"register or remove it first", path=path) from e
 
-    #: a pointer row that is the table's own: it names the metadata file last published for the table's stream
-    _OWN_ROW = f"metadata_location IN (SELECT metadata_location FROM {STATUS} WHERE table_uuid = ?)"
-
-    def publish_rename(self, namespace: tuple[str, ...], name: str, new_namespace: tuple[str, ...],
-                       new_name: str, table_uuid: str) -> None:
-        """Move a table's ``iceberg_tables`` pointer row to its new name (the caller holds the table's publish
-        lock). A publish that ran since the rename landed wrote the new name's row already: the old one goes."""
-        derived = self.log.derived
-        new = [self.catalog_name, ".".join(new_namespace), new_name]
-        old = [self.catalog_name, ".".join(namespace), name, table_uuid]
-        with derived.transaction():
-            if derived.query("SELECT 1 FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND "
-                             "table_name = ?", new):
-                derived.execute("DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND "
-                                f"table_name = ? AND {self._OWN_ROW}", old)
-            else:
-                derived.execute("UPDATE iceberg_tables SET table_namespace = ?, table_name = ? WHERE "
-                                f"catalog_name = ? AND table_namespace = ? AND table_name = ? AND {self._OWN_ROW}",
-                                new[1:] + old)
-
-    def publish_drop(self, namespace: tuple[str, ...], name: str, table_uuid: str) -> None:
-        """Remove a dropped table's pointer row (unless the name points at another table by now: one created
-        under it since) and projection status; the caller holds the table's publish lock."""
+    def publish_rename(self, table_uuid: str, name_now: Callable[[], tuple[tuple[str, ...], str] | None]) -> None:
+        """Put a renamed table's ``iceberg_tables`` pointer row under the name the catalog gives it now, asked inside
+        the pointer's transaction (the caller holds the table's publish lock): every row of the table under another
+        name goes, whichever rename or publish wrote it (two renames racing each other, or a publish between a
+        rename and this)."""
         derived = self.log.derived
         with derived.transaction():
-            derived.execute("DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND "
-                            f"table_name = ? AND {self._OWN_ROW}", [self.catalog_name, ".".join(namespace), name,
-                                                                    table_uuid])
+            location, named = self._published_location(table_uuid), name_now()
+            if location is None or named is None:
+                return  # never published (no rows), or dropped since (the drop removes them)
+            ns, name = ".".join(named[0]), named[1]
+            folder = _folder_of(location)
+            rows = derived.query("SELECT previous_metadata_location FROM iceberg_tables WHERE catalog_name = ? AND "
+                                 "metadata_location = ?", [self.catalog_name, location])
+            self._delete_rows_of(folder)
+            derived.upsert("iceberg_tables", ("catalog_name", "table_namespace", "table_name"),
+                           {"catalog_name": self.catalog_name, "table_namespace": ns, "table_name": name,
+                            "metadata_location": location, "previous_metadata_location": rows[0][0] if rows else None})
+
+    def publish_drop(self, table_uuid: str) -> None:
+        """Remove a dropped table's pointer rows, under whatever name (none of another table: locations never
+        overlap), and its projection status; the caller holds the table's publish lock."""
+        derived = self.log.derived
+        with derived.transaction():
+            location = self._published_location(table_uuid)
+            if location is not None:
+                self._delete_rows_of(_folder_of(location))
             derived.execute(f"DELETE FROM {self.STATUS} WHERE table_uuid = ?", [table_uuid])
 
     def publish_namespace(self, namespace: tuple[str, ...], properties: Mapping[str, str]) -> None:
@@ -225,6 +241,11 @@ class Projector:
             for k in keys or ():
                 derived.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND "
                                 "namespace = ? AND property_key = ?", [self.catalog_name, ns, k])
+
+
+def _folder_of(metadata_location: str) -> str:
+    """The folder of a metadata file, with its trailing slash."""
+    return metadata_location[:metadata_location.rfind("/") + 1]
 
 
 def write_commit(state: TableState, renderer: Renderer, index: ManifestListIndex, changes_of: ChangesOf,

@@ -138,10 +138,10 @@ def test_a_drop_leaves_the_row_of_a_table_created_under_its_name_since(cat, monk
     created = []
     drop_rows = cat.projector.publish_drop
 
-    def created_meanwhile(namespace, name, table_uuid):
+    def created_meanwhile(table_uuid):
         created.append(other.create_table("db.t", ROWS.schema))
         created[0].append(ROWS)
-        drop_rows(namespace, name, table_uuid)
+        drop_rows(table_uuid)
 
     monkeypatch.setattr(cat.projector, "publish_drop", created_meanwhile)
     try:
@@ -199,7 +199,7 @@ def test_a_rename_after_a_publish_under_the_new_name_leaves_one_row(cat):
                 "previous_metadata_location FROM iceberg_tables WHERE table_name = 't'")
     con.commit()
     con.close()
-    cat.projector.publish_rename(("db",), "t", ("archive",), "t2", t.uuid)
+    cat.projector.publish_rename(t.uuid, lambda: (("archive",), "t2"))
     assert pointer_rows(cat) == [("archive", "t2")]
     assert pointer(cat, "archive", "t2") == t.metadata_location
 
@@ -223,3 +223,40 @@ def test_a_handle_of_a_purged_table_writes_nothing_where_its_files_were(cat):
     with pytest.raises(TableNotFound, match="Cannot publish db.t: the table was dropped"):
         old.publish()
     assert not os.path.exists(old.location)
+
+
+@pytest.mark.parametrize("meanwhile", ["publish", "rename"])
+def test_a_rename_raced_by_a_publish_or_another_rename_leaves_one_row_under_the_catalogs_name(cat, monkeypatch,
+                                                                                             meanwhile):
+    """Between a rename's commit and the move of its pointer row, another process publishes the table (its row
+    under the new name, at a newer metadata file) or renames it again. The old row stayed (it no longer named the
+    newest metadata), or the row went under the name of the first rename; SQL-catalog readers listed a table the
+    catalog does not have. The table's rows are those naming its metadata files, whatever their name."""
+    import engine.catalog
+
+    cat.create_table("db.t", ROWS.schema).append(ROWS)
+    other = Catalog.open(cat.warehouse)
+    commit = engine.catalog.commit_streams
+
+    raced_once: list[bool] = []
+
+    def raced(*args, **kwargs):  # right after the rename's commit, before its pointer row moves
+        landed = commit(*args, **kwargs)
+        if raced_once:
+            return landed
+        raced_once.append(True)
+        if meanwhile == "publish":
+            other.load_table("db.u").append(ROWS)
+        else:
+            other.rename_table("db.u", "archive.v")
+        return landed
+
+    monkeypatch.setattr(engine.catalog, "commit_streams", raced)
+    try:
+        renamed = cat.rename_table("db.t", "db.u")
+        final = ("db", "u") if meanwhile == "publish" else ("archive", "v")
+        assert pointer_rows(cat) == [final]
+        assert pointer(cat, *final) == cat.load_table(".".join(final)).metadata_location
+        assert renamed.uuid == cat.load_table(".".join(final)).uuid
+    finally:
+        other.close()
