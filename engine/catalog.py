@@ -471,15 +471,18 @@ class Catalog:
         return out
 
     def place_table(self, namespace: tuple[str, ...], name: str, table_uuid: str, location: str | None, *,
-                    must_be_empty: bool = True, action: str = "create table") -> str:
+                    must_be_empty: bool = True, action: str = "create table",
+                    placed: Sequence[tuple[str, str]] = ()) -> str:
         """Where a new table lives: ``location`` when given and allowed, else a free default folder
         (see engine.ownership).
+
+        :param placed: (location, name) of tables the same commit creates before this one (not in the catalog yet)
 
         :raises ValidationError: the location is the warehouse, holds the catalog's files, is or overlaps
             another table's location, or (``must_be_empty``) is a file or a non-empty folder
         """
         what = f"{action} {'.'.join(namespace + (name,))}"
-        others = self.table_locations(excluding=table_uuid)
+        others = self.table_locations(excluding=table_uuid) + [(normalize_location(loc), n) for loc, n in placed]
         if location is None:
             placed = choose_default_location(self.warehouse, namespace, name, table_uuid,
                                              catalog_database=self.database, others=others, what=what,

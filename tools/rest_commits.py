@@ -234,6 +234,7 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
         catalog_state = cat.store.catalog()
         out = []
         registered = []
+        placed: list[tuple[str, str]] = []  # the tables this commit creates: no two in one folder, or one in another
         for p in prepared:
             entry = catalog_state.table(p.namespace, p.name)
             label = ".".join(p.namespace + (p.name,))
@@ -244,7 +245,9 @@ def _commit(cat: Catalog, prepared: Sequence[_PreparedCommit]) -> dict[str, int]
                 if not catalog_state.has_namespace(p.namespace):
                     raise NamespaceNotFound(f"Cannot create table {label}: namespace {'.'.join(p.namespace)} does "
                                             f"not exist")
-                location = cat.place_table(p.namespace, p.name, p.table_uuid, p.owned.location, must_be_empty=False)
+                location = cat.place_table(p.namespace, p.name, p.table_uuid, p.owned.location, must_be_empty=False,
+                                           placed=placed)
+                placed.append((location, label))
                 events = commit_events(None, p.commit, ctx, client_snapshots=p.client,
                                        live_entries=cat.store.live_entries, live_files=cat.store.live_files_by_key,
                                        stream=p.table_uuid, default_location=location)

@@ -334,6 +334,34 @@ def test_multi_table_transaction_is_atomic(client: RestCatalog, server: str, tmp
     assert last_a.type == last_b.type == "set-properties" and last_a.commit_id == last_b.commit_id
 
 
+@pytest.mark.parametrize("second", ["same", "inside"])
+def test_a_transaction_never_creates_two_tables_in_one_folder(client: RestCatalog, server: str,
+                                                             tmp_warehouse: Path, second: str) -> None:
+    """Each create of a multi-table transaction was placed against the catalog alone: two at one location both
+    landed (the second could never be published, and a purge of the first deleted its metadata from the shared
+    folder), and one inside the other too. Refused with 400, nothing lands."""
+    import uuid
+
+    client.create_namespace("db")
+    shared = str(tmp_warehouse / "shared")
+
+    def create(name: str, location: str) -> dict:
+        schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "required": False,
+                                                                 "type": "long"}]}
+        return {"identifier": {"namespace": ["db"], "name": name}, "requirements": [{"type": "assert-create"}],
+                "updates": [{"action": "assign-uuid", "uuid": str(uuid.uuid4())},
+                            {"action": "add-schema", "schema": schema, "last-column-id": 1},
+                            {"action": "set-current-schema", "schema-id": -1},
+                            {"action": "set-location", "location": location}]}
+
+    inner = shared if second == "same" else f"{shared}/inner"
+    r = requests.post(f"{server}/v1/transactions/commit", headers=_auth(),
+                      json={"table-changes": [create("n1", shared), create("n2", inner)]})
+    assert r.status_code == 400 and "db.n2" in r.json()["error"]["message"]
+    with Catalog.open(tmp_warehouse) as cat:
+        assert cat.list_tables("db") == []
+
+
 @pytest.mark.parametrize(("requirement", "holds"), [
     ({"type": "assert-table-uuid", "uuid": "00000000-0000-0000-0000-000000000000"}, None),
     ({"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": 123}, None),
