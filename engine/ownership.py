@@ -124,9 +124,13 @@ def check_namespace(namespace: Sequence[str]) -> None:
 
 
 def check_new_namespace(namespace: Sequence[str]) -> None:
-    """A namespace to create: valid names (:func:`check_namespace`) whose joined name fits the catalog's pointer
-    tables (only new ones: a longer namespace a catalog made before keeps working)."""
+    """A namespace to create: valid names (:func:`check_namespace`) without dots whose joined name fits the
+    catalog's pointer tables (only new ones: a namespace a catalog made before keeps working)."""
     check_namespace(namespace)
+    dotted = next((level for level in namespace if "." in level), None)
+    if dotted is not None:  # ('d.e',) and ('d', 'e') would be one namespace in the pointer tables
+        raise ValidationError(f"Cannot use namespace {tuple(namespace)!r}: level {dotted!r} holds a dot, and the SQL "
+                              f"catalog tables (PyIceberg's SqlCatalog, Java's JdbcCatalog) join levels with dots")
     joined = ".".join(namespace)
     if len(joined) > NAMESPACE_MAX_CHARS:
         raise ValidationError(f"Cannot use namespace {joined[:60]!r}... ({len(joined)} characters): a namespace "

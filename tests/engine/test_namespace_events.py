@@ -58,3 +58,14 @@ def test_catalog_drops_and_updates_namespaces(tmp_warehouse: Path) -> None:
         with pytest.raises(NamespaceNotFound):
             cat.namespace_properties("db")
         assert [e.type for e in cat.log(since=0)][-1] == "drop-namespace"
+
+
+def test_a_namespace_level_with_a_dot_is_refused(tmp_warehouse: Path) -> None:
+    """('d.e',) and ('d', 'e') were two namespaces to icelog but one in the pointer tables, whose rows then flipped
+    between the two tables of one name (PyIceberg's SqlCatalog read the other table's rows)."""
+    with Catalog.open(tmp_warehouse) as cat:
+        cat.create_namespace(("d", "e"))
+        head = max(e.position for e in cat.log(since=0))
+        with pytest.raises(ValidationError, match="level 'd.e' holds a dot"):
+            cat.create_namespace(("d.e",))
+        assert max(e.position for e in cat.log(since=0)) == head
