@@ -260,8 +260,7 @@ class Catalog:
             return [(CATALOG_STREAM, state.version, [NamespaceCreated(namespace=ns, properties=properties or {})])]
 
         commit_streams(self.store, build, policy=RetryPolicy())
-        if self.project:
-            self.projector.publish_namespace(ns, properties or {})
+        self._publish_namespace(ns)
 
     def list_namespaces(self) -> list[tuple[str, ...]]:
         return [ns for ns, _ in self.store.catalog().namespaces]
@@ -297,9 +296,7 @@ class Catalog:
                      [NamespacePropertiesUpdated(namespace=ns, updates=updates, removals=present)])]
 
         commit_streams(self.store, build, policy=RetryPolicy())
-        if self.project:
-            self.projector.publish_namespace(ns, updates)
-            self.projector.unpublish_namespace(ns, outcome[0][1])
+        self._publish_namespace(ns)
         return outcome[0]
 
     def drop_namespace(self, namespace: str | Sequence[str]) -> None:
@@ -321,8 +318,13 @@ class Catalog:
             return [(CATALOG_STREAM, state.version, [NamespaceDropped(namespace=ns)])]
 
         commit_streams(self.store, build, policy=RetryPolicy())
-        if self.project:
-            self.projector.unpublish_namespace(ns)
+        self._publish_namespace(ns)
+
+    def _publish_namespace(self, ns: tuple[str, ...]) -> None:
+        """Make the namespace's rows in the pointer tables say what the catalog says now (asked inside their
+        transaction, so a commit landing since cannot be undone by rows written after it), whether this catalog
+        publishes or not, as a rename moves its table's row."""
+        self.projector.publish_namespace(ns, lambda: self.store.catalog().namespace_properties(ns))
 
     # ------------------------------------------------------------ tables
     def create_table(self, identifier: str | Sequence[str], schema: pa.Schema | Schema,
@@ -599,7 +601,8 @@ class Catalog:
         return table
 
     def publish(self) -> None:
-        """Bring every table's projection up to its log head."""
+        """Bring every table's projection up to its log head, and the namespaces' rows up to the catalog."""
+        self.projector.publish_namespaces(lambda: dict(self.store.catalog().namespaces))
         for entry in self.store.catalog().tables:
             Table(self, entry.namespace, entry.name, entry.table_uuid).publish()
 

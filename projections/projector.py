@@ -220,27 +220,37 @@ class Projector:
                 self._delete_rows_of(_folder_of(location))
             derived.execute(f"DELETE FROM {self.STATUS} WHERE table_uuid = ?", [table_uuid])
 
-    def publish_namespace(self, namespace: tuple[str, ...], properties: Mapping[str, str]) -> None:
-        ns = ".".join(namespace)
-        rows = [("exists", "true")] + sorted(properties.items())
-        derived = self.log.derived
-        with derived.transaction():
-            for key, value in rows:
-                derived.upsert("iceberg_namespace_properties", ("catalog_name", "namespace", "property_key"),
-                               {"catalog_name": self.catalog_name, "namespace": ns, "property_key": key,
-                                "property_value": value})
+    def publish_namespace(self, namespace: tuple[str, ...],
+                          properties_now: Callable[[], Mapping[str, str] | None]) -> None:
+        """Make a namespace's ``iceberg_namespace_properties`` rows hold what the catalog says now, asked inside
+        their transaction: its properties, or no rows once it is dropped."""
+        with self.log.derived.transaction():
+            self._write_namespace_rows(".".join(namespace), properties_now())
 
-    def unpublish_namespace(self, namespace: tuple[str, ...], keys: Sequence[str] | None = None) -> None:
-        """Remove a namespace's ``iceberg_namespace_properties`` rows: ``keys`` only, or all (a dropped namespace)."""
-        ns = ".".join(namespace)
+    def publish_namespaces(self, namespaces_now: Callable[[], Mapping[tuple[str, ...], Any]]) -> None:
+        """Make every namespace's rows hold what the catalog says now (the rows of namespaces it no longer has go):
+        a repair of rows a catalog that did not publish left behind."""
         derived = self.log.derived
         with derived.transaction():
-            if keys is None:
-                derived.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND "
-                                "namespace = ?", [self.catalog_name, ns])
-            for k in keys or ():
-                derived.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND "
-                                "namespace = ? AND property_key = ?", [self.catalog_name, ns, k])
+            now = {".".join(ns): dict(props) for ns, props in namespaces_now().items()}
+            rows = derived.query("SELECT DISTINCT namespace FROM iceberg_namespace_properties WHERE catalog_name = ?",
+                                 [self.catalog_name])
+            for (ns,) in rows:
+                if ns not in now:
+                    self._write_namespace_rows(ns, None)
+            for ns, props in now.items():
+                self._write_namespace_rows(ns, props)
+
+    def _write_namespace_rows(self, ns: str, properties: Mapping[str, str] | None) -> None:
+        derived = self.log.derived
+        derived.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND namespace = ?",
+                        [self.catalog_name, ns])
+        if properties is None:
+            return
+        for key, value in [("exists", "true"), *sorted(properties.items())]:
+            derived.upsert("iceberg_namespace_properties", ("catalog_name", "namespace", "property_key"),
+                           {"catalog_name": self.catalog_name, "namespace": ns, "property_key": key,
+                            "property_value": value})
 
 
 def _folder_of(metadata_location: str) -> str:

@@ -69,3 +69,39 @@ def test_a_namespace_level_with_a_dot_is_refused(tmp_warehouse: Path) -> None:
         with pytest.raises(ValidationError, match="level 'd.e' holds a dot"):
             cat.create_namespace(("d.e",))
         assert max(e.position for e in cat.log(since=0)) == head
+
+
+def _namespace_rows(cat: Catalog) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for ns, key, value in cat.log.derived.query(
+            "SELECT namespace, property_key, property_value FROM iceberg_namespace_properties"):
+        out.setdefault(ns, {})[key] = value
+    return out
+
+
+def test_namespace_rows_say_what_the_catalog_says_after_a_race_and_without_projection(tmp_warehouse: Path,
+                                                                                   monkeypatch) -> None:
+    """The rows were written from the request after its commit: a drop landing in between came back to life for
+    SQL-catalog readers, and an older update overwrote a newer one. Catalogs opened with project=False wrote no
+    rows at all, and Catalog.publish() never repaired them."""
+    import engine.catalog
+
+    with Catalog.open(tmp_warehouse) as cat, Catalog.open(tmp_warehouse) as other:
+        cat.create_namespace("db", {"k": "1"})
+        commit = engine.catalog.commit_streams
+
+        def dropped_meanwhile(*args, **kwargs):
+            landed = commit(*args, **kwargs)
+            monkeypatch.setattr(engine.catalog, "commit_streams", commit)
+            other.drop_namespace("db")
+            return landed
+
+        monkeypatch.setattr(engine.catalog, "commit_streams", dropped_meanwhile)
+        cat.update_namespace_properties("db", {"k": "2"})
+        assert cat.list_namespaces() == [] and _namespace_rows(cat) == {}
+    with Catalog.open(tmp_warehouse, project=False) as quiet:
+        quiet.create_namespace("q", {"a": "1"})
+        assert _namespace_rows(quiet) == {"q": {"exists": "true", "a": "1"}}
+        quiet.log.derived.execute("DELETE FROM iceberg_namespace_properties")
+        quiet.publish()
+        assert _namespace_rows(quiet) == {"q": {"exists": "true", "a": "1"}}
