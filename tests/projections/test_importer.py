@@ -214,6 +214,9 @@ def test_name_taken_and_uuid_registered_twice(tmp_path: Path) -> None:
         cat.register_table("db.copy", src.metadata_location, location=str(tmp_path / "p2"))
     with pytest.raises(AlreadyExists, match="already registered as db.copy"):
         cat.register_table("db.other", src.metadata_location, location=str(tmp_path / "p3"))
+    cat.drop_table("db.copy")  # its history stays under the uuid: the message says so, not 'another name'
+    with pytest.raises(AlreadyExists, match="is a table this catalog dropped"):
+        cat.register_table("db.other", src.metadata_location, location=str(tmp_path / "p3"))
 
 
 @pytest.mark.parametrize("what", ["metadata", "manifest list", "manifest"])
