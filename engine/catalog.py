@@ -262,8 +262,22 @@ class Catalog:
         commit_streams(self.store, build, policy=RetryPolicy())
         self._publish_namespace(ns)
 
-    def list_namespaces(self) -> list[tuple[str, ...]]:
-        return [ns for ns, _ in self.store.catalog().namespaces]
+    def list_namespaces(self, parent: str | Sequence[str] | None = None) -> list[tuple[str, ...]]:
+        """Every namespace (``parent`` None), or the namespaces one level below ``parent`` (``()``: the top level),
+        as the REST catalog's ``parent`` lists them: a parent that only prefixes namespaces (``a.b`` created, ``a``
+        never) lists them, as Java's catalogs do.
+
+        :raises NamespaceNotFound: ``parent`` neither exists nor prefixes a namespace
+        """
+        state = self.store.catalog()
+        if parent is None:
+            return [ns for ns, _ in state.namespaces]
+        above = parse_namespace(parent) if parent else ()
+        found = sorted({ns[:len(above) + 1] for ns, _ in state.namespaces
+                        if len(ns) > len(above) and ns[:len(above)] == above})
+        if above and not found and not state.has_namespace(above):
+            raise NamespaceNotFound(f"Cannot list namespaces: parent {'.'.join(above)} does not exist")
+        return found
 
     def namespace_properties(self, namespace: str | Sequence[str]) -> dict[str, str]:
         ns = parse_namespace(namespace)

@@ -153,16 +153,9 @@ async def oauth_tokens(request: Request, rc: RestCatalog) -> Response:
 
 
 def h_list_namespaces(rc: RestCatalog, request: Request, _: Any) -> dict[str, Any]:
-    cat = rc.catalog()
     parent_text = request.query_params.get("parent")
     parent = namespace_of(parent_text) if parent_text else ()
-    state = cat.store.catalog()
-    found = sorted({ns[:len(parent) + 1] for ns, _ in state.namespaces
-                    if len(ns) > len(parent) and ns[:len(parent)] == parent})
-    # the spec: a parent that only prefixes namespaces (a.b created, a never) lists them, as Java's catalogs do
-    if parent and not found and not state.has_namespace(parent):
-        raise NamespaceNotFound(f"Cannot list namespaces: parent {'.'.join(parent)} does not exist")
-    return {"namespaces": [list(ns) for ns in found]}
+    return {"namespaces": [list(ns) for ns in rc.catalog().list_namespaces(parent)]}
 
 
 def h_create_namespace(rc: RestCatalog, request: Request, body: dict[str, Any]) -> dict[str, Any]:

@@ -105,3 +105,15 @@ def test_namespace_rows_say_what_the_catalog_says_after_a_race_and_without_proje
         quiet.log.derived.execute("DELETE FROM iceberg_namespace_properties")
         quiet.publish()
         assert _namespace_rows(quiet) == {"q": {"exists": "true", "a": "1"}}
+
+
+def test_list_namespaces_under_a_parent_as_the_rest_catalog_lists_them(tmp_warehouse: Path) -> None:
+    with Catalog.open(tmp_warehouse) as cat:
+        for ns in (("a",), ("a", "b"), ("a", "b", "c"), ("x", "y")):
+            cat.create_namespace(ns)
+        assert cat.list_namespaces() == [("a",), ("a", "b"), ("a", "b", "c"), ("x", "y")]
+        assert cat.list_namespaces(()) == [("a",), ("x",)]  # x only prefixes x.y: listed, as Java's catalogs do
+        assert cat.list_namespaces("a") == [("a", "b")]
+        assert cat.list_namespaces(("a", "b", "c")) == []
+        with pytest.raises(NamespaceNotFound, match="parent nope"):
+            cat.list_namespaces("nope")
