@@ -38,14 +38,6 @@ from storage.errors import ConnectionLost
 from storage.files import FileIO, is_s3
 
 
-def _checksum_of(path: str) -> str | None:
-    """The file a Hadoop checksum file ``.<name>.crc`` (written by Spark's local file system) belongs to."""
-    folder, name = os.path.split(path)
-    if name.startswith(".") and name.endswith(".crc"):
-        return os.path.join(folder, name[1:-4])
-    return None
-
-
 def write_only_new(io: FileIO, files: Mapping[str, bytes], what: str) -> list[str]:
     """Write rendered files into a folder no table owns (a rebuild's or a past state's view); returns their paths.
     Only new files are written: a file already there with the same bytes (an earlier run's) stays, and one with other
@@ -315,9 +307,10 @@ class TablePublisher:
         originals = self.original_metadata()  # the original writer's, known at registration
         if io.exists(metadata_dir):
             for path in io.list_dir(metadata_dir):
-                if path not in rendered and not path.endswith(layout.VERSION_HINT) and ".tmp" not in path \
-                        and io.canonical(path) not in staged and _checksum_of(io.canonical(path)) not in staged \
-                        and path.rsplit("/", 1)[-1] not in originals:
+                # a commit is a metadata.json: another file no metadata names is an orphan (a failed job's
+                # manifest, a refused statistics file), for remove_orphan_files, not a foreign writer's commit
+                if path not in rendered and path.endswith(".metadata.json") and ".tmp" not in path \
+                        and io.canonical(path) not in staged and path.rsplit("/", 1)[-1] not in originals:
                     problems.append(f"{path}: not written by icelog (a foreign writer?)")
         return problems
 

@@ -252,6 +252,18 @@ def test_verify_catches_tampered_metadata_and_foreign_files(catalog):
     assert any("v99.metadata.json" in p and "not written by icelog" in p for p in problems)
 
 
+def test_verify_takes_a_failed_jobs_files_for_orphans_not_a_foreign_writer(catalog):
+    """A Spark job that fails on the client side leaves its manifest (and Hadoop's .crc) in the metadata folder, a
+    refused compute_table_stats its .stats file: no metadata names them, no commit happened. verify called each
+    'not written by icelog (a foreign writer?)' until orphan removal."""
+    t = catalog.create_table("db.t", schema=events_table().schema)
+    t.append(events_table(2))
+    for name in ("0f3c-m0.avro", ".0f3c-m0.avro.crc", "snap-1-0f3c.avro", "42-0f3c.stats"):
+        with open(os.path.join(t.location, "metadata", name), "wb") as f:
+            f.write(b"a failed job's bytes")
+    assert catalog.verify("db.t") == []
+
+
 def test_log_refuses_update_and_delete_and_verify_catches_tampering(catalog):
     t = catalog.create_table("db.t", schema=events_table().schema)
     t.append(events_table(2))
