@@ -114,7 +114,7 @@ class CarriedManifest:
 
 def _partition_fields(state: TableState, snap: Snapshot, spec_id: int) -> list[tuple[int, str, Any]]:
     """The partition fields of ``spec_id`` as a manifest of ``snap`` writes them: (field id, name, result type)."""
-    ptype = state.spec_by_id(spec_id).partition_type(state.schema_by_id(snap.schema_id))
+    ptype = state.partition_type_of(state.spec_by_id(spec_id), state.schema_by_id(snap.schema_id))
     return [(f.field_id, f.name, f.field_type) for f in ptype.fields]
 
 

@@ -407,17 +407,20 @@ def _escape(text: str) -> str:
     return quote_plus(text.encode("utf-8", "replace"), safe="*").replace("~", "%7E")
 
 
-def partition_path(spec: PartitionSpec, schema: Schema, values: tuple[Any, ...]) -> str:
+def partition_path(spec: PartitionSpec, schema: Schema, values: tuple[Any, ...],
+                   ptype: StructType | None = None) -> str:
     """The partition's relative path, as Java's ``PartitionSpec.partitionToPath`` writes it:
     ``name=human-value`` per field, joined by ``/``, URL-encoded like ``java.net.URLEncoder``.
 
     :param values: the partition tuple, canonical values in spec field order
+    :param ptype: the spec's partition struct (default: typed by ``schema``; an older spec whose source column
+        ``schema`` dropped passes the one its files were written with, ``TableState.partition_type_of``)
     :raises ValidationError: when the tuple does not have one value per field
     """
     if len(values) != len(spec.fields):
         raise ValidationError(f"Cannot build partition path: {len(values)} values for {len(spec.fields)} "
                               f"partition fields of spec {spec.spec_id}")
-    ptype = spec.partition_type(schema)
+    ptype = ptype if ptype is not None else spec.partition_type(schema)
     parts = []
     for f, pf, value in zip(spec.fields, ptype.fields, values):
         human = f.transform.to_human_string(pf.field_type, value)

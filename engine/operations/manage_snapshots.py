@@ -583,5 +583,5 @@ def _empty_snapshot(plan: _Plan, snapshot_id: int, branch: str) -> SnapshotAdded
         sequence_number=state.last_sequence_number + 1 if state.format_version >= 2 else 0,
         timestamp_ms=max(plan.ctx.time_ms, state.last_updated_ms), operation=APPEND,
         summary=snapshot_summary((), (), None), schema_id=state.current_schema_id, branch=branch,
-        partition_types={s.spec_id: s.partition_type(state.schema) for s in state.specs},
+        partition_types={s.spec_id: state.partition_type_of(s) for s in state.specs},
         first_row_id=(state.next_row_id or 0) if v3 else None, added_rows=0 if v3 else None)

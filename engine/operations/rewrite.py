@@ -492,7 +492,7 @@ def manifest_rewrite_events(base: TableState, ctx: CommitContext, *, snapshot_id
         sequence_number=base.last_sequence_number + 1 if base.format_version >= 2 else 0,
         timestamp_ms=max(ctx.time_ms, base.last_updated_ms), operation=REPLACE,
         summary=snapshot_summary((), (), parent), schema_id=base.current_schema_id, branch=branch, changes=(),
-        partition_types={s.spec_id: s.partition_type(base.schema) for s in base.specs},
+        partition_types={s.spec_id: base.partition_type_of(s) for s in base.specs},
         # v3: the files keep their row ids, so the snapshot assigns none
         first_row_id=base.next_row_id if base.format_version >= 3 else None,
         added_rows=0 if base.format_version >= 3 else None)]

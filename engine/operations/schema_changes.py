@@ -538,12 +538,15 @@ class SchemaChanges:
                                           f"names differ only in case ({f.name!r})")
 
     def _check_specs(self, shape: Schema, index: dict[int, NestedField]) -> None:
+        default = self.base.default_spec_id
         for spec in self.base.specs:
             for pf in spec.fields:
                 source = index.get(pf.source_id)
+                if source is None and spec.spec_id != default:
+                    continue  # an older spec keeps its dropped source, as Java keeps it (its files keep their values)
                 if source is None:
                     raise ValidationError(f"Cannot delete column {self._deleted_name(pf.source_id)!r}: it is a "
-                                          f"partition source (field {pf.name!r} of spec {spec.spec_id})")
+                                          f"partition source (field {pf.name!r} of the default spec {spec.spec_id})")
                 if not pf.transform.can_transform(source.field_type):
                     raise ValidationError(
                         f"Cannot change the type of column {self.name_of(pf.source_id)!r}: partition field "

@@ -122,7 +122,7 @@ def snapshot_events(base: TableState, ctx: CommitContext, *, operation: str, sna
         schema_id=base.current_schema_id,
         branch=branch,
         changes=changes,
-        partition_types={s.spec_id: s.partition_type(base.schema) for s in base.specs},
+        partition_types={s.spec_id: base.partition_type_of(s) for s in base.specs},
         first_row_id=first_row_id,
         added_rows=added_rows,
     )]
@@ -220,7 +220,7 @@ def row_id_backfill_events(state: TableState, ctx: CommitContext,
             sequence_number=state.last_sequence_number + 1, timestamp_ms=max(ctx.time_ms, state.last_updated_ms),
             operation="replace",
             summary=snapshot_summary((), (), head), schema_id=state.current_schema_id, branch=branch,
-            changes=tuple(changes), partition_types={s.spec_id: s.partition_type(state.schema) for s in state.specs},
+            changes=tuple(changes), partition_types={s.spec_id: state.partition_type_of(s) for s in state.specs},
             first_row_id=first, added_rows=next_id - first)
         events.append(event)
         state = apply_in_commit(event, state, ctx)

@@ -294,6 +294,7 @@ def commit_events(base: TableState | None, commit: TableCommit, ctx: CommitConte
     updates = _merged_removals(updates)
     for i, u in enumerate(updates):
         _apply_update(run, u, updates[i + 1:], client_snapshots, live_entries, live_files, stream)
+    _check_default_spec(run.state)
     if run.label_rows_at_end:
         for event in row_id_backfill_events(run.state, run.ctx, live_entries, unlabelled_files=True):
             run.add(event)
@@ -346,13 +347,7 @@ def _apply_update(run: _Running, u: Mapping[str, Any], later: Sequence[Mapping[s
         run.last_schema_id = new_id
     elif action == "set-current-schema":
         sid = _last_or(run.last_schema_id, need_field(u, "schema-id", int, action), "schema")
-        schema = state.schema_by_id(sid)
-        for spec in state.specs:  # icelog reads every spec's partition tuples through the current schema
-            try:
-                spec.partition_type(schema)
-            except ValidationError as e:
-                raise ValidationError(f"Cannot set current schema {sid}: partition spec {spec.spec_id} of the table "
-                                      f"uses a column the schema drops, which icelog cannot keep ({e})") from e
+        state.schema_by_id(sid)  # the default spec is checked against it once the commit's updates are applied
         if sid != state.current_schema_id:
             run.add(CurrentSchemaSet(schema_id=sid))
     elif action == "add-spec":
@@ -476,6 +471,19 @@ def upgrade_events(state: TableState, fmt: int, ctx: CommitContext,
     return [upgrade, *row_id_backfill_events(upgraded, ctx, live_entries, snapshot_ids)]
 
 
+def _check_default_spec(state: TableState) -> None:
+    """The spec a commit leaves as the default binds to the schema it leaves current (writes partition by it); an
+    older spec may keep a column the schema dropped since, as Java keeps it (RTAS with a new partitioning, DROP
+    COLUMN after DROP PARTITION FIELD), its values typed by the schema its files were written with."""
+    try:
+        check_spec_binds(state.spec, state.schema)
+    except ValidationError as e:
+        raise ValidationError(f"Cannot commit: the default partition spec {state.spec.spec_id} does not fit the "
+                              f"current schema {state.current_schema_id} ({e})") from e
+    for spec in state.specs:
+        state.partition_type_of(spec)
+
+
 def _last_or(last: int | None, given: int, what: str) -> int:
     if given != -1:
         return given
@@ -537,7 +545,7 @@ def _add_snapshot(run: _Running, snap: Mapping[str, Any], later: Sequence[Mappin
     run.add(SnapshotAdded(
         snapshot_id=sid, parent_snapshot_id=parent_id, sequence_number=seq, timestamp_ms=snap["timestamp-ms"],
         operation=operation, summary=tuple(summary.items()), schema_id=schema_id, branch=branch, changes=changes,
-        partition_types={s.spec_id: s.partition_type(state.schema) for s in state.specs},
+        partition_types={s.spec_id: state.partition_type_of(s) for s in state.specs},
         first_row_id=first_row_id, added_rows=added_rows))
     if branch == UNREFERENCED_BRANCH and not any(
             u["action"] == "set-snapshot-ref" and u.get("snapshot-id") == sid for u in later):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from engine.errors import ValidationConflict
+from engine.errors import ValidationConflict, ValidationError
 from engine.model.data_file import DataFile, DataFileContent, LiveEntry
 from engine.model.metrics_evaluation import metrics_might_match
 from engine.model.partition_filters import partition_might_match
@@ -52,8 +52,11 @@ def file_might_match(bound: Any, f: DataFile, state: TableState) -> bool:
     if bound is None:
         return True
     spec = state.spec_by_id(f.spec_id)
-    if not spec.is_unpartitioned and not partition_might_match(bound, spec, state.schema, f.partition):
-        return False
+    try:
+        if not spec.is_unpartitioned and not partition_might_match(bound, spec, state.schema, f.partition):
+            return False
+    except ValidationError:  # a spec over a column dropped since: no pruning by it
+        pass
     return metrics_might_match(bound, f, state.schema)
 
 

@@ -359,7 +359,7 @@ class FileIndex:
         cached = self._state_types.get(id(state))
         if cached is not None and cached[0] is state:
             return cached[1], cached[2]
-        types = {s.spec_id: s.partition_type(state.schema) for s in state.specs}
+        types = {s.spec_id: state.partition_type_of(s) for s in state.specs}
         key = tuple(sorted(types.items(), key=lambda kv: kv[0]))
         type_id = self._type_keys.get(key)
         if type_id is None:

@@ -130,7 +130,7 @@ def unified_partition_type(state: TableState) -> StructType:
     fields: dict[int, NestedField] = {}
     for spec in state.specs:
         try:
-            ptype = spec.partition_type(state.schema)
+            ptype = state.partition_type_of(spec)
         except ValidationError:
             continue  # a source column dropped since: its partition field cannot be typed with this schema
         for f in ptype.fields:
@@ -408,7 +408,7 @@ class InspectTable:
             return None
         spec = self.state.spec_by_id(m.partition_spec_id)
         try:
-            ptype = spec.partition_type(self.state.schema)
+            ptype = self.state.partition_type_of(spec)
         except ValidationError:
             ptype = None
         out = []

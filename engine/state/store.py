@@ -314,7 +314,7 @@ class StateStore:
     # ------------------------------------------------------------ files
     def file_changes(self, state: TableState, snapshot_log_position: int) -> list[FileChange]:
         """The files a snapshot event added and removed."""
-        types: dict[int, StructType] = {s.spec_id: s.partition_type(state.schema) for s in state.specs}
+        types: dict[int, StructType] = {s.spec_id: state.partition_type_of(s) for s in state.specs}
         try:
             return [decode_file_change(p, types) for p in self.log.read_parts(snapshot_log_position)]
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:

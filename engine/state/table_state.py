@@ -44,6 +44,7 @@ from engine.model.kept_values import KeptForObjects
 from engine.model.partitioning import PartitionSpec
 from engine.model.schema import Schema
 from engine.model.sort_order import SortOrder
+from engine.model.types import StructType
 
 MAIN_BRANCH = "main"
 #: the branch a REST snapshot is added on when no branch of the same commit points at it (removed in the same
@@ -148,6 +149,23 @@ class TableState:
             if s.schema_id == schema_id:
                 return s
         raise ValidationError(f"Cannot find schema: no schema with id {schema_id}")
+
+    def partition_type_of(self, spec: PartitionSpec, schema: Schema | None = None) -> StructType:
+        """A spec's partition struct, typed by ``schema`` (default: the current one), or when a source column is gone
+        from it (an older spec, its column dropped since: Java keeps such specs) by the newest schema holding every
+        source, as the files written under the spec typed their values.
+
+        :raises ValidationError: no schema of the table holds every source column of the spec
+        """
+        try:
+            return spec.partition_type(schema if schema is not None else self.schema)
+        except ValidationError as first:
+            for older in reversed(self.schemas):
+                try:
+                    return spec.partition_type(older)
+                except ValidationError:
+                    continue
+            raise first
 
     @property
     def spec(self) -> PartitionSpec:

@@ -197,7 +197,7 @@ def write_partition_files(state: TableState, rows: pa.Table, *, spec: PartitionS
     target = state.int_property("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
     folder = data_folder.rstrip("/") if data_folder is not None else layout.data_dir(state.location)
     if not spec.is_unpartitioned:
-        folder = f"{folder}/{partition_path(spec, schema, partition)}"
+        folder = f"{folder}/{partition_path(spec, schema, partition, state.partition_type_of(spec))}"
     write_id = uuid.uuid4()
     files = []
     for chunk_index, chunk in enumerate(iter_row_chunks(rows, target)):

@@ -60,7 +60,7 @@ def _folder(state: TableState, spec_id: int, partition: tuple[Any, ...], action:
                               f"{len(spec.fields)} field(s) of spec {spec_id}")
     folder = layout.data_dir(state.location)
     if not spec.is_unpartitioned:
-        folder = f"{folder}/{partition_path(spec, state.schema, tuple(partition))}"
+        folder = f"{folder}/{partition_path(spec, state.schema, tuple(partition), state.partition_type_of(spec))}"
     return f"{folder}/00000-0-{uuid.uuid4()}-00001-deletes.parquet"
 
 

@@ -191,9 +191,9 @@ def test_in_place_registration_publishes_after_the_original_versions(tmp_path: P
     assert t.metadata_location == str(folder / f"v{highest + 2}.metadata.json")
     assert cat.verify("db.copy") == []
     assert t.remove_orphan_files(older_than_ms=2**62) == []  # the originals are not orphans
-    stray = folder / "appeared-later.avro"
-    stray.write_bytes(b"x")  # a file that came after the registration is reported
-    assert any("appeared-later.avro" in p for p in cat.verify("db.copy"))
+    stray = folder / "appeared-later.metadata.json"
+    stray.write_bytes(b"x")  # a metadata file that came after the registration is reported
+    assert any("appeared-later.metadata.json" in p for p in cat.verify("db.copy"))
     stray.unlink()
     # metadata clean-up after commits deletes icelog's old versions, never the original writer's
     t.set_properties({"write.metadata.delete-after-commit.enabled": "true",

@@ -213,8 +213,8 @@ def test_delete_top_level_and_nested(table):
 
 
 @pytest.mark.parametrize("column, message", [
-    ("id", "Cannot delete column 'id': it is a partition source (field 'id_bucket' of spec 0)"),
-    ("category", "Cannot delete column 'category': it is a partition source (field 'category' of spec 0)"),
+    ("id", "Cannot delete column 'id': it is a partition source (field 'id_bucket' of the default spec 0)"),
+    ("category", "Cannot delete column 'category': it is a partition source (field 'category' of the default spec 0)"),
 ])
 def test_delete_partition_source_is_refused(table, column, message):
     update = UpdateSchema(table).delete_column(column)  # recorded, refused when the schema is built
