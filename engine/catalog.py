@@ -500,20 +500,20 @@ class Catalog:
         what = f"{action} {'.'.join(namespace + (name,))}"
         others = self.table_locations(excluding=table_uuid) + [(normalize_location(loc), n) for loc, n in placed]
         if location is None:
-            placed = choose_default_location(self.warehouse, namespace, name, table_uuid,
+            chosen = choose_default_location(self.warehouse, namespace, name, table_uuid,
                                              catalog_database=self.database, others=others, what=what,
                                              holds_files=self._holds_files)
         else:
             check_table_location(location, warehouse=self.warehouse, catalog_database=self.database, others=others,
                                  must_be_empty=must_be_empty, what=what, holds_files=self._holds_files)
-            placed = location.rstrip("/")
+            chosen = location.rstrip("/")
         try:
-            missing = not self.io.bucket_exists(placed)
+            missing = not self.io.bucket_exists(chosen)
         except FileError as e:
-            raise storage_error(e, placed) from e
+            raise storage_error(e, chosen) from e
         if missing:  # the table would be committed, then never published
-            raise ValidationError(f"Cannot {what}: the bucket of {placed} does not exist")
-        return placed
+            raise ValidationError(f"Cannot {what}: the bucket of {chosen} does not exist")
+        return chosen
 
     def check_rebuild(self, into: str, table: str) -> None:
         """Refuse a folder a table's rebuild would write into but must not: any table's location (its own too), one

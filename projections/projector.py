@@ -15,7 +15,7 @@ the merged ones are kept in another (``projections.carried_manifests``) for the 
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from engine.errors import ForeignWriterError, IntegrityError
 from engine.model.data_file import ManifestFile
