@@ -538,7 +538,7 @@ class Catalog:
         """The files the table ``table_uuid`` owns (see engine.ownership.Ownership)."""
         location = self.store.table(table_uuid).location
         if name is None:
-            entry = next((t for t in self.store.catalog().tables if t.table_uuid == table_uuid), None)
+            entry = self.store.catalog().entry_of(table_uuid)
             name = ".".join(entry.namespace + (entry.name,)) if entry is not None else f"table {table_uuid}"
         return Ownership(location, others=self.table_locations(excluding=table_uuid),
                          catalog_files=catalog_files(self.database), name=name,
@@ -559,7 +559,7 @@ class Catalog:
 
     def _name_of(self, table_uuid: str) -> tuple[tuple[str, ...], str] | None:
         """The name the catalog gives a table now; None when it names it no more (dropped)."""
-        entry = next((t for t in self.store.catalog().tables if t.table_uuid == table_uuid), None)
+        entry = self.store.catalog().entry_of(table_uuid)
         return None if entry is None else (entry.namespace, entry.name)
 
     def table_exists(self, identifier: str | Sequence[str]) -> bool:

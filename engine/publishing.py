@@ -247,9 +247,9 @@ class TablePublisher:
 
         :raises TableNotFound: the catalog no longer names the table (dropped): nothing is published
         """
-        for entry in self.store.catalog().tables:
-            if entry.table_uuid == self.uuid:
-                return entry.namespace, entry.name
+        entry = self.store.catalog().entry_of(self.uuid)
+        if entry is not None:
+            return entry.namespace, entry.name
         raise TableNotFound(f"Cannot publish {'.'.join(self.identifier)}: the table was dropped (this handle is "
                             f"stale); nothing is published for it")
 

@@ -66,6 +66,7 @@ class PayloadTooLarge(BadRequest):
 class UnprocessableEntity(BadRequest):
     """A well-formed request the spec answers 422 (a namespace property both set and removed)."""
 
+
 class Unauthorized(IcelogError):
     """A request without a valid bearer token (HTTP 401)."""
 

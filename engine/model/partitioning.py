@@ -206,6 +206,7 @@ def check_spec_binds(spec: PartitionSpec, schema: Schema) -> None:
     :raises ValidationError: naming the field
     """
     names: set[str] = set()
+    ids = schema.index_by_id()
     for f in spec.fields:
         if not f.name:
             raise ValidationError(f"Cannot use empty partition name for field {f.field_id}")
@@ -216,7 +217,7 @@ def check_spec_binds(spec: PartitionSpec, schema: Schema) -> None:
             clash: NestedField | None = schema.find_field(f.name)
         except ValidationError:
             clash = None
-        if clash is not None and clash.field_id != f.source_id and f.source_id in schema.index_by_id():
+        if clash is not None and clash.field_id != f.source_id and f.source_id in ids:
             raise ValidationError(f"Cannot create partition field {f.name!r} sourced from field id {f.source_id}: "
                                   f"the name is another column's (id {clash.field_id})")
         if f.transform.is_void:

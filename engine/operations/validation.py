@@ -197,18 +197,17 @@ class Validator:
         that may delete a row of the keys (the update would bring back, with its value, a row deleted meanwhile).
         Judged by the data file it names, by partition and column metrics, so deletes of other keys' files do not
         conflict; a delete file naming no single data file, by its own partition."""
-        named: dict[str, DataFile] | None = None
+        live: Any = None  # the data files at the start by key (decoded only as looked up), and those added since
         for snap, added, f in self._changes():
             if not added or f.content != DataFileContent.POSITION_DELETES or \
                     not file_might_match(bound_filter, f, self.base):
                 continue
             target = referenced_path(f)
             if target is not None:
-                if named is None:
-                    live = self.store.live_files_by_key(self.base, self.start_snapshot_id).values()
-                    named = {normalize_path(d.file_path): d for d in live}
-                    named.update((normalize_path(d.file_path), d) for _, d in self.data_added())
-                data = named.get(target)
+                if live is None:
+                    live = (self.store.live_files_by_key(self.base, self.start_snapshot_id),
+                            {normalize_path(d.file_path): d for _, d in self.data_added()})
+                data = live[0].get(target) or live[1].get(target)  # none found: judged as matching
                 if data is not None and not file_might_match(bound_filter, data, self.base):
                     continue
             raise ValidationConflict(

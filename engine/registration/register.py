@@ -155,13 +155,13 @@ def check_placement(store: StateStore, place_table: PlaceTable, ns: tuple[str, .
         raise AlreadyExists(f"Cannot register table {full}: it already exists")
     place_table(ns, name, table_uuid or "", location, must_be_empty=False, action="register table")
     if table_uuid is not None and store.log.head(table_uuid) != 0:
-        other = next((".".join(t.namespace + (t.name,)) for t in state.tables if t.table_uuid == table_uuid), None)
-        if other is None:
+        entry = state.entry_of(table_uuid)
+        if entry is None:
             raise AlreadyExists(f"Cannot register table {full}: table uuid {table_uuid} is a table this catalog "
                                 f"dropped, whose history stays in its log under that uuid (icelog cannot take the "
                                 f"dropped table back; read it with catalog.as_of)")
         raise AlreadyExists(f"Cannot register table {full}: table uuid {table_uuid} is already registered "
-                            f"as {other}")
+                            f"as {'.'.join(entry.namespace + (entry.name,))}")
     return state
 
 

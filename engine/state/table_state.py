@@ -309,6 +309,10 @@ class CatalogState:
                 return t
         return None
 
+    def entry_of(self, table_uuid: str) -> TableEntry | None:
+        """The table the catalog names with this uuid now; None when it names it no more (dropped)."""
+        return next((t for t in self.tables if t.table_uuid == table_uuid), None)
+
 
 # ---------------------------------------------------------------- folding table events
 
